@@ -1,0 +1,1 @@
+//! # reel-engine: catalogue, on-tape format, device host and sessions

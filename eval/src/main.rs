@@ -1,0 +1,2 @@
+//! `reel-bench`: the benchmark harness.
+fn main() {}

@@ -1,0 +1,1 @@
+//! # reel-jobs: jobs, queue, worker runtime and the `reel` command

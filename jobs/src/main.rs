@@ -1,0 +1,2 @@
+//! The `reel` command.
+fn main() {}

@@ -1,0 +1,788 @@
+//! The host side of the ABI: load a plugin by path, negotiate its table, and call it through
+//! safe handles. The engine's device host and the contract kit both build on this module, so
+//! the unsafe FFI lives in one place.
+//!
+//! Rules enforced here (docs/ABI.md): an unknown major version is refused; the table is copied
+//! into a zeroed one of our own size (`min(struct_size, ours)` bytes), so a slot the plugin does
+//! not know is NULL, and a NULL slot answers `REEL_E_UNSUPPORTED`; libraries are never unloaded;
+//! a handle whose call panicked is poisoned and only closed afterwards.
+
+use std::ffi::{CStr, CString, c_char};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::sdk::{DriveInfo, Element, Geometry, ReadRecord};
+use crate::types::*;
+
+/// Why a plugin could not be loaded. Each names the file and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// dlopen failed: not a shared library, wrong architecture, missing dependency.
+    #[error("{path}: not a loadable plugin library ({reason}); check the path names a reel plugin .so built for this machine")]
+    NotALibrary {
+        /// The file.
+        path: PathBuf,
+        /// What the dynamic loader said.
+        reason: String,
+    },
+    /// The library has no `reel_plugin_v1` symbol.
+    #[error("{path}: no `{symbol}` entry symbol; this is not a reel ABI v1 plugin (was it built with export_plugin! or REEL_REGISTER_PLUGIN?)")]
+    NoEntry {
+        /// The file.
+        path: PathBuf,
+        /// The symbol looked for.
+        symbol: &'static str,
+    },
+    /// The entry returned NULL.
+    #[error("{path}: the entry symbol returned no table")]
+    NullTable {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The table's major version is not one this host speaks.
+    #[error("{path}: plugin speaks ABI major {found}, this reel speaks {expected}; rebuild the plugin against this reel's reel_plugin.h")]
+    UnknownMajor {
+        /// The file.
+        path: PathBuf,
+        /// What the plugin said.
+        found: u16,
+        /// What we speak.
+        expected: u16,
+    },
+    /// The table is smaller than the fixed v1 header plus the required slots.
+    #[error("{path}: plugin table is {found} bytes, at least {minimum} are needed; the plugin is corrupt or built against a broken header")]
+    TableTooSmall {
+        /// The file.
+        path: PathBuf,
+        /// The struct_size the plugin reported.
+        found: u32,
+        /// The minimum accepted.
+        minimum: u32,
+    },
+    /// A slot every plugin must fill is NULL.
+    #[error("{path}: required call `{slot}` is missing from the plugin table")]
+    MissingRequired {
+        /// The file.
+        path: PathBuf,
+        /// The slot name.
+        slot: &'static str,
+    },
+}
+
+/// A failed call: the return code and the full status the plugin filled.
+#[derive(Clone, Debug)]
+pub struct CallError {
+    /// `REEL_E_*` code.
+    pub code: i32,
+    /// The status as filled by the plugin.
+    pub status: ReelStatus,
+    /// Which call failed.
+    pub call: &'static str,
+}
+
+impl CallError {
+    fn local(call: &'static str, code: i32, msg: &str) -> Self {
+        let mut status = ReelStatus::new();
+        status.set_message(msg);
+        CallError { code, status, call }
+    }
+
+    /// Sense key, ASC and ASCQ.
+    pub fn sense(&self) -> (u8, u8, u8) {
+        (self.status.sense_key, self.status.asc, self.status.ascq)
+    }
+
+    /// Whether the status carries the given `REEL_FLAG_*` bit.
+    pub fn has_flag(&self, flag: u32) -> bool {
+        self.status.flags & flag != 0
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.code {
+            REEL_E_CHECK_CONDITION => "check condition",
+            REEL_E_UNSUPPORTED => "unsupported",
+            REEL_E_INVALID_ARG => "invalid argument",
+            REEL_E_BUFFER_TOO_SMALL => "buffer too small",
+            REEL_E_PANICKED => "plugin panicked",
+            REEL_E_POISONED => "handle poisoned",
+            REEL_E_TRANSPORT => "transport error",
+            REEL_E_INTERNAL => "internal plugin error",
+            _ => "unknown error code",
+        };
+        write!(
+            f,
+            "{}: {} ({}), sense {:X}/{:02X}/{:02X}",
+            self.call, name, self.code, self.status.sense_key, self.status.asc, self.status.ascq
+        )?;
+        let m = self.status.message_str();
+        if !m.is_empty() {
+            write!(f, ": {m}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// A loaded plugin. Never unloaded: the library stays mapped for the life of the process.
+pub struct Plugin {
+    table: ReelPluginV1,
+    path: PathBuf,
+    name: String,
+    version: String,
+    plugin_struct_size: u32,
+    /// Held for `REEL_THREAD_SERIALIZE_ALL` plugins around every call.
+    global: Mutex<()>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("path", &self.path)
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("caps", &format_args!("{:#x}", self.table.caps))
+            .finish()
+    }
+}
+
+/// Offset of the first slot: everything before it is the fixed header.
+const HEADER_SIZE: u32 = std::mem::offset_of!(ReelPluginV1, library_open) as u32;
+
+impl Plugin {
+    /// Load a plugin from a shared library path and negotiate its v1 table.
+    pub fn load(path: impl AsRef<Path>) -> Result<Arc<Plugin>, LoadError> {
+        let path = path.as_ref().to_path_buf();
+        // SAFETY: loading a library runs its initialisers; that is inherent to plugins. The
+        // operator chose this path in the configuration.
+        let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| LoadError::NotALibrary {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        // Never unloaded: Rust cdylibs with thread-locals are not safe to dlclose.
+        let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+        // SAFETY: the symbol's type is fixed by ABI v1; a plugin exporting it promises it.
+        let entry: libloading::Symbol<'static, ReelPluginEntryV1> =
+            unsafe { lib.get(REEL_PLUGIN_ENTRY_V1.as_bytes()) }.map_err(|_| LoadError::NoEntry {
+                path: path.clone(),
+                symbol: REEL_PLUGIN_ENTRY_V1,
+            })?;
+        // SAFETY: calling the entry has no preconditions; it returns a static table or NULL.
+        let raw = unsafe { entry() };
+        if raw.is_null() {
+            return Err(LoadError::NullTable { path });
+        }
+        // SAFETY: the header fields are at fixed offsets in every v1 table; read them first.
+        let (struct_size, major) = unsafe { ((*raw).struct_size, (*raw).abi_major) };
+        if major != REEL_ABI_MAJOR {
+            return Err(LoadError::UnknownMajor {
+                path,
+                found: major,
+                expected: REEL_ABI_MAJOR,
+            });
+        }
+        let minimum = std::mem::offset_of!(ReelPluginV1, drive_read_record) as u32
+            + std::mem::size_of::<usize>() as u32;
+        if struct_size < minimum {
+            return Err(LoadError::TableTooSmall {
+                path,
+                found: struct_size,
+                minimum,
+            });
+        }
+        let ours = std::mem::size_of::<ReelPluginV1>();
+        let n = (struct_size as usize).min(ours);
+        let mut table = std::mem::MaybeUninit::<ReelPluginV1>::zeroed();
+        // SAFETY: the plugin's table is at least `n` bytes (its struct_size); ours is `ours`
+        // bytes and zeroed, and an all-zero ReelPluginV1 is valid (NULL pointers, None slots).
+        let table = unsafe {
+            std::ptr::copy_nonoverlapping(raw as *const u8, table.as_mut_ptr() as *mut u8, n);
+            table.assume_init()
+        };
+        let read_str = |p: *const c_char| -> String {
+            if p.is_null() {
+                String::new()
+            } else {
+                // SAFETY: the ABI requires static NUL-terminated strings here.
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        };
+        let name = read_str(table.name);
+        let version = read_str(table.version);
+        let required: [(&'static str, bool); 4] = [
+            ("library_open", table.library_open.is_some()),
+            ("library_close", table.library_close.is_some()),
+            ("drive_open", table.drive_open.is_some()),
+            ("drive_close", table.drive_close.is_some()),
+        ];
+        for (slot, present) in required {
+            if !present {
+                return Err(LoadError::MissingRequired { path, slot });
+            }
+        }
+        Ok(Arc::new(Plugin {
+            table,
+            path,
+            name,
+            version,
+            plugin_struct_size: struct_size,
+            global: Mutex::new(()),
+        }))
+    }
+
+    /// The path it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The plugin's version.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+    /// `REEL_CAP_*` bits.
+    pub fn caps(&self) -> u64 {
+        self.table.caps
+    }
+    /// Whether every bit of `cap` is set.
+    pub fn has_cap(&self, cap: u64) -> bool {
+        self.table.caps & cap == cap
+    }
+    /// ABI minor version the plugin was built against.
+    pub fn abi_minor(&self) -> u16 {
+        self.table.abi_minor
+    }
+    /// The table size the plugin reported.
+    pub fn struct_size(&self) -> u32 {
+        self.plugin_struct_size
+    }
+    /// The negotiated table (slots unknown to the plugin are None).
+    pub fn table(&self) -> &ReelPluginV1 {
+        &self.table
+    }
+
+    fn serialize(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        if self.table.thread_model == REEL_THREAD_SERIALIZE_ALL {
+            Some(self.global.lock().unwrap_or_else(|p| p.into_inner()))
+        } else {
+            None
+        }
+    }
+}
+
+/// Turn a return code plus status into a Result.
+fn finish(call: &'static str, rc: i32, status: ReelStatus) -> Result<ReelStatus, CallError> {
+    if rc == REEL_OK {
+        Ok(status)
+    } else {
+        Err(CallError {
+            code: rc,
+            status,
+            call,
+        })
+    }
+}
+
+struct LibraryRaw {
+    plugin: Arc<Plugin>,
+    raw: *mut ReelLibrary,
+}
+
+// SAFETY: the raw handle is only used through `LibraryHandle` (`&mut self`, one caller at a
+// time) and closed once in Drop; ABI thread model SERIALIZE_PER_HANDLE allows any thread.
+unsafe impl Send for LibraryRaw {}
+// SAFETY: drive handles share the Arc only to keep the library open until they close; they
+// never call through it.
+unsafe impl Sync for LibraryRaw {}
+
+impl Drop for LibraryRaw {
+    fn drop(&mut self) {
+        if let Some(close) = self.plugin.table.library_close {
+            let _g = self.plugin.serialize();
+            // SAFETY: `raw` came from library_open and every drive handle (which holds this
+            // Arc) is already closed; closed exactly once here.
+            unsafe { close(self.raw) };
+        }
+    }
+}
+
+/// An open library (changer). Calls take `&mut self`: one at a time.
+pub struct LibraryHandle {
+    inner: Arc<LibraryRaw>,
+    /// Status of the last call, successful or not.
+    last: ReelStatus,
+}
+
+macro_rules! slot {
+    ($plugin:expr, $slot:ident) => {
+        match $plugin.table.$slot {
+            Some(f) => f,
+            None => {
+                return Err(CallError::local(
+                    stringify!($slot),
+                    REEL_E_UNSUPPORTED,
+                    concat!(stringify!($slot), " is not provided by this plugin"),
+                ));
+            }
+        }
+    };
+}
+
+impl LibraryHandle {
+    /// Open the plugin's library with a configuration string.
+    pub fn open(plugin: &Arc<Plugin>, config: &str) -> Result<LibraryHandle, CallError> {
+        let f = slot!(plugin, library_open);
+        let cfg = CString::new(config).map_err(|_| {
+            CallError::local("library_open", REEL_E_INVALID_ARG, "config contains a NUL byte")
+        })?;
+        let mut out: *mut ReelLibrary = std::ptr::null_mut();
+        let mut st = ReelStatus::new();
+        let _g = plugin.serialize();
+        // SAFETY: valid C string, out pointer and status for the duration of the call.
+        let rc = unsafe { f(cfg.as_ptr(), &mut out, &mut st) };
+        drop(_g);
+        finish("library_open", rc, st)?;
+        if out.is_null() {
+            return Err(CallError::local(
+                "library_open",
+                REEL_E_INTERNAL,
+                "plugin returned success but no library handle",
+            ));
+        }
+        Ok(LibraryHandle {
+            inner: Arc::new(LibraryRaw {
+                plugin: plugin.clone(),
+                raw: out,
+            }),
+            last: st,
+        })
+    }
+
+    /// The plugin behind this handle.
+    pub fn plugin(&self) -> &Arc<Plugin> {
+        &self.inner.plugin
+    }
+
+    /// Status of the last call (its `elapsed_ns`, flags, message).
+    pub fn last_status(&self) -> &ReelStatus {
+        &self.last
+    }
+
+    /// Every changer element.
+    pub fn inventory(&mut self) -> Result<Vec<Element>, CallError> {
+        let p = self.inner.plugin.clone();
+        let f = slot!(p, library_inventory);
+        let mut cap: u32 = 64;
+        loop {
+            let mut buf = vec![ReelElement::zeroed(); cap as usize];
+            let mut count = 0u32;
+            let mut st = ReelStatus::new();
+            let _g = p.serialize();
+            // SAFETY: buffer of `cap` elements, count and status valid during the call.
+            let rc = unsafe { f(self.inner.raw, buf.as_mut_ptr(), cap, &mut count, &mut st) };
+            drop(_g);
+            self.last = st;
+            if rc == REEL_E_BUFFER_TOO_SMALL && count > cap {
+                cap = count;
+                continue;
+            }
+            finish("library_inventory", rc, st)?;
+            let n = (count as usize).min(buf.len());
+            return Ok(buf[..n]
+                .iter()
+                .map(|e| Element {
+                    kind: e.kind,
+                    address: e.address,
+                    index: e.index,
+                    flags: e.flags,
+                    source_address: e.source_address,
+                    barcode: cbuf_to_string(&e.barcode),
+                })
+                .collect());
+        }
+    }
+
+    fn two_addr(
+        &mut self,
+        name: &'static str,
+        f: unsafe extern "C" fn(*mut ReelLibrary, u32, u32, *mut ReelStatus) -> i32,
+        a: u32,
+        b: u32,
+    ) -> Result<(), CallError> {
+        let mut st = ReelStatus::new();
+        let _g = self.inner.plugin.serialize();
+        // SAFETY: valid handle and status for the call.
+        let rc = unsafe { f(self.inner.raw, a, b, &mut st) };
+        drop(_g);
+        self.last = st;
+        finish(name, rc, st).map(|_| ())
+    }
+
+    /// MOVE MEDIUM.
+    pub fn move_medium(&mut self, source: u32, destination: u32) -> Result<(), CallError> {
+        let f = slot!(self.inner.plugin, library_move);
+        self.two_addr("library_move", f, source, destination)
+    }
+
+    /// Import from an import/export element into a slot.
+    pub fn import(&mut self, ie: u32, slot: u32) -> Result<(), CallError> {
+        let f = slot!(self.inner.plugin, library_import);
+        self.two_addr("library_import", f, ie, slot)
+    }
+
+    /// Export from a slot to an import/export element.
+    pub fn export(&mut self, slot: u32, ie: u32) -> Result<(), CallError> {
+        let f = slot!(self.inner.plugin, library_export);
+        self.two_addr("library_export", f, slot, ie)
+    }
+
+    /// Plugin-specific control request; returns the response text.
+    pub fn control(&mut self, request: &str) -> Result<String, CallError> {
+        let p = self.inner.plugin.clone();
+        let f = slot!(p, control);
+        let req = CString::new(request).map_err(|_| {
+            CallError::local("control", REEL_E_INVALID_ARG, "request contains a NUL byte")
+        })?;
+        let mut cap = 4096usize;
+        loop {
+            let mut buf = vec![0 as c_char; cap];
+            let mut len = 0usize;
+            let mut st = ReelStatus::new();
+            let _g = p.serialize();
+            // SAFETY: valid request string, response buffer of `cap`, out_len and status.
+            let rc = unsafe {
+                f(self.inner.raw, req.as_ptr(), buf.as_mut_ptr(), cap, &mut len, &mut st)
+            };
+            drop(_g);
+            self.last = st;
+            if rc == REEL_E_BUFFER_TOO_SMALL && len + 1 > cap {
+                cap = len + 1;
+                continue;
+            }
+            finish("control", rc, st)?;
+            return Ok(cbuf_to_string(&buf[..len.min(cap)]));
+        }
+    }
+
+    /// Open a drive by index.
+    pub fn open_drive(&mut self, index: u32) -> Result<DriveHandle, CallError> {
+        let p = self.inner.plugin.clone();
+        let f = slot!(p, drive_open);
+        let mut out: *mut ReelDrive = std::ptr::null_mut();
+        let mut st = ReelStatus::new();
+        let _g = p.serialize();
+        // SAFETY: valid handle, out pointer and status for the call.
+        let rc = unsafe { f(self.inner.raw, index, &mut out, &mut st) };
+        drop(_g);
+        self.last = st;
+        finish("drive_open", rc, st)?;
+        if out.is_null() {
+            return Err(CallError::local(
+                "drive_open",
+                REEL_E_INTERNAL,
+                "plugin returned success but no drive handle",
+            ));
+        }
+        Ok(DriveHandle {
+            library: self.inner.clone(),
+            raw: out,
+            last: st,
+            poisoned: false,
+            index,
+        })
+    }
+}
+
+fn cbuf_to_string(b: &[c_char]) -> String {
+    let bytes: Vec<u8> = b.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// An open drive. Send, not Sync: one call at a time, from any one thread.
+pub struct DriveHandle {
+    library: Arc<LibraryRaw>,
+    raw: *mut ReelDrive,
+    last: ReelStatus,
+    poisoned: bool,
+    index: u32,
+}
+
+// SAFETY: ABI thread model SERIALIZE_PER_HANDLE: a drive handle may be used from any thread as
+// long as calls do not overlap, which `&mut self` guarantees.
+unsafe impl Send for DriveHandle {}
+
+impl Drop for DriveHandle {
+    fn drop(&mut self) {
+        if let Some(close) = self.library.plugin.table.drive_close {
+            let _g = self.library.plugin.serialize();
+            // SAFETY: `raw` came from drive_open and is closed exactly once here; close is
+            // allowed on a poisoned handle.
+            unsafe { close(self.raw) };
+        }
+    }
+}
+
+impl DriveHandle {
+    /// The drive's index in its library.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+    /// The plugin behind this handle.
+    pub fn plugin(&self) -> &Arc<Plugin> {
+        &self.library.plugin
+    }
+    /// Status of the last call (its `elapsed_ns`, flags, message), successful or not.
+    pub fn last_status(&self) -> &ReelStatus {
+        &self.last
+    }
+    /// Whether a call panicked inside the plugin; every later call fails.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Run a call, record its status and poison the handle on a panic.
+    fn run(
+        &mut self,
+        name: &'static str,
+        f: impl FnOnce(*mut ReelDrive, *mut ReelStatus) -> i32,
+    ) -> Result<ReelStatus, CallError> {
+        if self.poisoned {
+            return Err(CallError::local(
+                name,
+                REEL_E_POISONED,
+                "drive handle poisoned by an earlier plugin panic; reopen the drive",
+            ));
+        }
+        let mut st = ReelStatus::new();
+        let plugin = self.library.plugin.clone();
+        let _g = plugin.serialize();
+        let rc = f(self.raw, &mut st);
+        drop(_g);
+        self.last = st;
+        if rc == REEL_E_PANICKED || rc == REEL_E_POISONED {
+            self.poisoned = true;
+        }
+        finish(name, rc, st)
+    }
+
+    /// Identity.
+    pub fn info(&mut self) -> Result<DriveInfo, CallError> {
+        let f = slot!(self.library.plugin, drive_info);
+        let mut out = ReelDriveInfo::new();
+        // SAFETY: valid handle, out struct and status for the call.
+        self.run("drive_info", |d, s| unsafe { f(d, &mut out, s) })?;
+        Ok(DriveInfo {
+            vendor: cbuf_to_string(&out.vendor),
+            product: cbuf_to_string(&out.product),
+            serial: cbuf_to_string(&out.serial),
+            max_record_bytes: out.max_record_bytes,
+        })
+    }
+
+    /// TEST UNIT READY.
+    pub fn test_ready(&mut self) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_test_ready);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_test_ready", |d, s| unsafe { f(d, s) }).map(|_| ())
+    }
+    /// LOAD.
+    pub fn load(&mut self) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_load);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_load", |d, s| unsafe { f(d, s) }).map(|_| ())
+    }
+    /// UNLOAD.
+    pub fn unload(&mut self) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_unload);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_unload", |d, s| unsafe { f(d, s) }).map(|_| ())
+    }
+    /// REWIND.
+    pub fn rewind(&mut self) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_rewind);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_rewind", |d, s| unsafe { f(d, s) }).map(|_| ())
+    }
+    /// LOCATE to a block.
+    pub fn locate(&mut self, block: u64) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_locate);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_locate", |d, s| unsafe { f(d, block, s) }).map(|_| ())
+    }
+    /// SPACE (`REEL_SPACE_*`), negative count backward.
+    pub fn space(&mut self, kind: u32, count: i64) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_space);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_space", |d, s| unsafe { f(d, kind, count, s) }).map(|_| ())
+    }
+    /// READ POSITION.
+    pub fn read_position(&mut self) -> Result<ReelPosition, CallError> {
+        let f = slot!(self.library.plugin, drive_read_position);
+        let mut out = ReelPosition::default();
+        // SAFETY: valid handle, out struct and status for the call.
+        self.run("drive_read_position", |d, s| unsafe { f(d, &mut out, s) })?;
+        Ok(out)
+    }
+    /// WRITE one record, with its CRC32C when LBP is on.
+    pub fn write_record(&mut self, data: &[u8], crc: Option<u32>) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_write_record);
+        let (c, flags) = match crc {
+            Some(c) => (c, REEL_WRITE_HAS_CRC),
+            None => (0, 0),
+        };
+        // SAFETY: `data` is valid for its length during the call.
+        self.run("drive_write_record", |d, s| unsafe {
+            f(d, data.as_ptr(), data.len(), c, flags, s)
+        })
+        .map(|_| ())
+    }
+    /// WRITE FILEMARKS.
+    pub fn write_filemarks(&mut self, count: u32, immediate: bool) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_write_filemarks);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_write_filemarks", |d, s| unsafe {
+            f(d, count, immediate as u32, s)
+        })
+        .map(|_| ())
+    }
+    /// READ one record into `buffer`. On an error, `CallError` carries the sense; bytes that
+    /// reached the buffer anyway (ILI) are reported by [`DriveHandle::read_record_partial`].
+    pub fn read_record(&mut self, buffer: &mut [u8]) -> Result<ReadRecord, CallError> {
+        self.read_record_partial(buffer).map_err(|(e, _)| e)
+    }
+    /// READ one record; on error also returns the bytes transferred.
+    pub fn read_record_partial(
+        &mut self,
+        buffer: &mut [u8],
+    ) -> Result<ReadRecord, (CallError, usize)> {
+        let f = match self.library.plugin.table.drive_read_record {
+            Some(f) => f,
+            None => {
+                return Err((
+                    CallError::local("drive_read_record", REEL_E_UNSUPPORTED, "no read"),
+                    0,
+                ));
+            }
+        };
+        let mut len = 0usize;
+        let mut crc = 0u32;
+        let cap = buffer.len();
+        let ptr = buffer.as_mut_ptr();
+        // SAFETY: buffer writable for `cap` bytes; len, crc and status valid during the call.
+        let r = self.run("drive_read_record", |d, s| unsafe {
+            f(d, ptr, cap, &mut len, &mut crc, s)
+        });
+        match r {
+            Ok(_) => Ok(ReadRecord {
+                len: len.min(cap),
+                crc: Some(crc),
+            }),
+            Err(e) => Err((e, len.min(cap))),
+        }
+    }
+    /// Set the LBP mode.
+    pub fn set_lbp(&mut self, mode: u32) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_set_lbp);
+        // SAFETY: valid handle and status for the call.
+        self.run("drive_set_lbp", |d, s| unsafe { f(d, mode, s) }).map(|_| ())
+    }
+    /// READ ATTRIBUTE.
+    pub fn mam_read(&mut self, attribute: u16) -> Result<Vec<u8>, CallError> {
+        let f = slot!(self.library.plugin, drive_mam_read);
+        let mut cap = 1024usize;
+        loop {
+            let mut buf = vec![0u8; cap];
+            let mut len = 0usize;
+            let p = buf.as_mut_ptr();
+            // SAFETY: buffer writable for `cap` bytes, len and status valid during the call.
+            let r = self.run("drive_mam_read", |d, s| unsafe {
+                f(d, attribute, p, cap, &mut len, s)
+            });
+            match r {
+                Err(e) if e.code == REEL_E_BUFFER_TOO_SMALL && len > cap => cap = len,
+                Err(e) => return Err(e),
+                Ok(_) => {
+                    buf.truncate(len.min(cap));
+                    return Ok(buf);
+                }
+            }
+        }
+    }
+    /// WRITE ATTRIBUTE.
+    pub fn mam_write(&mut self, attribute: u16, data: &[u8]) -> Result<(), CallError> {
+        let f = slot!(self.library.plugin, drive_mam_write);
+        // SAFETY: data valid for its length during the call.
+        self.run("drive_mam_write", |d, s| unsafe {
+            f(d, attribute, data.as_ptr(), data.len(), s)
+        })
+        .map(|_| ())
+    }
+    /// Statistics.
+    pub fn statistics(&mut self) -> Result<ReelDriveStats, CallError> {
+        let f = slot!(self.library.plugin, drive_statistics);
+        let mut out = ReelDriveStats {
+            struct_size: std::mem::size_of::<ReelDriveStats>() as u32,
+            ..Default::default()
+        };
+        // SAFETY: valid handle, out struct and status for the call.
+        self.run("drive_statistics", |d, s| unsafe { f(d, &mut out, s) })?;
+        Ok(out)
+    }
+    /// TapeAlert bitmap.
+    pub fn tape_alerts(&mut self) -> Result<u64, CallError> {
+        let f = slot!(self.library.plugin, drive_tape_alerts);
+        let mut out = 0u64;
+        // SAFETY: valid handle, out value and status for the call.
+        self.run("drive_tape_alerts", |d, s| unsafe { f(d, &mut out, s) })?;
+        Ok(out)
+    }
+    /// Medium geometry with end-of-wrap positions.
+    pub fn geometry(&mut self) -> Result<Geometry, CallError> {
+        let f = slot!(self.library.plugin, drive_geometry);
+        let mut out = ReelGeometry {
+            struct_size: std::mem::size_of::<ReelGeometry>() as u32,
+            ..Default::default()
+        };
+        let mut eowp = vec![0u64; 1024];
+        let cap = eowp.len() as u32;
+        let p = eowp.as_mut_ptr();
+        // SAFETY: out struct, eowp array of `cap` and status valid during the call.
+        self.run("drive_geometry", |d, s| unsafe { f(d, &mut out, p, cap, s) })?;
+        eowp.truncate((out.eowp_count as usize).min(eowp.len()));
+        Ok(Geometry {
+            wraps: out.wraps,
+            bands: out.bands,
+            min_lpos: out.min_lpos,
+            max_lpos: out.max_lpos,
+            capacity_bytes: out.capacity_bytes,
+            eowp,
+        })
+    }
+    /// Native RAO: a permutation of the extents' indices.
+    pub fn rao(&mut self, extents: &[ReelExtent]) -> Result<Vec<u32>, CallError> {
+        let f = slot!(self.library.plugin, drive_rao);
+        let mut order = vec![0u32; extents.len()];
+        let n = extents.len() as u32;
+        let p = order.as_mut_ptr();
+        // SAFETY: extents valid for `n`, order writable for `n`, status valid.
+        self.run("drive_rao", |d, s| unsafe { f(d, extents.as_ptr(), n, p, s) })?;
+        let mut seen = vec![false; order.len()];
+        for &i in &order {
+            match seen.get_mut(i as usize) {
+                Some(s) if !*s => *s = true,
+                _ => {
+                    return Err(CallError::local(
+                        "drive_rao",
+                        REEL_E_INTERNAL,
+                        "plugin RAO answer is not a permutation of the extents",
+                    ));
+                }
+            }
+        }
+        Ok(order)
+    }
+}

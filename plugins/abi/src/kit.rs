@@ -1,0 +1,1 @@
+//! The plugin contract kit (to be completed).

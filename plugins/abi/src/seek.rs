@@ -1,0 +1,1 @@
+//! Tape seek cost model and recommended access order (to be completed).

@@ -1,0 +1,1 @@
+//! # reel-plugin-mhvtl: the Linux st/sg driver path

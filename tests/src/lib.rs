@@ -1,0 +1,1 @@
+//! # reel-tests: helpers for the end-to-end tests in `tests/tests/`
