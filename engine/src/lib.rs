@@ -1,1 +1,13 @@
 //! # reel-engine: catalogue, on-tape format, device host and sessions
+//!
+//! The engine is what makes reel an archive: it decides what goes where on tape, streams it
+//! there, proves it was written, finds it again fast, and loses nothing when a worker, a drive
+//! or the power dies. It depends on `reel-plugin-abi` only; device plugins are loaded by path.
+//!
+//! - [`device`]: the device host (plugins, library actor, one OS thread per drive, typed errors).
+//! - [`format`]: the on-tape format (label, containers, footers) and its decoders.
+//! - [`catalogue`]: what is where, on SQLite or PostgreSQL.
+
+pub mod catalogue;
+pub mod device;
+pub mod format;

@@ -1,1 +1,26 @@
 //! # reel-jobs: jobs, queue, worker runtime and the `reel` command
+//!
+//! Two levels, as in CTA (DESIGN.md §5): **jobs** are what a caller asked for (archive these
+//! files, recall these keys) and travel through apalis 1.0 for submission, delivery to a worker
+//! and crash re-delivery; **tape requests** are what a drive does (read extents of one cartridge,
+//! write objects to a pool) and live in reel's own tables with leases, fencing, progress,
+//! checkpoints and cancel requests, which apalis does not model. See docs/JOBS.md.
+//!
+//! - [`config`]: `reel.toml` and `REEL_*` overrides.
+//! - [`job`]: job kinds and payloads.
+//! - [`db`]: the pool on reel's own tables (SQLite or PostgreSQL).
+//! - [`queue`]: job records, the apalis bridge, tape requests and claims, leases and fencing.
+//! - [`scheduler`]: the mount decision, a pure function.
+//! - [`worker`]: the worker process and the [`worker::TapeExecutor`] trait the engine implements.
+//! - [`cli`]: the `reel` command line.
+
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod job;
+pub mod queue;
+pub mod scheduler;
+pub mod worker;
+
+pub use error::{JobsError, Result};

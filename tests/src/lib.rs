@@ -1,1 +1,205 @@
 //! # reel-tests: helpers for the end-to-end tests in `tests/tests/`
+//!
+//! The tests drive the real `reel` binary, load the real plugins through dlopen, and run on
+//! both databases: SQLite in a temporary directory, and PostgreSQL at
+//! `REEL_TEST_POSTGRES_URL` in a schema of its own per test (so tests run in parallel).
+//! Without that variable the PostgreSQL half of a test is skipped with a loud message, except
+//! under `CI=true`, where it fails.
+
+use std::path::{Path, PathBuf};
+
+use rand::{RngCore, SeedableRng};
+use sha2::{Digest, Sha256};
+
+/// The target directory of the running test binary (`target/<profile>`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test> → target/<profile>
+    exe.parent()
+        .and_then(|p| p.parent())
+        .map(Path::to_path_buf)
+        .expect("test binary lives in target/<profile>/deps")
+}
+
+/// Path of a plugin's shared library, e.g. `plugin_path("reel_plugin_sim")`.
+pub fn plugin_path(lib: &str) -> PathBuf {
+    let name = format!("lib{lib}.so");
+    let t = target_dir();
+    for p in [t.join(&name), t.join("deps").join(&name)] {
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "{name} not found under {}; build it with `cargo build -p {}`",
+        t.display(),
+        lib.replace('_', "-")
+    );
+}
+
+/// Path of a binary of the workspace (e.g. `reel`), built by `cargo test --workspace`.
+pub fn binary_path(name: &str) -> PathBuf {
+    let p = target_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} not found; build it with `cargo build -p reel-jobs`",
+        p.display()
+    );
+    p
+}
+
+/// The PostgreSQL URL for tests, or None (after a loud message) when it is not configured.
+/// Under `CI=true` a missing or unreachable server is a failure, never a skip.
+pub fn postgres_url(test: &str) -> Option<String> {
+    match std::env::var("REEL_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+                panic!("{test}: CI=true but REEL_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run in CI");
+            }
+            eprintln!("SKIPPED (PostgreSQL half of {test}): REEL_TEST_POSTGRES_URL unset");
+            None
+        }
+    }
+}
+
+/// A PostgreSQL schema of its own for one test; dropped when this guard is dropped.
+pub struct PgSchema {
+    base: String,
+    /// The schema's name.
+    pub schema: String,
+    /// A URL whose connections use only this schema.
+    pub url: String,
+}
+
+impl PgSchema {
+    /// Create a fresh schema on the server at `base`.
+    pub async fn create(base: &str) -> PgSchema {
+        let schema = format!("reel_t_{}", uuid::Uuid::new_v4().simple());
+        let mut c = connect(base).await;
+        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+            .execute(&mut c)
+            .await
+            .expect("create schema");
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        PgSchema {
+            base: base.to_string(),
+            schema,
+            url,
+        }
+    }
+}
+
+async fn connect(url: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    match sqlx::PgConnection::connect(url).await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot connect to PostgreSQL at {url}: {e}; start it or unset REEL_TEST_POSTGRES_URL"),
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let base = self.base.clone();
+        let schema = self.schema.clone();
+        // Best effort, on a thread of its own: Drop may run inside a runtime.
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                rt.block_on(async {
+                    let mut c = connect(&base).await;
+                    let _ = sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+                        .execute(&mut c)
+                        .await;
+                });
+            }
+        })
+        .join();
+    }
+}
+
+/// One database a test runs on.
+pub enum Backend {
+    /// SQLite file in a temporary directory.
+    Sqlite(tempfile::TempDir),
+    /// PostgreSQL schema.
+    Postgres(PgSchema),
+}
+
+impl Backend {
+    /// The catalogue URL.
+    pub fn url(&self) -> String {
+        match self {
+            Backend::Sqlite(d) => format!("sqlite:{}", d.path().join("reel.db").display()),
+            Backend::Postgres(s) => s.url.clone(),
+        }
+    }
+    /// "sqlite" or "postgres".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// SQLite always, PostgreSQL when configured (required under CI).
+pub async fn backends(test: &str) -> Vec<Backend> {
+    let mut v = vec![Backend::Sqlite(tempfile::tempdir().expect("tempdir"))];
+    if let Some(u) = postgres_url(test) {
+        v.push(Backend::Postgres(PgSchema::create(&u).await));
+    }
+    v
+}
+
+/// A simulator configuration string for a library in `dir` on the INSTANT clock.
+pub fn sim_config(dir: &Path, extra: &[(&str, &str)]) -> String {
+    let mut s = format!("dir={}\nsim.clock=instant\nsim.calibrated=true\n", dir.display());
+    for (k, v) in extra {
+        s.push_str(&format!("{k}={v}\n"));
+    }
+    s
+}
+
+/// Write a file of `size` pseudo-random bytes (seeded) and return its SHA-256.
+pub fn write_random_file(path: &Path, size: u64, seed: u64) -> [u8; 32] {
+    use std::io::Write;
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).expect("mkdir");
+    }
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("create"));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        rng.fill_bytes(&mut buf[..n]);
+        h.update(&buf[..n]);
+        f.write_all(&buf[..n]).expect("write");
+        left -= n as u64;
+    }
+    f.flush().expect("flush");
+    h.finalize().into()
+}
+
+/// SHA-256 of a file.
+pub fn sha256_file(path: &Path) -> [u8; 32] {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).expect("read");
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    h.finalize().into()
+}
+
+/// Hex of a digest.
+pub fn hex32(d: &[u8; 32]) -> String {
+    hex::encode(d)
+}

@@ -7,6 +7,12 @@
 //! not know is NULL, and a NULL slot answers `REEL_E_UNSUPPORTED`; libraries are never unloaded;
 //! a handle whose call panicked is poisoned and only closed afterwards.
 
+// `CallError` carries the plugin's full `ReelStatus` (sense, flags, residue, 256-byte message)
+// by value: that status IS the error the engine reasons about. Boxing it would change every
+// public signature here for no gain: a failed tape command costs milliseconds to hours, a
+// 300-byte move costs nanoseconds.
+#![allow(clippy::result_large_err)]
+
 use std::ffi::{CStr, CString, c_char};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,7 +24,9 @@ use crate::types::*;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// dlopen failed: not a shared library, wrong architecture, missing dependency.
-    #[error("{path}: not a loadable plugin library ({reason}); check the path names a reel plugin .so built for this machine")]
+    #[error(
+        "{path}: not a loadable plugin library ({reason}); check the path names a reel plugin .so built for this machine"
+    )]
     NotALibrary {
         /// The file.
         path: PathBuf,
@@ -26,7 +34,9 @@ pub enum LoadError {
         reason: String,
     },
     /// The library has no `reel_plugin_v1` symbol.
-    #[error("{path}: no `{symbol}` entry symbol; this is not a reel ABI v1 plugin (was it built with export_plugin! or REEL_REGISTER_PLUGIN?)")]
+    #[error(
+        "{path}: no `{symbol}` entry symbol; this is not a reel ABI v1 plugin (was it built with export_plugin! or REEL_REGISTER_PLUGIN?)"
+    )]
     NoEntry {
         /// The file.
         path: PathBuf,
@@ -40,7 +50,9 @@ pub enum LoadError {
         path: PathBuf,
     },
     /// The table's major version is not one this host speaks.
-    #[error("{path}: plugin speaks ABI major {found}, this reel speaks {expected}; rebuild the plugin against this reel's reel_plugin.h")]
+    #[error(
+        "{path}: plugin speaks ABI major {found}, this reel speaks {expected}; rebuild the plugin against this reel's reel_plugin.h"
+    )]
     UnknownMajor {
         /// The file.
         path: PathBuf,
@@ -50,7 +62,9 @@ pub enum LoadError {
         expected: u16,
     },
     /// The table is smaller than the fixed v1 header plus the required slots.
-    #[error("{path}: plugin table is {found} bytes, at least {minimum} are needed; the plugin is corrupt or built against a broken header")]
+    #[error(
+        "{path}: plugin table is {found} bytes, at least {minimum} are needed; the plugin is corrupt or built against a broken header"
+    )]
     TableTooSmall {
         /// The file.
         path: PathBuf,
@@ -148,8 +162,9 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-/// Offset of the first slot: everything before it is the fixed header.
-const HEADER_SIZE: u32 = std::mem::offset_of!(ReelPluginV1, library_open) as u32;
+/// Smallest table accepted: every slot up to and including `drive_read_record` (the v1.0 core).
+pub const MINIMUM_TABLE_SIZE: u32 =
+    (std::mem::offset_of!(ReelPluginV1, drive_read_record) + std::mem::size_of::<usize>()) as u32;
 
 impl Plugin {
     /// Load a plugin from a shared library path and negotiate its v1 table.
@@ -157,20 +172,51 @@ impl Plugin {
         let path = path.as_ref().to_path_buf();
         // SAFETY: loading a library runs its initialisers; that is inherent to plugins. The
         // operator chose this path in the configuration.
-        let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| LoadError::NotALibrary {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let lib =
+            unsafe { libloading::Library::new(&path) }.map_err(|e| LoadError::NotALibrary {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
         // Never unloaded: Rust cdylibs with thread-locals are not safe to dlclose.
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));
         // SAFETY: the symbol's type is fixed by ABI v1; a plugin exporting it promises it.
-        let entry: libloading::Symbol<'static, ReelPluginEntryV1> =
-            unsafe { lib.get(REEL_PLUGIN_ENTRY_V1.as_bytes()) }.map_err(|_| LoadError::NoEntry {
-                path: path.clone(),
-                symbol: REEL_PLUGIN_ENTRY_V1,
-            })?;
+        let entry: libloading::Symbol<'static, ReelPluginEntryV1> = unsafe {
+            lib.get(REEL_PLUGIN_ENTRY_V1.as_bytes())
+        }
+        .map_err(|_| LoadError::NoEntry {
+            path: path.clone(),
+            symbol: REEL_PLUGIN_ENTRY_V1,
+        })?;
         // SAFETY: calling the entry has no preconditions; it returns a static table or NULL.
         let raw = unsafe { entry() };
+        // SAFETY: a non-NULL table returned by the entry symbol is static, immutable and at
+        // least as large as its own struct_size says (ABI contract).
+        unsafe { Self::negotiate(raw, path) }
+    }
+
+    /// Negotiate a table that is already in this process (a statically linked plugin, or a
+    /// test plugin built with [`crate::sdk::plugin_table`]) through the same checks as
+    /// [`Plugin::load`]. `label` stands in for the path in errors and logs.
+    ///
+    /// As with `load`, the table is trusted to honour the ABI contract: `name` and `version`
+    /// NULL or static NUL-terminated strings, every slot implementing its call. Tables built by
+    /// [`crate::sdk::plugin_table`] do.
+    pub fn from_table(table: &'static ReelPluginV1, label: &str) -> Result<Arc<Plugin>, LoadError> {
+        // SAFETY: a `&'static ReelPluginV1` is readable for `size_of::<ReelPluginV1>()` bytes
+        // for the life of the process, and negotiation copies at most that many whatever
+        // struct_size says. Its strings are static per the ABI contract (see above), the same
+        // trust `load` places in a dlopened table.
+        unsafe { Self::negotiate(table, PathBuf::from(label)) }
+    }
+
+    /// The one negotiation every table goes through: major version, struct_size, copy into a
+    /// zeroed table of our size, required slots.
+    ///
+    /// # Safety
+    /// `raw` must be NULL or point to a static table readable for
+    /// `min(struct_size, size_of::<ReelPluginV1>())` bytes, whose `name` and `version` are NULL
+    /// or static NUL-terminated strings.
+    unsafe fn negotiate(raw: *const ReelPluginV1, path: PathBuf) -> Result<Arc<Plugin>, LoadError> {
         if raw.is_null() {
             return Err(LoadError::NullTable { path });
         }
@@ -183,8 +229,7 @@ impl Plugin {
                 expected: REEL_ABI_MAJOR,
             });
         }
-        let minimum = std::mem::offset_of!(ReelPluginV1, drive_read_record) as u32
-            + std::mem::size_of::<usize>() as u32;
+        let minimum = MINIMUM_TABLE_SIZE;
         if struct_size < minimum {
             return Err(LoadError::TableTooSmall {
                 path,
@@ -337,7 +382,11 @@ impl LibraryHandle {
     pub fn open(plugin: &Arc<Plugin>, config: &str) -> Result<LibraryHandle, CallError> {
         let f = slot!(plugin, library_open);
         let cfg = CString::new(config).map_err(|_| {
-            CallError::local("library_open", REEL_E_INVALID_ARG, "config contains a NUL byte")
+            CallError::local(
+                "library_open",
+                REEL_E_INVALID_ARG,
+                "config contains a NUL byte",
+            )
         })?;
         let mut out: *mut ReelLibrary = std::ptr::null_mut();
         let mut st = ReelStatus::new();
@@ -455,7 +504,14 @@ impl LibraryHandle {
             let _g = p.serialize();
             // SAFETY: valid request string, response buffer of `cap`, out_len and status.
             let rc = unsafe {
-                f(self.inner.raw, req.as_ptr(), buf.as_mut_ptr(), cap, &mut len, &mut st)
+                f(
+                    self.inner.raw,
+                    req.as_ptr(),
+                    buf.as_mut_ptr(),
+                    cap,
+                    &mut len,
+                    &mut st,
+                )
             };
             drop(_g);
             self.last = st;
@@ -498,7 +554,11 @@ impl LibraryHandle {
 }
 
 fn cbuf_to_string(b: &[c_char]) -> String {
-    let bytes: Vec<u8> = b.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+    let bytes: Vec<u8> = b
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -587,37 +647,43 @@ impl DriveHandle {
     pub fn test_ready(&mut self) -> Result<(), CallError> {
         let f = slot!(self.library.plugin, drive_test_ready);
         // SAFETY: valid handle and status for the call.
-        self.run("drive_test_ready", |d, s| unsafe { f(d, s) }).map(|_| ())
+        self.run("drive_test_ready", |d, s| unsafe { f(d, s) })
+            .map(|_| ())
     }
     /// LOAD.
     pub fn load(&mut self) -> Result<(), CallError> {
         let f = slot!(self.library.plugin, drive_load);
         // SAFETY: valid handle and status for the call.
-        self.run("drive_load", |d, s| unsafe { f(d, s) }).map(|_| ())
+        self.run("drive_load", |d, s| unsafe { f(d, s) })
+            .map(|_| ())
     }
     /// UNLOAD.
     pub fn unload(&mut self) -> Result<(), CallError> {
         let f = slot!(self.library.plugin, drive_unload);
         // SAFETY: valid handle and status for the call.
-        self.run("drive_unload", |d, s| unsafe { f(d, s) }).map(|_| ())
+        self.run("drive_unload", |d, s| unsafe { f(d, s) })
+            .map(|_| ())
     }
     /// REWIND.
     pub fn rewind(&mut self) -> Result<(), CallError> {
         let f = slot!(self.library.plugin, drive_rewind);
         // SAFETY: valid handle and status for the call.
-        self.run("drive_rewind", |d, s| unsafe { f(d, s) }).map(|_| ())
+        self.run("drive_rewind", |d, s| unsafe { f(d, s) })
+            .map(|_| ())
     }
     /// LOCATE to a block.
     pub fn locate(&mut self, block: u64) -> Result<(), CallError> {
         let f = slot!(self.library.plugin, drive_locate);
         // SAFETY: valid handle and status for the call.
-        self.run("drive_locate", |d, s| unsafe { f(d, block, s) }).map(|_| ())
+        self.run("drive_locate", |d, s| unsafe { f(d, block, s) })
+            .map(|_| ())
     }
     /// SPACE (`REEL_SPACE_*`), negative count backward.
     pub fn space(&mut self, kind: u32, count: i64) -> Result<(), CallError> {
         let f = slot!(self.library.plugin, drive_space);
         // SAFETY: valid handle and status for the call.
-        self.run("drive_space", |d, s| unsafe { f(d, kind, count, s) }).map(|_| ())
+        self.run("drive_space", |d, s| unsafe { f(d, kind, count, s) })
+            .map(|_| ())
     }
     /// READ POSITION.
     pub fn read_position(&mut self) -> Result<ReelPosition, CallError> {
@@ -688,7 +754,8 @@ impl DriveHandle {
     pub fn set_lbp(&mut self, mode: u32) -> Result<(), CallError> {
         let f = slot!(self.library.plugin, drive_set_lbp);
         // SAFETY: valid handle and status for the call.
-        self.run("drive_set_lbp", |d, s| unsafe { f(d, mode, s) }).map(|_| ())
+        self.run("drive_set_lbp", |d, s| unsafe { f(d, mode, s) })
+            .map(|_| ())
     }
     /// READ ATTRIBUTE.
     pub fn mam_read(&mut self, attribute: u16) -> Result<Vec<u8>, CallError> {
@@ -751,7 +818,9 @@ impl DriveHandle {
         let cap = eowp.len() as u32;
         let p = eowp.as_mut_ptr();
         // SAFETY: out struct, eowp array of `cap` and status valid during the call.
-        self.run("drive_geometry", |d, s| unsafe { f(d, &mut out, p, cap, s) })?;
+        self.run("drive_geometry", |d, s| unsafe {
+            f(d, &mut out, p, cap, s)
+        })?;
         eowp.truncate((out.eowp_count as usize).min(eowp.len()));
         Ok(Geometry {
             wraps: out.wraps,
@@ -769,7 +838,9 @@ impl DriveHandle {
         let n = extents.len() as u32;
         let p = order.as_mut_ptr();
         // SAFETY: extents valid for `n`, order writable for `n`, status valid.
-        self.run("drive_rao", |d, s| unsafe { f(d, extents.as_ptr(), n, p, s) })?;
+        self.run("drive_rao", |d, s| unsafe {
+            f(d, extents.as_ptr(), n, p, s)
+        })?;
         let mut seen = vec![false; order.len()];
         for &i in &order {
             match seen.get_mut(i as usize) {

@@ -59,7 +59,10 @@ impl Fault {
 
     /// The call is not supported by this plugin.
     pub fn unsupported(what: &str) -> Self {
-        Self::code(REEL_E_UNSUPPORTED, format!("{what} is not supported by this plugin"))
+        Self::code(
+            REEL_E_UNSUPPORTED,
+            format!("{what} is not supported by this plugin"),
+        )
     }
 
     /// An argument was invalid.
@@ -228,8 +231,7 @@ pub trait Library: Sized + Send + 'static {
     /// Every element of the changer.
     fn inventory(&mut self, call: &mut Call) -> Result<Vec<Element>, Fault>;
     /// MOVE MEDIUM between two element addresses.
-    fn move_medium(&mut self, source: u32, destination: u32, call: &mut Call)
-    -> Result<(), Fault>;
+    fn move_medium(&mut self, source: u32, destination: u32, call: &mut Call) -> Result<(), Fault>;
     /// Take a cartridge in from an import/export element.
     fn import(&mut self, ie: u32, slot: u32, call: &mut Call) -> Result<(), Fault> {
         self.move_medium(ie, slot, call)
@@ -268,8 +270,12 @@ pub trait Drive: Send + 'static {
     fn write_record(&mut self, data: &[u8], crc: Option<u32>, call: &mut Call)
     -> Result<(), Fault>;
     /// WRITE FILEMARKS.
-    fn write_filemarks(&mut self, count: u32, immediate: bool, call: &mut Call)
-    -> Result<(), Fault>;
+    fn write_filemarks(
+        &mut self,
+        count: u32,
+        immediate: bool,
+        call: &mut Call,
+    ) -> Result<(), Fault>;
     /// READ one record into `buffer`.
     fn read_record(&mut self, buffer: &mut [u8], call: &mut Call) -> Result<ReadRecord, Fault>;
     /// Set the LBP mode.
@@ -572,7 +578,11 @@ pub mod trampoline {
                     if resp.len() + 1 > capacity {
                         return Err(Fault::code(
                             REEL_E_BUFFER_TOO_SMALL,
-                            format!("response of {} bytes, buffer holds {}", resp.len(), capacity),
+                            format!(
+                                "response of {} bytes, buffer holds {}",
+                                resp.len(),
+                                capacity
+                            ),
                         )
                         .with_residue(resp.len() as i64 + 1));
                     }
@@ -643,7 +653,9 @@ pub mod trampoline {
                 status: *mut ReelStatus,
             ) -> i32 {
                 // SAFETY: contract of this function.
-                unsafe { with_handle::<L::Drive, _>(drive as *mut _, status, |d, c| d.$method(c), Ok) }
+                unsafe {
+                    with_handle::<L::Drive, _>(drive as *mut _, status, |d, c| d.$method(c), Ok)
+                }
             }
         };
     }
@@ -676,9 +688,14 @@ pub mod trampoline {
                     copy_cstr(&mut o.product, &i.product);
                     copy_cstr(&mut o.serial, &i.serial);
                     o.max_record_bytes = i.max_record_bytes;
-                    let size = ((*out).struct_size as usize).min(std::mem::size_of::<ReelDriveInfo>());
+                    let size =
+                        ((*out).struct_size as usize).min(std::mem::size_of::<ReelDriveInfo>());
                     o.struct_size = (*out).struct_size;
-                    std::ptr::copy_nonoverlapping(&o as *const _ as *const u8, out as *mut u8, size);
+                    std::ptr::copy_nonoverlapping(
+                        &o as *const _ as *const u8,
+                        out as *mut u8,
+                        size,
+                    );
                     Ok(())
                 },
             )
@@ -695,7 +712,9 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         // SAFETY: contract of this function.
-        unsafe { with_handle::<L::Drive, _>(drive as *mut _, status, |d, c| d.locate(block, c), Ok) }
+        unsafe {
+            with_handle::<L::Drive, _>(drive as *mut _, status, |d, c| d.locate(block, c), Ok)
+        }
     }
 
     /// `drive_space`.
@@ -818,7 +837,7 @@ pub mod trampoline {
             unsafe { std::slice::from_raw_parts_mut(buffer, capacity) }
         };
         // SAFETY: contract of this function.
-        let rc = unsafe {
+        unsafe {
             with_handle::<L::Drive, _>(
                 drive as *mut _,
                 status,
@@ -837,8 +856,7 @@ pub mod trampoline {
                     Ok(())
                 },
             )
-        };
-        rc
+        }
     }
 
     /// `drive_set_lbp`.
@@ -851,7 +869,9 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         // SAFETY: contract of this function.
-        unsafe { with_handle::<L::Drive, _>(drive as *mut _, status, |d, c| d.set_lbp(mode, c), Ok) }
+        unsafe {
+            with_handle::<L::Drive, _>(drive as *mut _, status, |d, c| d.set_lbp(mode, c), Ok)
+        }
     }
 
     /// `drive_mam_read`.
@@ -944,7 +964,11 @@ pub mod trampoline {
                     let caller = (*out).struct_size;
                     s.struct_size = caller;
                     let size = (caller as usize).min(std::mem::size_of::<ReelDriveStats>());
-                    std::ptr::copy_nonoverlapping(&s as *const _ as *const u8, out as *mut u8, size);
+                    std::ptr::copy_nonoverlapping(
+                        &s as *const _ as *const u8,
+                        out as *mut u8,
+                        size,
+                    );
                     Ok(())
                 },
             )
@@ -1015,7 +1039,11 @@ pub mod trampoline {
                         reserved2: 0,
                     };
                     let size = (caller as usize).min(std::mem::size_of::<ReelGeometry>());
-                    std::ptr::copy_nonoverlapping(&o as *const _ as *const u8, out as *mut u8, size);
+                    std::ptr::copy_nonoverlapping(
+                        &o as *const _ as *const u8,
+                        out as *mut u8,
+                        size,
+                    );
                     Ok(())
                 },
             )

@@ -131,7 +131,10 @@ impl Default for ReelStatus {
 impl std::fmt::Debug for ReelStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReelStatus")
-            .field("sense", &format_args!("{:X}/{:02X}/{:02X}", self.sense_key, self.asc, self.ascq))
+            .field(
+                "sense",
+                &format_args!("{:X}/{:02X}/{:02X}", self.sense_key, self.asc, self.ascq),
+            )
             .field("flags", &self.flags)
             .field("residue", &self.residue)
             .field("elapsed_ns", &self.elapsed_ns)
@@ -736,33 +739,40 @@ pub mod asc {
     pub const MEDIUM_REMOVAL_PREVENTED: (u8, u8) = (0x53, 0x02);
 }
 
-/// MAM attribute identifiers reel uses (SPC-4 READ ATTRIBUTE).
+/// MAM attribute identifiers reel uses (SPC-4 READ ATTRIBUTE / WRITE ATTRIBUTE).
+///
+/// SPC-4 ranges: 0000h-03FFh device type (read-only), 0400h-07FFh medium type (read-only),
+/// 0800h-0BFFh host type (writable), 0C00h-0FFFh device vendor-unique, 1000h-13FFh medium
+/// vendor-unique (read-only), 1400h-17FFh host vendor-unique (writable).
 pub mod mam {
-    /// 0001h remaining capacity in partition (MiB).
+    /// 0000h REMAINING CAPACITY IN PARTITION (MiB), device type, read-only.
     pub const REMAINING_CAPACITY: u16 = 0x0000;
-    /// 0003h load count.
+    /// 0003h LOAD COUNT, device type, read-only.
     pub const LOAD_COUNT: u16 = 0x0003;
-    /// 0400h medium manufacturer.
+    /// 0400h MEDIUM MANUFACTURER, medium type, read-only.
     pub const MEDIUM_MANUFACTURER: u16 = 0x0400;
-    /// 0401h medium serial number.
+    /// 0401h MEDIUM SERIAL NUMBER, medium type, read-only.
     pub const MEDIUM_SERIAL: u16 = 0x0401;
-    /// 0800h application vendor.
+    /// 0800h APPLICATION VENDOR, host type.
     pub const APPLICATION_VENDOR: u16 = 0x0800;
-    /// 0801h application name.
+    /// 0801h APPLICATION NAME, host type.
     pub const APPLICATION_NAME: u16 = 0x0801;
-    /// 0802h application version.
+    /// 0802h APPLICATION VERSION, host type.
     pub const APPLICATION_VERSION: u16 = 0x0802;
-    /// 0803h user medium text label.
+    /// 0803h USER MEDIUM TEXT LABEL, host type.
     pub const USER_MEDIUM_TEXT_LABEL: u16 = 0x0803;
-    /// 0806h barcode.
+    /// 0806h BARCODE, host type.
     pub const BARCODE: u16 = 0x0806;
-    /// 0808h media pool.
+    /// 0808h MEDIA POOL, host type.
     pub const MEDIA_POOL: u16 = 0x0808;
-    /// 0820h application format version (reel keeps its label epoch in a vendor-unique
-    /// attribute, see docs/FORMAT.md).
+    /// 080Bh APPLICATION FORMAT VERSION, host type (reel keeps its label epoch in
+    /// [`REEL_LABEL_EPOCH`], see docs/FORMAT.md).
     pub const APPLICATION_FORMAT_VERSION: u16 = 0x080B;
-    /// 1000h first vendor-unique/host attribute: reel's label epoch.
+    /// 1000h reel's label epoch. Caution: 1000h lies in SPC-4's *medium* vendor-unique range
+    /// (1000h-13FFh), which real drives report read-only; host-writable vendor-unique
+    /// attributes are 1400h-17FFh. The simulator accepts it; real hardware will refuse the write.
     pub const REEL_LABEL_EPOCH: u16 = 0x1000;
-    /// 1001h reel's cartridge UUID.
+    /// 1001h reel's cartridge UUID. Same caution as [`REEL_LABEL_EPOCH`]: 1001h is in the
+    /// medium vendor-unique (read-only) range.
     pub const REEL_CARTRIDGE_UUID: u16 = 0x1001;
 }

@@ -1,0 +1,267 @@
+//! Closing a container: its blocks, length, hash, objects and copies, in one transaction with
+//! batched statements (a container of 10 000 small objects is a few dozen statements, not
+//! 10 000 round trips).
+
+use std::collections::{HashMap, HashSet};
+
+use sqlx::QueryBuilder;
+
+use super::Catalogue;
+use super::backend::{in_write_tx, now_unix, to_db};
+use super::error::{CatalogueError, DbContext, Result, shorten};
+use super::object::{NewCopy, validate_key};
+
+/// Rows per multi-row statement: 400 objects × 5 values stays far below SQLite's 32 766 bound
+/// variables and PostgreSQL's 65 535 parameters, and keeps each statement small.
+pub(crate) const ROWS_PER_STATEMENT: usize = 400;
+
+/// Statements `close_container` runs for `copies` copies: one update, then per chunk an object
+/// insert, an object id look-up and a copy insert.
+#[cfg(test)]
+pub(crate) fn close_statements(copies: usize) -> usize {
+    1 + 3 * copies.div_ceil(ROWS_PER_STATEMENT)
+}
+
+/// A copy checked and converted for the database.
+struct Prepared<'a> {
+    key: &'a str,
+    generation: i64,
+    size: i64,
+    sha256: &'a [u8; 32],
+    offset: i64,
+    length: i64,
+}
+
+/// Check the copies of container `id` (whose data stream is `bytes` long) before any write.
+fn prepare(id: i64, bytes: u64, copies: &[NewCopy]) -> Result<Vec<Prepared<'_>>> {
+    let invalid = |c: &NewCopy, reason: String| CatalogueError::InvalidCopy {
+        id,
+        key: shorten(&c.key),
+        generation: c.generation,
+        reason,
+    };
+    let mut seen: HashSet<(&str, u64)> = HashSet::with_capacity(copies.len());
+    let mut out = Vec::with_capacity(copies.len());
+    for c in copies {
+        validate_key(&c.key)?;
+        if c.generation == 0 {
+            return Err(invalid(c, "generations start at 1".into()));
+        }
+        if !seen.insert((c.key.as_str(), c.generation)) {
+            return Err(invalid(c, "it is listed twice in this container".into()));
+        }
+        let end = c.offset.checked_add(c.length).filter(|&e| e <= bytes);
+        if end.is_none() {
+            return Err(invalid(
+                c,
+                format!(
+                    "bytes {}+{} run past the container's {bytes} bytes of data",
+                    c.offset, c.length
+                ),
+            ));
+        }
+        out.push(Prepared {
+            key: &c.key,
+            generation: to_db("generation", c.generation)?,
+            size: to_db("object size", c.size)?,
+            sha256: &c.sha256,
+            offset: to_db("copy offset", c.offset)?,
+            length: to_db("copy length", c.length)?,
+        });
+    }
+    // Two objects never share bytes of the data stream.
+    let mut by_offset: Vec<&NewCopy> = copies.iter().filter(|c| c.length > 0).collect();
+    by_offset.sort_by_key(|c| c.offset);
+    for pair in by_offset.windows(2) {
+        if pair[0].offset + pair[0].length > pair[1].offset {
+            return Err(invalid(
+                pair[1],
+                format!(
+                    "its bytes from {} overlap {:?} generation {} (bytes {}+{})",
+                    pair[1].offset,
+                    shorten(&pair[0].key),
+                    pair[0].generation,
+                    pair[0].offset,
+                    pair[0].length
+                ),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// An object row as looked up while closing.
+#[derive(sqlx::FromRow)]
+struct ObjectIdRow {
+    id: i64,
+    key: String,
+    generation: i64,
+    size: i64,
+    sha256: Vec<u8>,
+}
+
+impl Catalogue {
+    /// The container is fully written (footer and filemark issued, not yet durable): record
+    /// its last block, data length, SHA-256, its objects (new generations are added; known ones
+    /// must have the same size and hash) and its copies, all in ONE transaction.
+    ///
+    /// Only a pending container not yet closed can be closed. Its objects stay invisible until
+    /// it becomes durable ([`Catalogue::set_container_state`]). Refused, with nothing written: a
+    /// bad key, generation 0, a copy listed twice or running past `bytes` or overlapping another,
+    /// an object generation already catalogued with other content.
+    pub async fn close_container(
+        &self,
+        id: i64,
+        last_block: u64,
+        bytes: u64,
+        sha256: [u8; 32],
+        copies: &[NewCopy],
+    ) -> Result<()> {
+        self.close_container_counted(id, last_block, bytes, sha256, copies)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`Catalogue::close_container`], returning how many statements it ran.
+    pub(crate) async fn close_container_counted(
+        &self,
+        id: i64,
+        last_block: u64,
+        bytes: u64,
+        sha256: [u8; 32],
+        copies: &[NewCopy],
+    ) -> Result<usize> {
+        const OP: &str = "close_container";
+        let last_db = to_db("last_block", last_block)?;
+        let bytes_db = to_db("bytes", bytes)?;
+        let prepared = prepare(id, bytes, copies)?;
+        let now = now_unix();
+        let statements = in_write_tx!(&self.backend, OP, |tx| {
+            let mut statements = 0usize;
+            let closed = sqlx::query(
+                "UPDATE containers SET last_block = $1, bytes = $2, sha256 = $3, closed_unix = $4, \
+                 updated_unix = $4 \
+                 WHERE id = $5 AND state = 'pending' AND last_block IS NULL AND first_block <= $1",
+            )
+            .bind(last_db)
+            .bind(bytes_db)
+            .bind(sha256.as_slice())
+            .bind(now)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .ctx(OP)?
+            .rows_affected();
+            statements += 1;
+            if closed == 0 {
+                let row: Option<(String, Option<i64>, i64)> = sqlx::query_as(
+                    "SELECT state, last_block, first_block FROM containers WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await
+                .ctx(OP)?;
+                return Err(close_refused(id, last_block, row));
+            }
+            for chunk in prepared.chunks(ROWS_PER_STATEMENT) {
+                let mut qb = QueryBuilder::new(
+                    "INSERT INTO objects (key, generation, size, sha256, created_unix) ",
+                );
+                qb.push_values(chunk, |mut row, c| {
+                    row.push_bind(c.key.to_string())
+                        .push_bind(c.generation)
+                        .push_bind(c.size)
+                        .push_bind(c.sha256.to_vec())
+                        .push_bind(now);
+                });
+                qb.push(" ON CONFLICT (key, generation) DO NOTHING");
+                qb.build().execute(&mut *tx).await.ctx(OP)?;
+
+                let mut qb = QueryBuilder::new(
+                    "SELECT id, key, generation, size, sha256 FROM objects \
+                     WHERE (key, generation) IN (",
+                );
+                qb.push_values(chunk, |mut row, c| {
+                    row.push_bind(c.key.to_string()).push_bind(c.generation);
+                });
+                qb.push(")");
+                let found: Vec<ObjectIdRow> =
+                    qb.build_query_as().fetch_all(&mut *tx).await.ctx(OP)?;
+                let ids = object_ids(found, chunk)?;
+
+                let mut qb = QueryBuilder::new(
+                    "INSERT INTO copies (object_id, container_id, byte_offset, byte_length) ",
+                );
+                qb.push_values(chunk.iter().zip(ids), |mut row, (c, object_id)| {
+                    row.push_bind(object_id)
+                        .push_bind(id)
+                        .push_bind(c.offset)
+                        .push_bind(c.length);
+                });
+                qb.build().execute(&mut *tx).await.ctx(OP)?;
+                statements += 3;
+            }
+            statements
+        });
+        tracing::debug!(
+            container = id,
+            copies = copies.len(),
+            statements,
+            "container closed"
+        );
+        Ok(statements)
+    }
+}
+
+/// Match looked-up object rows to the chunk's copies, refusing content that differs from what
+/// is catalogued. Returns the object id of each copy, in chunk order.
+fn object_ids(found: Vec<ObjectIdRow>, chunk: &[Prepared<'_>]) -> Result<Vec<i64>> {
+    let by_key: HashMap<(String, i64), ObjectIdRow> = found
+        .into_iter()
+        .map(|r| ((r.key.clone(), r.generation), r))
+        .collect();
+    chunk
+        .iter()
+        .map(|c| {
+            let Some(row) = by_key.get(&(c.key.to_string(), c.generation)) else {
+                return Err(CatalogueError::Corrupt {
+                    what: format!(
+                        "object {:?} generation {} vanished while its container was closed",
+                        shorten(c.key),
+                        c.generation
+                    ),
+                });
+            };
+            if row.size != c.size || row.sha256.as_slice() != c.sha256.as_slice() {
+                return Err(CatalogueError::ObjectConflict {
+                    key: shorten(c.key),
+                    generation: u64::try_from(c.generation).unwrap_or_default(),
+                    existing: format!("{} bytes, SHA-256 {}", row.size, hex::encode(&row.sha256)),
+                    given: format!("{} bytes, SHA-256 {}", c.size, hex::encode(c.sha256)),
+                });
+            }
+            Ok(row.id)
+        })
+        .collect()
+}
+
+/// Why a container could not be closed, from its (state, last_block, first_block) row.
+fn close_refused(
+    id: i64,
+    last_block: u64,
+    row: Option<(String, Option<i64>, i64)>,
+) -> CatalogueError {
+    let reason = match row {
+        None => return CatalogueError::UnknownContainer { id },
+        Some((state, _, _)) if state != "pending" => {
+            format!("it is {state}; only a pending container can be closed")
+        }
+        Some((_, Some(last), _)) => {
+            format!("it is already closed (last block {last})")
+        }
+        Some((_, None, first)) => {
+            format!("last block {last_block} is before its first block {first}")
+        }
+    };
+    CatalogueError::ContainerRefused { id, reason }
+}

@@ -1,0 +1,211 @@
+//! The drive actor: one drive handle owned by its own OS thread (`reel-drive-N`), fed by a
+//! channel, with async methods for the engine. Streaming loops (write a container, read a
+//! range) run as one closure on the thread through [`Drive::run`], so records go from buffer
+//! to plugin without a channel round trip each.
+
+use std::time::Duration;
+
+use reel_plugin_abi::host::{CallError, DriveHandle};
+use reel_plugin_abi::sdk::{DriveInfo, Geometry};
+use reel_plugin_abi::types::{ReelDriveStats, ReelExtent, ReelPosition};
+
+use super::actor::Actor;
+use super::error::DeviceError;
+
+/// Unit attentions waited out after a load before giving up (a load normally raises one).
+const MAX_UNIT_ATTENTIONS: u32 = 8;
+/// TEST UNIT READY polls while the drive reports "becoming ready" (2/04/01) after a load.
+const MAX_BECOMING_READY_POLLS: u32 = 120;
+/// Pause between "becoming ready" polls (on the drive's own thread, never the runtime's).
+const BECOMING_READY_PAUSE: Duration = Duration::from_millis(500);
+
+/// One drive handle owned by its own OS thread ("reel-drive-N"). Clones share the thread;
+/// the drive is closed when the last clone is dropped.
+#[derive(Clone)]
+pub struct Drive {
+    index: u32,
+    actor: Actor<DriveHandle>,
+}
+
+impl std::fmt::Debug for Drive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drive").field("index", &self.index).finish()
+    }
+}
+
+impl Drive {
+    pub(crate) fn spawn(index: u32, handle: DriveHandle) -> Result<Drive, DeviceError> {
+        let actor = Actor::spawn(format!("reel-drive-{index}"), handle)?;
+        Ok(Drive { index, actor })
+    }
+
+    /// The drive's index in its library.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Run a closure on the drive thread with exclusive access to the handle (for streaming
+    /// loops). Map its `CallError`s with [`DeviceError::from_call`].
+    pub async fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut DriveHandle) -> R + Send + 'static,
+    ) -> Result<R, DeviceError> {
+        self.actor.run("run", f).await
+    }
+
+    /// Run one plugin call on the drive thread; its `CallError` is mapped there, so only the
+    /// small typed error crosses back.
+    async fn call<R: Send + 'static>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(&mut DriveHandle) -> Result<R, DeviceError> + Send + 'static,
+    ) -> Result<R, DeviceError> {
+        let r = self.actor.run(call, f).await?;
+        if let Err(e) = &r {
+            tracing::debug!(drive = self.index, error = %e, "drive call failed");
+        }
+        r
+    }
+
+    /// A call with no result but its elapsed time (ns).
+    async fn timed(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(&mut DriveHandle) -> Result<(), DeviceError> + Send + 'static,
+    ) -> Result<u64, DeviceError> {
+        self.call(call, move |h| {
+            f(h)?;
+            Ok(h.last_status().elapsed_ns)
+        })
+        .await
+    }
+
+    /// LOAD, then wait until the drive is ready: the unit attention a load raises (medium
+    /// changed) is consumed with TEST UNIT READY (bounded), and "becoming ready" is polled, so
+    /// the caller sees a ready drive. Returns the total elapsed time (ns).
+    pub async fn load(&self) -> Result<u64, DeviceError> {
+        self.actor.run("drive_load", load_until_ready).await?
+    }
+
+    /// UNLOAD (rewind and eject); returns the elapsed time (ns).
+    pub async fn unload(&self) -> Result<u64, DeviceError> {
+        self.timed("drive_unload", |h| typed(h.unload())).await
+    }
+
+    /// REWIND to BOT; returns the elapsed time (ns).
+    pub async fn rewind(&self) -> Result<u64, DeviceError> {
+        self.timed("drive_rewind", |h| typed(h.rewind())).await
+    }
+
+    /// LOCATE to a logical block; returns the elapsed time (ns).
+    pub async fn locate(&self, block: u64) -> Result<u64, DeviceError> {
+        self.timed("drive_locate", move |h| typed(h.locate(block)))
+            .await
+    }
+
+    /// SPACE `count` (negative: backward) of `kind` (`REEL_SPACE_*`); returns the elapsed time.
+    pub async fn space(&self, kind: u32, count: i64) -> Result<u64, DeviceError> {
+        self.timed("drive_space", move |h| typed(h.space(kind, count)))
+            .await
+    }
+
+    /// READ POSITION.
+    pub async fn read_position(&self) -> Result<ReelPosition, DeviceError> {
+        self.call("drive_read_position", |h| typed(h.read_position()))
+            .await
+    }
+
+    /// WRITE FILEMARKS (`immediate`: return before the buffer is on the medium); returns the
+    /// elapsed time (ns).
+    pub async fn write_filemarks(&self, count: u32, immediate: bool) -> Result<u64, DeviceError> {
+        self.timed("drive_write_filemarks", move |h| {
+            typed(h.write_filemarks(count, immediate))
+        })
+        .await
+    }
+
+    /// Set the logical block protection mode (`REEL_LBP_*`).
+    pub async fn set_lbp(&self, mode: u32) -> Result<(), DeviceError> {
+        self.call("drive_set_lbp", move |h| typed(h.set_lbp(mode)))
+            .await
+    }
+
+    /// READ ATTRIBUTE: one MAM attribute's value.
+    pub async fn mam_read(&self, attr: u16) -> Result<Vec<u8>, DeviceError> {
+        self.call("drive_mam_read", move |h| typed(h.mam_read(attr)))
+            .await
+    }
+
+    /// WRITE ATTRIBUTE: set one MAM attribute.
+    pub async fn mam_write(&self, attr: u16, data: Vec<u8>) -> Result<(), DeviceError> {
+        self.call("drive_mam_write", move |h| typed(h.mam_write(attr, &data)))
+            .await
+    }
+
+    /// Drive statistics.
+    pub async fn statistics(&self) -> Result<ReelDriveStats, DeviceError> {
+        self.call("drive_statistics", |h| typed(h.statistics()))
+            .await
+    }
+
+    /// Medium geometry (wraps, LPOS range, end-of-wrap positions) for access ordering.
+    pub async fn geometry(&self) -> Result<Geometry, DeviceError> {
+        self.call("drive_geometry", |h| typed(h.geometry())).await
+    }
+
+    /// Native recommended access order: a permutation of the extents' indices.
+    pub async fn rao(&self, extents: Vec<ReelExtent>) -> Result<Vec<u32>, DeviceError> {
+        self.call("drive_rao", move |h| typed(h.rao(&extents)))
+            .await
+    }
+
+    /// Drive identity (vendor, product, serial, largest record).
+    pub async fn info(&self) -> Result<DriveInfo, DeviceError> {
+        self.call("drive_info", |h| typed(h.info())).await
+    }
+}
+
+/// Map a plugin call's result on the drive thread.
+fn typed<T>(r: Result<T, CallError>) -> Result<T, DeviceError> {
+    r.map_err(DeviceError::from_call)
+}
+
+/// LOAD and wait for a ready drive; runs on the drive thread.
+fn load_until_ready(h: &mut DriveHandle) -> Result<u64, DeviceError> {
+    let mut elapsed = 0u64;
+    let mut attentions = 0u32;
+    loop {
+        let r = h.load();
+        elapsed += h.last_status().elapsed_ns;
+        match r.map_err(DeviceError::from_call) {
+            Ok(()) => break,
+            // A unit attention means the command was not executed: report it and retry.
+            Err(DeviceError::UnitAttention { sense, .. }) if attentions < MAX_UNIT_ATTENTIONS => {
+                attentions += 1;
+                tracing::debug!(%sense, "unit attention on load, retrying");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let mut polls = 0u32;
+    loop {
+        let r = h.test_ready();
+        elapsed += h.last_status().elapsed_ns;
+        match r.map_err(DeviceError::from_call) {
+            Ok(()) => return Ok(elapsed),
+            Err(DeviceError::UnitAttention { sense, .. }) if attentions < MAX_UNIT_ATTENTIONS => {
+                attentions += 1;
+                tracing::debug!(%sense, "unit attention after load consumed");
+            }
+            Err(DeviceError::NotReady { sense, .. })
+                if (sense.asc, sense.ascq) == (0x04, 0x01) && polls < MAX_BECOMING_READY_POLLS =>
+            {
+                polls += 1;
+                std::thread::sleep(BECOMING_READY_PAUSE);
+            }
+            // A plugin without TEST UNIT READY: the load's own success stands.
+            Err(DeviceError::Unsupported { .. }) => return Ok(elapsed),
+            Err(e) => return Err(e),
+        }
+    }
+}

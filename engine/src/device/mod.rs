@@ -1,0 +1,23 @@
+//! The device host: plugins loaded by path (through `reel_plugin_abi::host`, where the
+//! loading, negotiation and unsafe FFI live), a library actor and one OS thread per drive fed
+//! by a channel, with async methods for the engine and typed errors mapped from SCSI sense.
+//!
+//! - [`load_plugin`]: dlopen once per path; libraries are never unloaded.
+//! - [`Library`]: the changer handle on its own thread; opens [`Drive`]s.
+//! - [`Drive`]: one drive handle on its own thread `reel-drive-N`; a tape call can take hours
+//!   and never blocks the async runtime; a plugin panic poisons that drive only.
+//! - [`DeviceError`]: what a failed call means ([`classify`] is the sense table) and what to do.
+
+mod actor;
+mod drive;
+mod error;
+mod library;
+mod plugin;
+
+pub use drive::Drive;
+pub use error::{DeviceError, Kind, Sense, classify};
+pub use library::Library;
+pub use plugin::load_plugin;
+pub use reel_plugin_abi::host::{CallError, DriveHandle, LibraryHandle, LoadError, Plugin};
+pub use reel_plugin_abi::sdk::{DriveInfo, Element, Geometry, ReadRecord};
+pub use reel_plugin_abi::types::{ReelDriveStats, ReelExtent, ReelPosition};

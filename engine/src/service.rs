@@ -1,0 +1,845 @@
+//! The tape service: one host's drives, its library and the catalogue, with the whole-job
+//! operations built from sessions — archive to every copy of a storage class, recall with
+//! fallback to other copies, verify, intake, recovery and rebuild.
+//!
+//! Drives are handed out here: a job that needs a cartridge gets the drive that already holds
+//! it, else an idle empty drive, else an idle drive whose cartridge is put back. Across hosts,
+//! cartridge ownership goes through [`CartridgeLeases`] (the jobs layer implements it with its
+//! lease tables and fencing epochs); in one process [`LocalLeases`] is enough.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reel_plugin_abi::{REEL_ELEMENT_FULL, REEL_ELEMENT_SLOT, REEL_ELEMENT_WORM, REEL_LBP_CRC32C};
+use serde::Serialize;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+use tracing::{info, warn};
+
+use crate::catalogue::{Cartridge, CartridgeState, Catalogue, ContainerState};
+use crate::device::{DeviceError, Drive, Library};
+use crate::session::intake::{IntakeOutcome, check_epoch, label_cartridge};
+use crate::session::mount::{self, Mount};
+use crate::session::order::OrderPolicy;
+use crate::session::rebuild::{RebuildReport, rebuild_cartridge};
+use crate::session::recall::{RecallFailure, RecallItem, RecallOptions, recall_session};
+use crate::session::recovery::{RecoveryReport, recover_cartridge};
+use crate::session::verify::{VerifyTarget, read_back};
+use crate::session::write::{ArchiveItem, WriteContext, write_session};
+use crate::session::{
+    CancelToken, Fence, NoFence, Progress, ProgressFn, SessionConfig, SessionError,
+    SessionSummary, destination,
+};
+
+/// A boxed future, for the object-safe lease trait.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Cartridge ownership across worker processes.
+pub trait CartridgeLeases: Send + Sync {
+    /// Take the cartridge for this worker; the fence fails once the lease is lost.
+    fn acquire<'a>(&'a self, barcode: &'a str, drive: u32) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>>;
+    /// Give it back.
+    fn release<'a>(&'a self, barcode: &'a str) -> BoxFuture<'a, ()>;
+}
+
+/// Leases for a single process: always granted.
+#[derive(Default)]
+pub struct LocalLeases;
+
+impl CartridgeLeases for LocalLeases {
+    fn acquire<'a>(&'a self, _barcode: &'a str, _drive: u32) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>> {
+        Box::pin(async { Ok(Arc::new(NoFence) as Arc<dyn Fence>) })
+    }
+    fn release<'a>(&'a self, _barcode: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+#[derive(Default)]
+struct DriveState {
+    mounted: Option<Mount>,
+}
+
+struct DriveSlot {
+    drive: Drive,
+    state: Arc<Mutex<DriveState>>,
+}
+
+/// A drive held by one task, with the cartridge it asked for mounted.
+pub struct HeldDrive {
+    /// The drive.
+    pub drive: Drive,
+    /// The mount.
+    pub mount: Mount,
+    /// The lease's fence.
+    pub fence: Arc<dyn Fence>,
+    _guard: OwnedMutexGuard<DriveState>,
+}
+
+/// Options of [`TapeService::open`].
+#[derive(Clone, Debug)]
+pub struct ServiceOptions {
+    /// Drive indices this host uses (None: every drive of the library).
+    pub drives: Option<Vec<u32>>,
+    /// Session tunables.
+    pub session: SessionConfig,
+    /// Capacity recorded for cartridges the catalogue does not know yet.
+    pub default_capacity_bytes: u64,
+    /// Pool new cartridges are labelled into when a write needs one and none is labelled.
+    pub auto_label: bool,
+}
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        ServiceOptions {
+            drives: None,
+            session: SessionConfig::default(),
+            default_capacity_bytes: 64 << 30,
+            auto_label: true,
+        }
+    }
+}
+
+/// What an archive achieved, per copy.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ArchiveReport {
+    /// Objects archived (every copy durable, read back as the verify mode asks).
+    pub objects: u64,
+    /// Payload bytes (one copy).
+    pub bytes: u64,
+    /// Cartridges written, per copy index.
+    pub cartridges: Vec<Vec<String>>,
+    /// Drive time, all copies.
+    pub summary: SessionSummary,
+}
+
+/// A copy that failed during a recall and was reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct BadCopy {
+    /// Key.
+    pub key: String,
+    /// Cartridge.
+    pub barcode: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a recall achieved.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RecallBatchReport {
+    /// Objects recalled intact.
+    pub objects: u64,
+    /// Bytes recalled.
+    pub bytes: u64,
+    /// Keys that could not be recalled, with why.
+    pub failed: Vec<(String, String)>,
+    /// Copies found bad (the object may still have come from another copy).
+    pub bad_copies: Vec<BadCopy>,
+    /// Mounts made.
+    pub mounts: u64,
+    /// Drive time.
+    pub summary: SessionSummary,
+    /// Modelled first-byte time of the first cartridge read (mount included).
+    pub first_byte_s: Option<f64>,
+}
+
+/// One key to recall and where.
+#[derive(Clone, Debug)]
+pub struct RecallRequest {
+    /// Key.
+    pub key: String,
+    /// Destination root; the key becomes a path under it.
+    pub root: PathBuf,
+}
+
+/// One host's tape service.
+pub struct TapeService {
+    catalogue: Catalogue,
+    library: Library,
+    drives: Vec<DriveSlot>,
+    options: ServiceOptions,
+    leases: Arc<dyn CartridgeLeases>,
+    /// Drive index → barcode mounted, kept beside the per-drive locks.
+    mounted: std::sync::Mutex<HashMap<u32, String>>,
+}
+
+impl TapeService {
+    /// Open the library through `plugin_path` with `plugin_config`, open this host's drives,
+    /// and learn the cartridges the library holds.
+    pub async fn open(
+        catalogue: Catalogue,
+        plugin_path: &Path,
+        plugin_config: &str,
+        options: ServiceOptions,
+        leases: Arc<dyn CartridgeLeases>,
+    ) -> Result<TapeService, SessionError> {
+        options.session.validate()?;
+        let plugin = crate::device::load_plugin(plugin_path)?;
+        let library = Library::open(plugin, plugin_config)?;
+        let inv = library.inventory().await?;
+        let all: Vec<u32> = inv
+            .iter()
+            .filter(|e| e.kind == reel_plugin_abi::REEL_ELEMENT_DRIVE)
+            .map(|e| e.index)
+            .collect();
+        let wanted = options.drives.clone().unwrap_or_else(|| all.clone());
+        let mut drives = Vec::new();
+        for i in wanted {
+            if !all.contains(&i) {
+                return Err(SessionError::Config(format!(
+                    "drive {i} is not in the library (it has drives {all:?})"
+                )));
+            }
+            let drive = library.open_drive(i).await?;
+            drives.push(DriveSlot {
+                drive,
+                state: Arc::new(Mutex::new(DriveState::default())),
+            });
+        }
+        // Start clean: a cartridge left in one of our drives by an earlier run goes back to
+        // a slot, so the mount state below is the library's.
+        for d in &drives {
+            if mount::mounted_barcode(&library, &d.drive).await?.is_some() {
+                mount::unmount(&library, &d.drive, None).await?;
+            }
+        }
+        let svc = TapeService {
+            catalogue,
+            library,
+            drives,
+            options,
+            leases,
+            mounted: Default::default(),
+        };
+        svc.sync_inventory().await?;
+        Ok(svc)
+    }
+
+    /// The catalogue.
+    pub fn catalogue(&self) -> &Catalogue {
+        &self.catalogue
+    }
+    /// The library.
+    pub fn library(&self) -> &Library {
+        &self.library
+    }
+    /// This host's drives.
+    pub fn drives(&self) -> Vec<Drive> {
+        self.drives.iter().map(|d| d.drive.clone()).collect()
+    }
+    /// Session tunables.
+    pub fn session_config(&self) -> &SessionConfig {
+        &self.options.session
+    }
+
+    /// Record every cartridge the library holds that the catalogue does not know.
+    pub async fn sync_inventory(&self) -> Result<Vec<Cartridge>, SessionError> {
+        let inv = self.library.inventory().await?;
+        for e in inv.iter().filter(|e| e.flags & REEL_ELEMENT_FULL != 0 && !e.barcode.is_empty()) {
+            self.catalogue
+                .add_cartridge(
+                    &e.barcode,
+                    e.flags & REEL_ELEMENT_WORM != 0,
+                    self.options.default_capacity_bytes,
+                )
+                .await?;
+        }
+        Ok(self.catalogue.cartridges().await?)
+    }
+
+    /// Get a drive with `barcode` mounted: the drive holding it, else an idle empty one, else
+    /// an idle one whose cartridge goes back to its slot. Waits while every drive is busy, or
+    /// while the cartridge is in a busy drive.
+    pub async fn acquire(&self, barcode: &str) -> Result<HeldDrive, SessionError> {
+        if self.drives.is_empty() {
+            return Err(SessionError::Config("this host uses no drives".into()));
+        }
+        loop {
+            let map = self.mounted_map();
+            let mut in_busy_drive = false;
+            for d in &self.drives {
+                if map.get(&d.drive.index()).is_some_and(|b| b == barcode) {
+                    match d.state.clone().try_lock_owned() {
+                        Ok(g) => return self.finish_acquire(d, g, barcode).await,
+                        Err(_) => in_busy_drive = true,
+                    }
+                }
+            }
+            if !in_busy_drive {
+                let mut candidate = None;
+                for d in &self.drives {
+                    if let Ok(g) = d.state.clone().try_lock_owned() {
+                        let empty = g.mounted.is_none();
+                        if empty || candidate.is_none() {
+                            candidate = Some((d, g));
+                        }
+                        if empty {
+                            break;
+                        }
+                    }
+                }
+                if let Some((d, g)) = candidate {
+                    return self.finish_acquire(d, g, barcode).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Which cartridge each of our drives holds, readable while drives are busy.
+    fn mounted_map(&self) -> HashMap<u32, String> {
+        self.mounted.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_mounted(&self, drive: u32, barcode: Option<&str>) {
+        let mut m = self.mounted.lock().unwrap_or_else(|e| e.into_inner());
+        match barcode {
+            Some(b) => m.insert(drive, b.to_string()),
+            None => m.remove(&drive),
+        };
+    }
+
+    async fn finish_acquire(
+        &self,
+        d: &DriveSlot,
+        mut g: OwnedMutexGuard<DriveState>,
+        barcode: &str,
+    ) -> Result<HeldDrive, SessionError> {
+        if let Some(m) = g.mounted.as_ref().filter(|m| m.barcode != barcode).cloned() {
+            mount::unmount(&self.library, &d.drive, Some(m.source_slot)).await?;
+            self.leases.release(&m.barcode).await;
+            g.mounted = None;
+            self.set_mounted(d.drive.index(), None);
+        }
+        let fence = self.leases.acquire(barcode, d.drive.index()).await?;
+        let m = match g.mounted.clone() {
+            Some(m) => m,
+            None => {
+                // The library may hold a cartridge in this drive from an earlier run.
+                if let Some(other) = mount::mounted_barcode(&self.library, &d.drive).await? {
+                    if other != barcode {
+                        mount::unmount(&self.library, &d.drive, None).await?;
+                    }
+                }
+                let m = match mount::mount(&self.library, &d.drive, barcode).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.leases.release(barcode).await;
+                        return Err(e);
+                    }
+                };
+                self.catalogue.add_mount(barcode).await?;
+                if d.drive.plugin().has_cap(reel_plugin_abi::REEL_CAP_LBP) && self.options.session.lbp {
+                    d.drive.set_lbp(REEL_LBP_CRC32C).await?;
+                }
+                g.mounted = Some(m.clone());
+                self.set_mounted(d.drive.index(), Some(barcode));
+                m
+            }
+        };
+        Ok(HeldDrive {
+            drive: d.drive.clone(),
+            mount: m,
+            fence,
+            _guard: g,
+        })
+    }
+
+    /// Put every mounted cartridge back in its slot.
+    pub async fn unmount_all(&self) -> Result<(), SessionError> {
+        for d in &self.drives {
+            let mut g = d.state.lock().await;
+            if let Some(m) = g.mounted.take() {
+                self.set_mounted(d.drive.index(), None);
+                mount::unmount(&self.library, &d.drive, Some(m.source_slot)).await?;
+                self.leases.release(&m.barcode).await;
+            } else if mount::mounted_barcode(&self.library, &d.drive).await?.is_some() {
+                mount::unmount(&self.library, &d.drive, None).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calibrate and label the given cartridges (all `New` ones when empty) into `pool`.
+    pub async fn intake(&self, barcodes: &[String], pool: &str) -> Result<Vec<(String, IntakeOutcome)>, SessionError> {
+        self.catalogue.ensure_pool(pool).await?;
+        let list: Vec<String> = if barcodes.is_empty() {
+            self.sync_inventory()
+                .await?
+                .into_iter()
+                .filter(|c| c.state == CartridgeState::New && !c.worm)
+                .map(|c| c.barcode)
+                .collect()
+        } else {
+            barcodes.to_vec()
+        };
+        let mut out = Vec::new();
+        for b in list {
+            let held = self.acquire(&b).await?;
+            let r = label_cartridge(&self.catalogue, &held.drive, &b, pool).await?;
+            out.push((b, r));
+        }
+        Ok(out)
+    }
+
+    /// A writable cartridge of `pool`, labelling a new one when none is left.
+    async fn writable(&self, pool: &str, exclude: &[String]) -> Result<Cartridge, SessionError> {
+        if let Some(c) = self.catalogue.writable_cartridge(pool, exclude, false).await? {
+            return Ok(c);
+        }
+        if self.options.auto_label {
+            let news: Vec<Cartridge> = self
+                .catalogue
+                .cartridges()
+                .await?
+                .into_iter()
+                .filter(|c| c.state == CartridgeState::New && !c.worm && !exclude.contains(&c.barcode))
+                .collect();
+            // Prefer calibrated spares: no first-load calibration on the write path.
+            let pick = news.iter().find(|c| c.calibrated).or_else(|| news.first());
+            if let Some(c) = pick {
+                let held = self.acquire(&c.barcode).await?;
+                let r = label_cartridge(&self.catalogue, &held.drive, &c.barcode, pool).await?;
+                drop(held);
+                if matches!(r, IntakeOutcome::Labelled { .. }) {
+                    if let Some(c) = self.catalogue.cartridge(&c.barcode).await? {
+                        return Ok(c);
+                    }
+                }
+                return Box::pin(self.writable(pool, exclude)).await;
+            }
+        }
+        Err(SessionError::Other(format!(
+            "pool {pool} has no writable cartridge; add cartridges to the library and run `reel intake --pool {pool}`"
+        )))
+    }
+
+    /// Archive `items` (key, spool path) into every copy of `storage_class`. Acknowledged (Ok)
+    /// only when every copy is durable and read back as the verify mode asks.
+    pub async fn archive(
+        &self,
+        items: Vec<(String, PathBuf)>,
+        storage_class: &str,
+        cancel: &CancelToken,
+        progress: ProgressFn,
+    ) -> Result<ArchiveReport, SessionError> {
+        let class = self.catalogue.storage_class(storage_class).await?.ok_or_else(|| {
+            SessionError::Config(format!(
+                "storage class {storage_class} does not exist; define it under [archive] in the configuration"
+            ))
+        })?;
+        let mut arch = Vec::with_capacity(items.len());
+        let mut seen = HashSet::new();
+        for (key, path) in items {
+            if !seen.insert(key.clone()) {
+                return Err(SessionError::Other(format!("key {key} is given twice in one archive")));
+            }
+            let meta = std::fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
+            if !meta.is_file() {
+                return Err(SessionError::Other(format!("{} is not a regular file", path.display())));
+            }
+            let generation = self.catalogue.next_generation(&key).await?;
+            arch.push(ArchiveItem {
+                key,
+                generation,
+                path,
+                size: meta.len(),
+            });
+        }
+        let total_bytes: u64 = arch.iter().map(|i| i.size).sum();
+        let n = arch.len() as u64;
+        let used: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let copies = class.pools.len().max(1);
+        let per_copy: Arc<std::sync::Mutex<Vec<Progress>>> = Arc::new(std::sync::Mutex::new(vec![Progress::default(); copies]));
+        let mut tasks = Vec::new();
+        for (k, pool) in class.pools.iter().enumerate() {
+            let items = arch.clone();
+            let used = used.clone();
+            let per_copy = per_copy.clone();
+            let progress = progress.clone();
+            let cancel = cancel.clone();
+            tasks.push(async move {
+                let p: ProgressFn = Arc::new(move |pr: Progress| {
+                    let mut v = per_copy.lock().unwrap_or_else(|e| e.into_inner());
+                    v[k] = pr;
+                    // Overall progress is the slowest copy's.
+                    let min = v.iter().copied().min_by_key(|p| p.bytes).unwrap_or_default();
+                    progress(min);
+                });
+                self.archive_copy(items, pool, &used, &cancel, p).await
+            });
+        }
+        let results = futures::future::join_all(tasks).await;
+        let mut report = ArchiveReport {
+            objects: n,
+            bytes: total_bytes,
+            ..Default::default()
+        };
+        for r in results {
+            let (carts, sum) = r?;
+            report.cartridges.push(carts);
+            report.summary.add(&sum);
+        }
+        info!(objects = n, bytes = total_bytes, copies, "archive acknowledged");
+        Ok(report)
+    }
+
+    async fn archive_copy(
+        &self,
+        mut remaining: Vec<ArchiveItem>,
+        pool: &str,
+        used: &std::sync::Mutex<Vec<String>>,
+        cancel: &CancelToken,
+        progress: ProgressFn,
+    ) -> Result<(Vec<String>, SessionSummary), SessionError> {
+        let mut carts = Vec::new();
+        let mut sum = SessionSummary::default();
+        let mut done = Progress::default();
+        let mut idle_rounds = 0;
+        while !remaining.is_empty() {
+            if cancel.is_cancelled() {
+                return Err(SessionError::Cancelled);
+            }
+            let exclude: Vec<String> = used.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let cart = self.writable(pool, &exclude).await?;
+            used.lock().unwrap_or_else(|e| e.into_inner()).push(cart.barcode.clone());
+            let held = self.acquire(&cart.barcode).await?;
+            sum.mount_s += held.mount.mount_s;
+            // Crash rules first: a cartridge with pending containers is recovered.
+            let cart = self.ensure_recovered(&held, &cart).await?;
+            if let Err(e) = check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
+                self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Disabled).await?;
+                warn!(barcode = %cart.barcode, error = %e, "cartridge disabled");
+                continue;
+            }
+            let base = done;
+            let p2 = progress.clone();
+            let ctx = WriteContext {
+                catalogue: self.catalogue.clone(),
+                drive: held.drive.clone(),
+                config: self.options.session.clone(),
+                fence: held.fence.clone(),
+                cancel: cancel.clone(),
+                progress: Arc::new(move |p: Progress| {
+                    p2(Progress {
+                        objects: base.objects + p.objects,
+                        bytes: base.bytes + p.bytes,
+                    })
+                }),
+            };
+            let out = write_session(&ctx, &cart, remaining).await?;
+            drop(held);
+            sum.add(&out.summary);
+            done.objects += out.written.len() as u64;
+            done.bytes += out.written.iter().map(|i| i.size).sum::<u64>();
+            if !out.written.is_empty() {
+                carts.push(cart.barcode.clone());
+            }
+            if out.cartridge_full {
+                self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Full).await?;
+            }
+            let progressed = !out.written.is_empty();
+            remaining = out.remaining;
+            if let Some(e) = out.stopped_by {
+                match &e {
+                    SessionError::Device(DeviceError::Medium { .. })
+                    | SessionError::Device(DeviceError::DataProtect { .. })
+                    | SessionError::Device(DeviceError::Worm { .. }) => {
+                        warn!(barcode = %cart.barcode, error = %e, "write failed on this cartridge; it is disabled and the rest goes elsewhere");
+                        self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Disabled).await?;
+                    }
+                    _ => return Err(e),
+                }
+            }
+            if !progressed && !out.cartridge_full {
+                idle_rounds += 1;
+                if idle_rounds > 3 {
+                    return Err(SessionError::Other(format!(
+                        "no progress writing pool {pool}: {} objects left after {idle_rounds} cartridges",
+                        remaining.len()
+                    )));
+                }
+            }
+        }
+        Ok((carts, sum))
+    }
+
+    /// Apply the crash rules to a held cartridge if the catalogue has pending containers on it
+    /// or its end of data is not where the catalogue says; returns the fresh catalogue row.
+    async fn ensure_recovered(&self, held: &HeldDrive, cart: &Cartridge) -> Result<Cartridge, SessionError> {
+        let pending = self
+            .catalogue
+            .containers_on(&cart.barcode)
+            .await?
+            .iter()
+            .any(|c| c.state == ContainerState::Pending);
+        let pos_ok = if pending {
+            false
+        } else {
+            held.drive.space(reel_plugin_abi::REEL_SPACE_EOD, 0).await?;
+            held.drive.read_position().await?.block == cart.eod_block
+        };
+        if !pos_ok {
+            let rep = recover_cartridge(&self.catalogue, &held.drive, cart).await?;
+            if !rep.lost_durable.is_empty() {
+                self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Broken).await?;
+                return Err(SessionError::Cartridge {
+                    barcode: cart.barcode.clone(),
+                    reason: format!(
+                        "holds less than the catalogue says (end of data {} < {}); marked broken",
+                        rep.tape_eod, rep.catalogue_eod
+                    ),
+                });
+            }
+        }
+        self.catalogue
+            .cartridge(&cart.barcode)
+            .await?
+            .ok_or_else(|| SessionError::Other(format!("cartridge {} vanished from the catalogue", cart.barcode)))
+    }
+
+    /// Recover every cartridge with pending containers (start-up after a crash).
+    pub async fn recover_pending(&self) -> Result<Vec<(String, RecoveryReport)>, SessionError> {
+        let pending = self.catalogue.pending_containers().await?;
+        let barcodes: std::collections::BTreeSet<String> = pending.into_iter().map(|c| c.barcode).collect();
+        let mut out = Vec::new();
+        for b in barcodes {
+            let Some(cart) = self.catalogue.cartridge(&b).await? else { continue };
+            let held = self.acquire(&b).await?;
+            let r = recover_cartridge(&self.catalogue, &held.drive, &cart).await?;
+            out.push((b, r));
+        }
+        Ok(out)
+    }
+
+    /// Recall `requests`: objects grouped per cartridge, each cartridge mounted once, read in
+    /// planned order; a bad copy falls back to another copy and is reported.
+    pub async fn recall(
+        &self,
+        requests: Vec<RecallRequest>,
+        opts: &RecallOptions,
+        cancel: &CancelToken,
+        progress: ProgressFn,
+    ) -> Result<RecallBatchReport, SessionError> {
+        struct Want {
+            key: String,
+            root: PathBuf,
+            dest: PathBuf,
+            copies: Vec<crate::catalogue::CopyLocation>,
+            tried: HashSet<String>,
+        }
+        let mut report = RecallBatchReport::default();
+        let mut wants: Vec<Want> = Vec::new();
+        for r in requests {
+            let dest = destination::safe_join(&r.root, &r.key)?;
+            let Some(obj) = self.catalogue.object(&r.key).await? else {
+                report.failed.push((r.key.clone(), "no such object in the catalogue".into()));
+                continue;
+            };
+            let copies = self.catalogue.copies(&r.key, obj.generation).await?;
+            wants.push(Want {
+                key: r.key,
+                root: r.root,
+                dest,
+                copies,
+                tried: HashSet::new(),
+            });
+        }
+        let done_bytes = Arc::new(std::sync::Mutex::new(Progress::default()));
+        let mut open: Vec<usize> = (0..wants.len()).collect();
+        while !open.is_empty() {
+            if cancel.is_cancelled() {
+                return Err(SessionError::Cancelled);
+            }
+            // Choose a copy per object: readable cartridges only, preferring ones already
+            // mounted, then the cartridge serving most of the batch.
+            let mounted: HashSet<String> = {
+                let mut s = HashSet::new();
+                for d in &self.drives {
+                    if let Ok(g) = d.state.try_lock() {
+                        if let Some(m) = &g.mounted {
+                            s.insert(m.barcode.clone());
+                        }
+                    }
+                }
+                s
+            };
+            let mut votes: HashMap<String, usize> = HashMap::new();
+            for &i in &open {
+                for c in wants[i].copies.iter().filter(|c| usable(c) && !wants[i].tried.contains(&c.barcode)) {
+                    *votes.entry(c.barcode.clone()).or_default() += 1;
+                }
+            }
+            let mut by_cart: BTreeMap<String, Vec<(usize, crate::catalogue::CopyLocation)>> = BTreeMap::new();
+            let mut next_open = Vec::new();
+            for &i in &open {
+                let best = wants[i]
+                    .copies
+                    .iter()
+                    .filter(|c| usable(c) && !wants[i].tried.contains(&c.barcode))
+                    .max_by_key(|c| (mounted.contains(&c.barcode), votes.get(&c.barcode).copied().unwrap_or(0), std::cmp::Reverse(c.barcode.clone())));
+                match best {
+                    Some(c) => by_cart.entry(c.barcode.clone()).or_default().push((i, c.clone())),
+                    None => {
+                        let why = if wants[i].copies.is_empty() {
+                            "no durable copy".to_string()
+                        } else {
+                            format!("every copy failed or is on a disabled/broken cartridge ({} copies)", wants[i].copies.len())
+                        };
+                        report.failed.push((wants[i].key.clone(), why));
+                    }
+                }
+            }
+            // One task per cartridge; drives are shared through acquire().
+            let mut tasks = Vec::new();
+            for (barcode, list) in by_cart {
+                let items: Vec<RecallItem> = list
+                    .iter()
+                    .map(|(i, c)| RecallItem {
+                        key: wants[*i].key.clone(),
+                        container_first_block: c.container_first_block,
+                        record_size: c.record_size,
+                        offset: c.offset,
+                        length: c.length,
+                        sha256: c.sha256,
+                        dest: wants[*i].dest.clone(),
+                        root: wants[*i].root.clone(),
+                    })
+                    .collect();
+                let idx: Vec<usize> = list.iter().map(|(i, _)| *i).collect();
+                let progress = progress.clone();
+                let done_bytes = done_bytes.clone();
+                let cancel = cancel.clone();
+                tasks.push(async move {
+                    let held = self.acquire(&barcode).await?;
+                    let mount_s = held.mount.mount_s;
+                    let already = held.mount.already;
+                    let p: ProgressFn = Arc::new(move |_p: Progress| {});
+                    let rep = recall_session(&held.drive, items, opts, &cancel, p).await?;
+                    drop(held);
+                    {
+                        let mut d = done_bytes.lock().unwrap_or_else(|e| e.into_inner());
+                        d.objects += rep.summary.objects;
+                        d.bytes += rep.summary.bytes;
+                        progress(*d);
+                    }
+                    Ok::<_, SessionError>((barcode, idx, rep, mount_s, already))
+                });
+            }
+            for r in futures::future::join_all(tasks).await {
+                let (barcode, idx, rep, mount_s, already) = r?;
+                if !already {
+                    report.mounts += 1;
+                }
+                let mut s = rep.summary.clone();
+                s.mount_s += mount_s;
+                report.summary.add(&s);
+                if report.first_byte_s.is_none() {
+                    report.first_byte_s = rep.first_byte_s.map(|f| f + mount_s);
+                }
+                for res in rep.results {
+                    let i = idx[res.index];
+                    match res.outcome {
+                        Ok(n) => {
+                            report.objects += 1;
+                            report.bytes += n;
+                        }
+                        Err(RecallFailure::Destination(m)) => report.failed.push((wants[i].key.clone(), m)),
+                        Err(RecallFailure::BadCopy(m)) | Err(RecallFailure::NotAttempted(m)) => {
+                            report.bad_copies.push(BadCopy {
+                                key: wants[i].key.clone(),
+                                barcode: barcode.clone(),
+                                reason: m,
+                            });
+                            wants[i].tried.insert(barcode.clone());
+                            next_open.push(i);
+                        }
+                    }
+                }
+            }
+            open = next_open;
+        }
+        Ok(report)
+    }
+
+    /// Read back every durable container on `barcode` and mark each verified or dead.
+    pub async fn verify_cartridge(&self, barcode: &str, cancel: &CancelToken) -> Result<crate::session::verify::VerifyReport, SessionError> {
+        let containers = self.catalogue.containers_on(barcode).await?;
+        let targets: Vec<VerifyTarget> = containers
+            .iter()
+            .filter(|c| matches!(c.state, ContainerState::Durable | ContainerState::Verified))
+            .filter_map(|c| {
+                Some(VerifyTarget {
+                    id: c.id,
+                    first_block: c.first_block,
+                    last_block: c.last_block?,
+                    sha256: c.sha256?,
+                    objects: 0,
+                })
+            })
+            .collect();
+        let mut targets = targets;
+        for t in targets.iter_mut() {
+            t.objects = self.catalogue.container_object_count(t.id).await? as usize;
+        }
+        let held = self.acquire(barcode).await?;
+        let rep = read_back(&held.drive, barcode, &targets, cancel).await?;
+        let ok: Vec<i64> = rep.results.iter().filter(|(_, r)| r.is_ok()).map(|(i, _)| *i).collect();
+        let bad: Vec<i64> = rep.results.iter().filter(|(_, r)| r.is_err()).map(|(i, _)| *i).collect();
+        if !ok.is_empty() {
+            self.catalogue.set_container_state(&ok, ContainerState::Verified).await?;
+        }
+        if !bad.is_empty() {
+            warn!(barcode, bad = ?bad, "containers failed verification; their objects are read from other copies");
+            self.catalogue.set_container_state(&bad, ContainerState::Dead).await?;
+        }
+        Ok(rep)
+    }
+
+    /// Rebuild the catalogue entries of `barcodes` (every cartridge in the library when empty)
+    /// from the tapes alone.
+    pub async fn rebuild(&self, barcodes: &[String], cancel: &CancelToken) -> Result<Vec<RebuildReport>, SessionError> {
+        let list: Vec<(String, bool)> = if barcodes.is_empty() {
+            self.library
+                .inventory()
+                .await?
+                .into_iter()
+                .filter(|e| e.flags & REEL_ELEMENT_FULL != 0 && !e.barcode.is_empty() && e.kind == REEL_ELEMENT_SLOT)
+                .map(|e| (e.barcode, e.flags & REEL_ELEMENT_WORM != 0))
+                .collect()
+        } else {
+            barcodes.iter().map(|b| (b.clone(), false)).collect()
+        };
+        let mut out = Vec::new();
+        for (b, worm) in list {
+            let held = self.acquire(&b).await?;
+            match rebuild_cartridge(&self.catalogue, &held.drive, &b, self.options.default_capacity_bytes, worm, cancel).await {
+                Ok(r) => out.push(r),
+                Err(SessionError::Cartridge { barcode, reason }) => {
+                    info!(%barcode, %reason, "skipped");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn usable(c: &crate::catalogue::CopyLocation) -> bool {
+    !matches!(c.cartridge_state, CartridgeState::Disabled | CartridgeState::Broken | CartridgeState::Exported)
+        && matches!(c.container_state, ContainerState::Durable | ContainerState::Verified)
+}
+
+/// Default recall options from a session config.
+pub fn recall_options(cfg: &SessionConfig, policy: OrderPolicy) -> RecallOptions {
+    RecallOptions {
+        policy,
+        read_through_gap_bytes: cfg.read_through_gap_bytes,
+        writer_threads: cfg.writer_threads,
+        read_ahead_records: cfg.read_ahead_records,
+        fsync: cfg.fsync,
+    }
+}

@@ -1,0 +1,154 @@
+//! Intake: a new cartridge is calibrated (its first load), labelled at BOT (label record, a
+//! synchronous filemark, MAM attributes) and assigned to a pool. A cartridge that holds someone
+//! else's data is refused and never overwritten.
+
+use reel_plugin_abi::{REEL_CAP_MAM, mam};
+use serde::Serialize;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use super::mount::{LabelState, read_label};
+use super::{SessionError, unix_now};
+use crate::catalogue::{CartridgeState, Catalogue};
+use crate::device::Drive;
+use crate::format::Label;
+
+/// What intake did with a cartridge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum IntakeOutcome {
+    /// Labelled now, into `pool`.
+    Labelled {
+        /// Pool.
+        pool: String,
+        /// New cartridge UUID.
+        uuid: Uuid,
+    },
+    /// Already carries reel's label (known to the catalogue).
+    AlreadyLabelled {
+        /// Its pool.
+        pool: String,
+    },
+    /// Carries a reel label the catalogue does not know: run `reel catalog rebuild` on it.
+    UnknownReelLabel {
+        /// Its pool per label.
+        pool: String,
+    },
+    /// Someone else's cartridge: refused, disabled, nothing written.
+    RefusedForeign {
+        /// What was found.
+        reason: String,
+    },
+}
+
+/// Label the cartridge mounted in `drive` into `pool`. The caller has mounted it (which
+/// calibrated it on its first load) and recorded the mount.
+pub async fn label_cartridge(
+    catalogue: &Catalogue,
+    drive: &Drive,
+    barcode: &str,
+    pool: &str,
+) -> Result<IntakeOutcome, SessionError> {
+    catalogue.set_calibrated(barcode).await?;
+    let known = catalogue.cartridge(barcode).await?;
+    match read_label(drive).await? {
+        LabelState::Reel(l) => {
+            let ours = known
+                .as_ref()
+                .and_then(|c| c.cartridge_uuid)
+                .is_some_and(|u| u == l.cartridge_uuid);
+            if ours {
+                Ok(IntakeOutcome::AlreadyLabelled { pool: l.pool })
+            } else {
+                warn!(barcode, "carries a reel label the catalogue does not know; rebuild the catalogue from it");
+                Ok(IntakeOutcome::UnknownReelLabel { pool: l.pool })
+            }
+        }
+        LabelState::Foreign(reason) => {
+            warn!(barcode, %reason, "foreign cartridge refused");
+            catalogue
+                .set_cartridge_state(barcode, CartridgeState::Disabled)
+                .await?;
+            Ok(IntakeOutcome::RefusedForeign { reason })
+        }
+        LabelState::Blank => {
+            let epoch = known.map(|c| c.label_epoch + 1).unwrap_or(1).max(1);
+            let label = Label {
+                barcode: barcode.to_string(),
+                pool: pool.to_string(),
+                cartridge_uuid: Uuid::new_v4(),
+                epoch,
+                created_unix: unix_now(),
+            };
+            write_label(drive, &label).await?;
+            catalogue
+                .set_labelled(barcode, pool, label.cartridge_uuid, epoch)
+                .await?;
+            info!(barcode, pool, "labelled");
+            Ok(IntakeOutcome::Labelled {
+                pool: pool.to_string(),
+                uuid: label.cartridge_uuid,
+            })
+        }
+    }
+}
+
+/// Write the label record and a synchronous filemark at BOT, then the MAM attributes.
+/// Only ever called on a blank cartridge (end of data at BOT).
+async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
+    drive.rewind().await?;
+    let rec = label.encode();
+    let lbp = drive.lbp_enabled();
+    drive
+        .run(move |h| -> Result<(), SessionError> {
+            let crc = lbp.then(|| crc32c::crc32c(&rec));
+            h.write_record(&rec, crc)
+                .map_err(crate::device::DeviceError::from_call)?;
+            h.write_filemarks(1, false)
+                .map_err(crate::device::DeviceError::from_call)?;
+            Ok(())
+        })
+        .await??;
+    if drive.plugin().has_cap(REEL_CAP_MAM) {
+        let attrs: Vec<(u16, Vec<u8>)> = vec![
+            (mam::APPLICATION_VENDOR, b"REEL".to_vec()),
+            (mam::APPLICATION_NAME, b"reel".to_vec()),
+            (mam::APPLICATION_VERSION, env!("CARGO_PKG_VERSION").as_bytes().to_vec()),
+            (mam::BARCODE, label.barcode.as_bytes().to_vec()),
+            (mam::MEDIA_POOL, label.pool.as_bytes().to_vec()),
+            (mam::REEL_LABEL_EPOCH, label.epoch.to_le_bytes().to_vec()),
+            (mam::REEL_CARTRIDGE_UUID, label.cartridge_uuid.as_bytes().to_vec()),
+        ];
+        for (id, v) in attrs {
+            drive.mam_write(id, v).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Before writing: the MAM label epoch must be the catalogue's. A different epoch means
+/// another reel instance relabelled the cartridge; writing would destroy its data.
+pub async fn check_epoch(drive: &Drive, barcode: &str, expected: u64) -> Result<(), SessionError> {
+    if !drive.plugin().has_cap(REEL_CAP_MAM) {
+        return Ok(());
+    }
+    let v = match drive.mam_read(mam::REEL_LABEL_EPOCH).await {
+        Ok(v) => v,
+        Err(crate::device::DeviceError::Unsupported { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let found = v
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes);
+    match found {
+        Some(e) if e == expected => Ok(()),
+        other => Err(SessionError::Cartridge {
+            barcode: barcode.to_string(),
+            reason: format!(
+                "its MAM label epoch is {:?}, the catalogue's is {expected}: another host may have relabelled it; disable it and investigate before writing",
+                other
+            ),
+        }),
+    }
+}

@@ -1,0 +1,177 @@
+//! Mount and unmount: the robot moves a cartridge between its slot and a drive, the drive loads
+//! it, and reel reads the BOT label to know whose cartridge it is.
+
+use reel_plugin_abi::sdk::Element;
+use reel_plugin_abi::{REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_SLOT};
+use tracing::{debug, info};
+
+use super::{SessionError, secs};
+use crate::device::{DeviceError, Drive, Library};
+use crate::format::Label;
+
+/// What was found at BOT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LabelState {
+    /// A reel label.
+    Reel(Label),
+    /// Nothing written yet.
+    Blank,
+    /// Data that is not a reel label: another application's cartridge.
+    Foreign(String),
+}
+
+/// A cartridge now in a drive.
+#[derive(Clone, Debug)]
+pub struct Mount {
+    /// Its barcode.
+    pub barcode: String,
+    /// The slot it came from (where it goes back).
+    pub source_slot: u32,
+    /// Robot and load time, seconds (plugin's elapsed time).
+    pub mount_s: f64,
+    /// Whether it was already in the drive (no robot move, no load).
+    pub already: bool,
+}
+
+fn drive_element(inv: &[Element], index: u32) -> Result<&Element, SessionError> {
+    inv.iter()
+        .find(|e| e.kind == REEL_ELEMENT_DRIVE && e.index == index)
+        .ok_or_else(|| {
+            SessionError::Other(format!(
+                "the library reports no drive with index {index}; check [library] drives in the configuration"
+            ))
+        })
+}
+
+/// Where a cartridge is now, by barcode.
+pub fn find_cartridge<'a>(inv: &'a [Element], barcode: &str) -> Option<&'a Element> {
+    inv.iter()
+        .find(|e| e.flags & REEL_ELEMENT_FULL != 0 && e.barcode == barcode)
+}
+
+/// Bring `barcode` into `drive` and load it. If it is already there, nothing moves.
+pub async fn mount(library: &Library, drive: &Drive, barcode: &str) -> Result<Mount, SessionError> {
+    let inv = library.inventory().await?;
+    let de = drive_element(&inv, drive.index())?.clone();
+    if de.flags & REEL_ELEMENT_FULL != 0 {
+        if de.barcode == barcode {
+            debug!(barcode, drive = drive.index(), "already mounted");
+            return Ok(Mount {
+                barcode: barcode.to_string(),
+                source_slot: de.source_address,
+                mount_s: 0.0,
+                already: true,
+            });
+        }
+        return Err(SessionError::Other(format!(
+            "drive {} holds {} and {} was asked for; unmount it first",
+            drive.index(),
+            de.barcode,
+            barcode
+        )));
+    }
+    let from = find_cartridge(&inv, barcode).ok_or_else(|| SessionError::Cartridge {
+        barcode: barcode.to_string(),
+        reason: "not in the library; import it or check the barcode with `reel library inventory`"
+            .into(),
+    })?;
+    if from.kind == REEL_ELEMENT_DRIVE {
+        return Err(SessionError::Cartridge {
+            barcode: barcode.to_string(),
+            reason: format!("is in drive {} already", from.index),
+        });
+    }
+    let source = from.address;
+    let move_ns = library.move_medium(source, de.address).await?;
+    let load_ns = match drive.load().await {
+        Ok(ns) => ns,
+        Err(e) => {
+            // Put it back so the drive is free for the next try.
+            let _ = library.move_medium(de.address, source).await;
+            return Err(e.into());
+        }
+    };
+    let mount_s = secs(move_ns) + secs(load_ns);
+    info!(barcode, drive = drive.index(), mount_s, "mounted");
+    Ok(Mount {
+        barcode: barcode.to_string(),
+        source_slot: source,
+        mount_s,
+        already: false,
+    })
+}
+
+/// Unload the drive and put its cartridge back in `return_to` (its source slot) or, if that
+/// is taken, the first empty slot. Returns robot and unload time in seconds.
+pub async fn unmount(library: &Library, drive: &Drive, return_to: Option<u32>) -> Result<f64, SessionError> {
+    let inv = library.inventory().await?;
+    let de = drive_element(&inv, drive.index())?.clone();
+    if de.flags & REEL_ELEMENT_FULL == 0 {
+        return Ok(0.0);
+    }
+    let unload_ns = match drive.unload().await {
+        Ok(ns) => ns,
+        // A cartridge that is not loaded (only present) needs no unload.
+        Err(DeviceError::NotReady { .. }) => 0,
+        Err(e) => return Err(e.into()),
+    };
+    let empty = |addr: u32| {
+        inv.iter()
+            .any(|e| e.address == addr && e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0)
+    };
+    let target = return_to
+        .filter(|a| empty(*a))
+        .or_else(|| (de.source_address != 0 && empty(de.source_address)).then_some(de.source_address))
+        .or_else(|| {
+            inv.iter()
+                .find(|e| e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0)
+                .map(|e| e.address)
+        })
+        .ok_or_else(|| {
+            SessionError::Other("no empty slot to put the cartridge back; export one".into())
+        })?;
+    let move_ns = library.move_medium(de.address, target).await?;
+    info!(barcode = %de.barcode, drive = drive.index(), slot = target, "unmounted");
+    Ok(secs(unload_ns) + secs(move_ns))
+}
+
+/// Which cartridge the drive holds, if any.
+pub async fn mounted_barcode(library: &Library, drive: &Drive) -> Result<Option<String>, SessionError> {
+    let inv = library.inventory().await?;
+    let de = drive_element(&inv, drive.index())?;
+    Ok((de.flags & REEL_ELEMENT_FULL != 0).then(|| de.barcode.clone()))
+}
+
+/// Rewind and read block 0: reel's label, blank, or someone else's data.
+pub async fn read_label(drive: &Drive) -> Result<LabelState, SessionError> {
+    drive.rewind().await?;
+    let r = drive
+        .run(|h| {
+            // Large enough for any record reel writes, so a foreign record is read whole.
+            let mut buf = vec![0u8; crate::format::MAX_RECORD_SIZE + 4096];
+            match h.read_record(&mut buf) {
+                Ok(r) => {
+                    buf.truncate(r.len);
+                    Ok(Some(buf))
+                }
+                Err(e) => Err(DeviceError::from_call(e)),
+            }
+        })
+        .await?;
+    match r {
+        Ok(Some(rec)) => match Label::decode(&rec) {
+            Ok(l) => Ok(LabelState::Reel(l)),
+            Err(e) if Label::looks_like_reel(&rec) => Err(SessionError::Format(e)),
+            Err(_) => Ok(LabelState::Foreign(format!(
+                "block 0 holds a {}-byte record that is not a reel label",
+                rec.len()
+            ))),
+        },
+        Ok(None) => Ok(LabelState::Blank),
+        Err(DeviceError::EndOfData { .. }) => Ok(LabelState::Blank),
+        Err(DeviceError::Filemark { .. }) => Ok(LabelState::Foreign(
+            "block 0 is a filemark, not a reel label".into(),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}

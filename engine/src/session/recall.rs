@@ -1,0 +1,493 @@
+//! The recall data path: one reader per drive (the drive thread) reads the planned runs with
+//! read-ahead and feeds a pool of destination writer threads, which write temporary files,
+//! check every object's SHA-256, fsync and rename into place. The destination never stalls the
+//! drive for long, and several drives can restore into one directory at once.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tracing::{Instrument, info, info_span, warn};
+
+use super::order::{self, OrderPolicy, OrderSource};
+use super::{CancelToken, Progress, ProgressFn, SessionError, SessionSummary, secs};
+use crate::device::{DeviceError, Drive};
+use crate::format::MAX_RECORD_SIZE;
+
+/// One object to recall from the mounted cartridge.
+#[derive(Clone, Debug)]
+pub struct RecallItem {
+    /// Object key (for reports).
+    pub key: String,
+    /// Block of the container's header record.
+    pub container_first_block: u64,
+    /// The container's data record size.
+    pub record_size: u32,
+    /// Byte offset of the object in the container's data stream.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Expected SHA-256.
+    pub sha256: [u8; 32],
+    /// Final path (already checked with `destination::safe_join`).
+    pub dest: PathBuf,
+    /// The destination root the path must stay under.
+    pub root: PathBuf,
+}
+
+impl RecallItem {
+    /// First and last tape block holding the object (an empty object still reads one block).
+    pub fn blocks(&self) -> (u64, u64) {
+        let rs = self.record_size.max(1) as u64;
+        let first = self.container_first_block + 1 + self.offset / rs;
+        let last = self.container_first_block + 1 + (self.offset + self.length.max(1) - 1) / rs;
+        (first, last)
+    }
+}
+
+/// Why one object could not be recalled from this copy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+pub enum RecallFailure {
+    /// The copy is unreadable or damaged: try another copy, and report this one.
+    BadCopy(String),
+    /// The destination could not be written.
+    Destination(String),
+    /// The session stopped before this object.
+    NotAttempted(String),
+}
+
+/// Per-object result.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecallResult {
+    /// Index into the items given.
+    pub index: usize,
+    /// Key.
+    pub key: String,
+    /// Bytes written, or why not.
+    pub outcome: Result<u64, RecallFailure>,
+}
+
+/// What a recall session did.
+#[derive(Debug, Serialize)]
+pub struct RecallReport {
+    /// One per item, in item order.
+    pub results: Vec<RecallResult>,
+    /// Drive time.
+    pub summary: SessionSummary,
+    /// How the batch was ordered.
+    pub order_source: OrderSource,
+    /// Modelled locate seconds of the order used and of ascending order (when known).
+    pub modelled_s: Option<f64>,
+    /// Modelled locate seconds of ascending order (when known).
+    pub ascending_s: Option<f64>,
+    /// Drive time from the session's start to the first byte of the first object.
+    pub first_byte_s: Option<f64>,
+}
+
+/// Tunables of one recall session.
+#[derive(Clone, Debug)]
+pub struct RecallOptions {
+    /// Order policy.
+    pub policy: OrderPolicy,
+    /// Gaps up to this many bytes are read through.
+    pub read_through_gap_bytes: u64,
+    /// Destination writer threads.
+    pub writer_threads: usize,
+    /// Records of read-ahead per writer.
+    pub read_ahead_records: usize,
+    /// fsync each file before its rename.
+    pub fsync: bool,
+}
+
+struct Chunk {
+    item: usize,
+    data: Arc<Vec<u8>>,
+    range: std::ops::Range<usize>,
+    last: bool,
+}
+
+enum WriterMsg {
+    Chunk(Chunk),
+    /// The reader failed on this item: drop its temp file.
+    Abort(usize, RecallFailure),
+}
+
+/// Recall `items` from the cartridge mounted in `drive`.
+pub async fn recall_session(
+    drive: &Drive,
+    items: Vec<RecallItem>,
+    opts: &RecallOptions,
+    cancel: &CancelToken,
+    progress: ProgressFn,
+) -> Result<RecallReport, SessionError> {
+    let span = info_span!("recall_session", drive = drive.index(), items = items.len());
+    async move {
+        let extents: Vec<(u64, u64)> = items.iter().map(|i| i.blocks()).collect();
+        let pos = drive.read_position().await?;
+        let plan = order::plan(drive, pos.block, &extents, opts.policy).await;
+        let rs = items.iter().map(|i| i.record_size as u64).max().unwrap_or(1 << 20).max(1);
+        let gap_blocks = opts.read_through_gap_bytes / rs;
+        let runs = order::runs(&extents, &plan.order, gap_blocks);
+        let items = Arc::new(items);
+        let n_writers = opts.writer_threads.clamp(1, 256);
+
+        // Writers.
+        let (res_tx, res_rx) = crossbeam_channel::unbounded::<RecallResult>();
+        let mut senders = Vec::new();
+        let mut joins = Vec::new();
+        for w in 0..n_writers {
+            let (tx, rx) = crossbeam_channel::bounded::<WriterMsg>((opts.read_ahead_records / n_writers).max(4));
+            senders.push(tx);
+            let items = items.clone();
+            let res_tx = res_tx.clone();
+            let fsync = opts.fsync;
+            let progress = progress.clone();
+            joins.push(
+                std::thread::Builder::new()
+                    .name(format!("reel-writer-{w}"))
+                    .spawn(move || writer(rx, &items, res_tx, fsync, progress))
+                    .map_err(|e| SessionError::Other(format!("cannot start a writer thread: {e}")))?,
+            );
+        }
+        drop(res_tx);
+
+        // Reader on the drive thread.
+        let reader_items = items.clone();
+        let cancel2 = cancel.clone();
+        let lbp = drive.lbp_enabled();
+        let read = drive
+            .run(move |h| read_runs(h, &reader_items, &runs, &senders, &cancel2, lbp))
+            .await;
+        for j in joins {
+            let _ = j.join();
+        }
+        let (summary, first_byte_s, stop) = match read {
+            Ok(r) => r,
+            Err(e) => (SessionSummary::default(), None, Some(e.to_string())),
+        };
+        let mut results: Vec<Option<RecallResult>> = vec![None; items.len()];
+        for r in res_rx.iter() {
+            let i = r.index;
+            results[i] = Some(r);
+        }
+        let results: Vec<RecallResult> = results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.unwrap_or_else(|| RecallResult {
+                    index: i,
+                    key: items[i].key.clone(),
+                    outcome: Err(RecallFailure::NotAttempted(
+                        stop.clone().unwrap_or_else(|| "the session ended first".into()),
+                    )),
+                })
+            })
+            .collect();
+        if cancel.is_cancelled() {
+            return Err(SessionError::Cancelled);
+        }
+        let ok = results.iter().filter(|r| r.outcome.is_ok()).count();
+        info!(ok, failed = results.len() - ok, order = ?plan.source, "recall session done");
+        Ok(RecallReport {
+            results,
+            summary,
+            order_source: plan.source,
+            modelled_s: plan.modelled_s,
+            ascending_s: plan.ascending_s,
+            first_byte_s,
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+type ReadOutcome = (SessionSummary, Option<f64>, Option<String>);
+
+/// The drive side: read each run, slice objects out of records, hand them to writers.
+fn read_runs(
+    h: &mut reel_plugin_abi::host::DriveHandle,
+    items: &[RecallItem],
+    runs: &[Vec<usize>],
+    writers: &[crossbeam_channel::Sender<WriterMsg>],
+    cancel: &CancelToken,
+    lbp: bool,
+) -> ReadOutcome {
+    let mut sum = SessionSummary::default();
+    let mut clock_ns: u64 = 0;
+    let mut first_byte: Option<f64> = None;
+    // The drive's position: the next block a READ returns, if known.
+    let mut pos: Option<u64> = h.read_position().ok().map(|p| p.block);
+    let mut cached: Option<(u64, Arc<Vec<u8>>)> = None;
+    let n = writers.len();
+    let mut seq = 0usize;
+    for run in runs {
+        for &i in run {
+            if cancel.is_cancelled() {
+                return (sum, first_byte, Some("cancelled".into()));
+            }
+            let it = &items[i];
+            let w = &writers[seq % n];
+            seq += 1;
+            let (first, last) = it.blocks();
+            let rs = it.record_size as u64;
+            let start = it.offset;
+            let end = it.offset + it.length;
+            if it.length == 0 {
+                let _ = w.send(WriterMsg::Chunk(Chunk {
+                    item: i,
+                    data: Arc::new(Vec::new()),
+                    range: 0..0,
+                    last: true,
+                }));
+                continue;
+            }
+            let mut failed: Option<RecallFailure> = None;
+            for b in first..=last {
+                let rec = match &cached {
+                    Some((cb, d)) if *cb == b => d.clone(),
+                    _ => match fetch(h, b, &mut pos, rs, &mut sum, &mut clock_ns, lbp) {
+                        Ok(d) => {
+                            cached = Some((b, d.clone()));
+                            d
+                        }
+                        Err(f) => {
+                            failed = Some(f);
+                            pos = None;
+                            cached = None;
+                            break;
+                        }
+                    },
+                };
+                if first_byte.is_none() {
+                    first_byte = Some(clock_ns as f64 / 1e9);
+                }
+                let rec_start = (b - it.container_first_block - 1) * rs;
+                let lo = start.max(rec_start) - rec_start;
+                let hi = end.min(rec_start + rec.len() as u64).saturating_sub(rec_start);
+                if hi < lo || (rec.len() as u64) < lo {
+                    failed = Some(RecallFailure::BadCopy(format!(
+                        "block {b} holds {} bytes, the object needs bytes {lo}..{} of it",
+                        rec.len(),
+                        end - rec_start
+                    )));
+                    break;
+                }
+                let chunk = Chunk {
+                    item: i,
+                    data: rec,
+                    range: lo as usize..hi as usize,
+                    last: b == last,
+                };
+                if w.send(WriterMsg::Chunk(chunk)).is_err() {
+                    return (sum, first_byte, Some("the destination writers stopped".into()));
+                }
+            }
+            if let Some(f) = failed {
+                warn!(key = %it.key, failure = ?f, "copy unreadable");
+                let _ = w.send(WriterMsg::Abort(i, f));
+            } else {
+                sum.objects += 1;
+                sum.bytes += it.length;
+            }
+        }
+    }
+    (sum, first_byte, None)
+}
+
+/// Read block `b`, locating or reading through from the current position as needed.
+fn fetch(
+    h: &mut reel_plugin_abi::host::DriveHandle,
+    b: u64,
+    pos: &mut Option<u64>,
+    _rs: u64,
+    sum: &mut SessionSummary,
+    clock_ns: &mut u64,
+    lbp: bool,
+) -> Result<Arc<Vec<u8>>, RecallFailure> {
+    let mut buf = vec![0u8; MAX_RECORD_SIZE + 4096];
+    // Read through forward gaps the planner merged into this run; locate otherwise.
+    while let Some(p) = *pos {
+        if p >= b {
+            break;
+        }
+        match h.read_record(&mut buf) {
+            Ok(_) => {
+                let ns = h.last_status().elapsed_ns;
+                sum.transfer_s += secs(ns);
+                *clock_ns += ns;
+                *pos = Some(p + 1);
+            }
+            Err(_) => {
+                *pos = None;
+            }
+        }
+    }
+    if *pos != Some(b) {
+        let r = h.locate(b);
+        let ns = h.last_status().elapsed_ns;
+        sum.position_s += secs(ns);
+        sum.locates += 1;
+        *clock_ns += ns;
+        if let Err(e) = r {
+            return Err(RecallFailure::BadCopy(format!(
+                "cannot locate to block {b}: {}",
+                DeviceError::from_call(e)
+            )));
+        }
+    }
+    match h.read_record(&mut buf) {
+        Ok(r) => {
+            let ns = h.last_status().elapsed_ns;
+            sum.transfer_s += secs(ns);
+            *clock_ns += ns;
+            *pos = Some(b + 1);
+            if lbp && r.crc != Some(crc32c::crc32c(&buf[..r.len])) {
+                return Err(RecallFailure::BadCopy(format!(
+                    "block {b} failed its CRC32C between drive and host"
+                )));
+            }
+            buf.truncate(r.len);
+            Ok(Arc::new(buf))
+        }
+        Err(e) => {
+            *pos = None;
+            Err(RecallFailure::BadCopy(format!(
+                "block {b}: {}",
+                DeviceError::from_call(e)
+            )))
+        }
+    }
+}
+
+struct Open {
+    item: usize,
+    tmp: PathBuf,
+    file: std::fs::File,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+/// A destination writer: temp file, hash, fsync, rename.
+fn writer(
+    rx: crossbeam_channel::Receiver<WriterMsg>,
+    items: &[RecallItem],
+    results: crossbeam_channel::Sender<RecallResult>,
+    fsync: bool,
+    progress: ProgressFn,
+) {
+    let mut open: Option<Open> = None;
+    // An item whose file could not be started or written: its remaining chunks are dropped.
+    let mut skip: Option<usize> = None;
+    let mut done = Progress::default();
+    let report = |i: usize, outcome: Result<u64, RecallFailure>| {
+        let _ = results.send(RecallResult {
+            index: i,
+            key: items[i].key.clone(),
+            outcome,
+        });
+    };
+    for msg in rx.iter() {
+        match msg {
+            WriterMsg::Abort(i, f) => {
+                if let Some(o) = open.take() {
+                    let _ = std::fs::remove_file(&o.tmp);
+                }
+                if skip != Some(i) {
+                    report(i, Err(f));
+                }
+            }
+            WriterMsg::Chunk(c) => {
+                let it = &items[c.item];
+                if skip == Some(c.item) {
+                    continue;
+                }
+                if open.as_ref().map(|o| o.item) != Some(c.item) {
+                    if let Some(o) = open.take() {
+                        let _ = std::fs::remove_file(&o.tmp);
+                    }
+                    match start_file(it, c.item) {
+                        Ok(o) => open = Some(o),
+                        Err(f) => {
+                            report(c.item, Err(f));
+                            skip = Some(c.item);
+                            continue;
+                        }
+                    }
+                }
+                let Some(o) = open.as_mut() else { continue };
+                let data = &c.data[c.range.clone()];
+                o.hasher.update(data);
+                o.bytes += data.len() as u64;
+                if let Err(e) = o.file.write_all(data) {
+                    let o = open.take();
+                    if let Some(o) = o {
+                        let _ = std::fs::remove_file(&o.tmp);
+                    }
+                    report(c.item, Err(RecallFailure::Destination(format!("{}: {e}", it.dest.display()))));
+                    skip = Some(c.item);
+                    continue;
+                }
+                if c.last {
+                    if let Some(o) = open.take() {
+                        let r = finish_file(o, it, fsync);
+                        if let Ok(n) = &r {
+                            done.objects += 1;
+                            done.bytes += n;
+                            progress(done);
+                        }
+                        report(c.item, r);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(o) = open.take() {
+        let _ = std::fs::remove_file(&o.tmp);
+    }
+}
+
+fn start_file(it: &RecallItem, item: usize) -> Result<Open, RecallFailure> {
+    super::destination::prepare_parent(&it.root, &it.dest)
+        .map_err(|e| RecallFailure::Destination(e.to_string()))?;
+    let name = it
+        .dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = it.dest.with_file_name(format!(".{name}.reel-partial-{}", std::process::id()));
+    let file = std::fs::File::create(&tmp)
+        .map_err(|e| RecallFailure::Destination(format!("{}: {e}", tmp.display())))?;
+    Ok(Open {
+        item,
+        tmp,
+        file,
+        hasher: Sha256::new(),
+        bytes: 0,
+    })
+}
+
+fn finish_file(o: Open, it: &RecallItem, fsync: bool) -> Result<u64, RecallFailure> {
+    let digest: [u8; 32] = o.hasher.finalize().into();
+    if o.bytes != it.length || digest != it.sha256 {
+        let _ = std::fs::remove_file(&o.tmp);
+        return Err(RecallFailure::BadCopy(format!(
+            "object read back with {} bytes and SHA-256 {}, the catalogue has {} bytes and {}",
+            o.bytes,
+            hex::encode(digest),
+            it.length,
+            hex::encode(it.sha256)
+        )));
+    }
+    if fsync {
+        o.file
+            .sync_all()
+            .map_err(|e| RecallFailure::Destination(format!("{}: fsync: {e}", o.tmp.display())))?;
+    }
+    drop(o.file);
+    std::fs::rename(&o.tmp, &it.dest)
+        .map_err(|e| RecallFailure::Destination(format!("{}: {e}", it.dest.display())))?;
+    Ok(o.bytes)
+}

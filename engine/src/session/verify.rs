@@ -1,0 +1,152 @@
+//! Read-back of containers: every record is pushed through the format's reader, which checks
+//! the header, every object's SHA-256, the container's SHA-256 and the footer. Consecutive
+//! containers are read in one sequential pass: a LOCATE is issued only where there is a gap.
+
+use tracing::{debug, warn};
+
+use super::{CancelToken, SessionError, SessionSummary, secs};
+use crate::device::{DeviceError, Drive};
+use crate::format::{ContainerReader, MAX_RECORD_SIZE};
+
+/// One container to read back.
+#[derive(Clone, Debug)]
+pub struct VerifyTarget {
+    /// Catalogue id.
+    pub id: i64,
+    /// Block of its header record.
+    pub first_block: u64,
+    /// Block of its last footer record (the filemark follows).
+    pub last_block: u64,
+    /// The container SHA-256 the catalogue holds.
+    pub sha256: [u8; 32],
+    /// Number of objects the catalogue holds for it.
+    pub objects: usize,
+}
+
+/// Result of a read-back.
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    /// Per container: Ok, or what was wrong.
+    pub results: Vec<(i64, Result<(), String>)>,
+    /// Drive time spent.
+    pub summary: SessionSummary,
+}
+
+/// Read back `targets` (sorted by block) on the mounted cartridge.
+pub async fn read_back(
+    drive: &Drive,
+    barcode: &str,
+    targets: &[VerifyTarget],
+    cancel: &CancelToken,
+) -> Result<VerifyReport, SessionError> {
+    let mut targets = targets.to_vec();
+    targets.sort_by_key(|t| t.first_block);
+    let cancel = cancel.clone();
+    let barcode = barcode.to_string();
+    let lbp = drive.lbp_enabled();
+    let report = drive
+        .run(move |h| {
+            let mut rep = VerifyReport::default();
+            let mut buf = vec![0u8; MAX_RECORD_SIZE + 4096];
+            let mut at: Option<u64> = None;
+            for t in &targets {
+                if cancel.is_cancelled() {
+                    return Err(SessionError::Cancelled);
+                }
+                if at != Some(t.first_block) {
+                    match h.locate(t.first_block) {
+                        Ok(()) => {
+                            rep.summary.position_s += secs(h.last_status().elapsed_ns);
+                            rep.summary.locates += 1;
+                        }
+                        Err(e) => {
+                            let e = DeviceError::from_call(e);
+                            rep.results.push((t.id, Err(format!("cannot locate to block {}: {e}", t.first_block))));
+                            at = None;
+                            continue;
+                        }
+                    }
+                }
+                let mut reader = ContainerReader::new();
+                let mut failure: Option<String> = None;
+                let mut block = t.first_block;
+                loop {
+                    match h.read_record(&mut buf) {
+                        Ok(r) => {
+                            rep.summary.transfer_s += secs(h.last_status().elapsed_ns);
+                            rep.summary.bytes += r.len as u64;
+                            if lbp && r.crc != Some(crc32c::crc32c(&buf[..r.len])) {
+                                failure.get_or_insert(format!(
+                                    "record at block {block} fails its CRC32C on the way from the drive"
+                                ));
+                            }
+                            if failure.is_none() {
+                                if let Err(e) = reader.push_record(&buf[..r.len]) {
+                                    failure = Some(format!("block {block}: {e}"));
+                                }
+                            }
+                            block += 1;
+                        }
+                        Err(e) => {
+                            rep.summary.transfer_s += secs(e.status.elapsed_ns);
+                            match DeviceError::from_call(e) {
+                                DeviceError::Filemark { .. } => {
+                                    block += 1;
+                                    break;
+                                }
+                                other => {
+                                    failure.get_or_insert(format!("block {block}: {other}"));
+                                    // Skip to the container's filemark to keep the pass going.
+                                    match h.space(reel_plugin_abi::REEL_SPACE_FILEMARKS, 1) {
+                                        Ok(()) => {
+                                            rep.summary.position_s += secs(h.last_status().elapsed_ns);
+                                            block = t.last_block + 2;
+                                        }
+                                        Err(_) => {
+                                            block = u64::MAX;
+                                        }
+                                    }
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+                at = (block != u64::MAX).then_some(block);
+                let result = match failure {
+                    Some(f) => Err(f),
+                    None => match reader.finish() {
+                        Err(e) => Err(e.to_string()),
+                        Ok((_h, footer)) => {
+                            if footer.sha256 != t.sha256 {
+                                Err("container SHA-256 differs from the catalogue's".into())
+                            } else if footer.entries.len() != t.objects {
+                                Err(format!(
+                                    "footer lists {} objects, the catalogue {}",
+                                    footer.entries.len(),
+                                    t.objects
+                                ))
+                            } else if block != t.last_block + 2 {
+                                Err(format!(
+                                    "container ends at block {}, the catalogue says {}",
+                                    block.saturating_sub(2),
+                                    t.last_block
+                                ))
+                            } else {
+                                Ok(())
+                            }
+                        }
+                    },
+                };
+                if let Err(r) = &result {
+                    warn!(barcode = %barcode, container = t.id, reason = %r, "verify failed");
+                } else {
+                    debug!(barcode = %barcode, container = t.id, "verified");
+                }
+                rep.results.push((t.id, result));
+            }
+            Ok(rep)
+        })
+        .await??;
+    Ok(report)
+}

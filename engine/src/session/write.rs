@@ -1,0 +1,650 @@
+//! The archive data path: spool files are read, hashed and framed into containers on a
+//! producer thread that feeds a bounded queue; the drive thread drains it so the tape streams.
+//!
+//! Durability is group commit: container-closing filemarks are written immediate, and one
+//! synchronous filemark per `barrier_bytes` or `barrier_seconds` (and at the end) makes every
+//! container before it durable. A container is `pending` in the catalogue before its first
+//! record reaches the drive, `durable` once a barrier covers it, `verified` after read-back.
+//! Early warning closes the current container cleanly and ends the session on this cartridge;
+//! what is not durable here is handed back to be written elsewhere. Nothing is ever written
+//! anywhere but at end of data.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use reel_plugin_abi::{REEL_CAP_LBP, REEL_LBP_CRC32C, REEL_SPACE_EOD};
+use tokio::sync::mpsc;
+use tracing::{info, info_span, warn, Instrument};
+use uuid::Uuid;
+
+use super::verify::{self, VerifyTarget};
+use super::{
+    CancelToken, Fence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
+    VerifyMode, secs, unix_now,
+};
+use crate::catalogue::{Cartridge, Catalogue, ContainerState, NewCopy};
+use crate::device::{DeviceError, Drive};
+use crate::format::{ContainerBuilder, ContainerHeader};
+
+/// One object to archive: a key, its generation, and the spool file holding its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveItem {
+    /// Object key.
+    pub key: String,
+    /// Generation (the same for every copy of one archive).
+    pub generation: u64,
+    /// Spool file.
+    pub path: PathBuf,
+    /// Expected size in bytes.
+    pub size: u64,
+}
+
+/// What a write session achieved on one cartridge.
+#[derive(Debug)]
+pub struct WriteOutcome {
+    /// Items now durable (and read back, as the verify mode asks) on this cartridge.
+    pub written: Vec<ArchiveItem>,
+    /// Items not durable here: write them to another cartridge (or again).
+    pub remaining: Vec<ArchiveItem>,
+    /// The cartridge reached early warning or end of medium: mark it full.
+    pub cartridge_full: bool,
+    /// Containers that became durable or verified.
+    pub containers: Vec<i64>,
+    /// Where the time went.
+    pub summary: SessionSummary,
+    /// Why the session stopped early, if it did (device error, cancel, lost lease).
+    pub stopped_by: Option<SessionError>,
+}
+
+/// Everything a write session needs besides the cartridge and the items.
+#[derive(Clone)]
+pub struct WriteContext {
+    /// The catalogue.
+    pub catalogue: Catalogue,
+    /// The drive holding the cartridge.
+    pub drive: Drive,
+    /// Tunables.
+    pub config: SessionConfig,
+    /// Lease check before writes.
+    pub fence: Arc<dyn Fence>,
+    /// Cooperative cancel.
+    pub cancel: CancelToken,
+    /// Progress callback (objects and bytes durable).
+    pub progress: ProgressFn,
+}
+
+/// A container the producer has framed completely.
+#[derive(Clone, Debug)]
+struct Closed {
+    id: i64,
+    file_number: u64,
+    first_block: u64,
+    last_block: u64,
+    bytes: u64,
+    sha256: [u8; 32],
+    copies: Vec<NewCopy>,
+    items: Vec<usize>,
+}
+
+enum Item {
+    /// A container starts: the catalogue row exists (pending).
+    Begin { id: i64, items: Vec<usize> },
+    Record(Vec<u8>),
+    /// The container's last record was sent: write its filemark.
+    End { closed: Closed, sync: bool },
+}
+
+enum Event {
+    Written(Closed),
+    Barrier { block: u64, file: u64 },
+    EarlyWarning,
+    Overflow,
+    Stopped(SessionError),
+}
+
+#[derive(Default)]
+struct DriveTally {
+    transfer_ns: u64,
+    flush_ns: u64,
+    position_ns: u64,
+}
+
+/// Write `items` to the mounted, labelled `cartridge` at its end of data.
+///
+/// Returns what became durable here and what must go elsewhere. Errors are returned only
+/// when nothing could start (positioning, catalogue); a failure mid-session is reported in
+/// [`WriteOutcome::stopped_by`] with everything durable so far kept.
+pub async fn write_session(
+    ctx: &WriteContext,
+    cartridge: &Cartridge,
+    items: Vec<ArchiveItem>,
+) -> Result<WriteOutcome, SessionError> {
+    ctx.config.validate()?;
+    let span = info_span!("write_session", barcode = %cartridge.barcode, drive = ctx.drive.index(), items = items.len());
+    run(ctx, cartridge, items).instrument(span).await
+}
+
+async fn run(
+    ctx: &WriteContext,
+    cartridge: &Cartridge,
+    items: Vec<ArchiveItem>,
+) -> Result<WriteOutcome, SessionError> {
+    let mut summary = SessionSummary::default();
+    let barcode = cartridge.barcode.clone();
+    let pool = cartridge.pool.clone().ok_or_else(|| SessionError::Cartridge {
+        barcode: barcode.clone(),
+        reason: "has no pool: label it with `reel intake` first".into(),
+    })?;
+    let cart_uuid = cartridge.cartridge_uuid.ok_or_else(|| SessionError::Cartridge {
+        barcode: barcode.clone(),
+        reason: "is not labelled; run `reel intake` first".into(),
+    })?;
+
+    // Position at end of data and check it is where the catalogue says.
+    let t = ctx.drive.space(REEL_SPACE_EOD, 0).await?;
+    summary.position_s += secs(t);
+    summary.locates += 1;
+    let pos = ctx.drive.read_position().await?;
+    if pos.block != cartridge.eod_block {
+        return Err(SessionError::EodMismatch {
+            barcode,
+            found: pos.block,
+            expected: cartridge.eod_block,
+        });
+    }
+    let lbp = ctx.config.lbp && ctx.drive.plugin().has_cap(REEL_CAP_LBP);
+    if lbp {
+        ctx.drive.set_lbp(REEL_LBP_CRC32C).await?;
+    }
+
+    let items = Arc::new(items);
+    let (tx, rx) = crossbeam_channel::bounded::<Item>(ctx.config.pipeline_records.max(2));
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
+    let close_soon = Arc::new(AtomicBool::new(false));
+    let abort = Arc::new(AtomicBool::new(false));
+
+    // Producer: read, hash, frame.
+    let producer = {
+        let items = items.clone();
+        let cfg = ctx.config.clone();
+        let catalogue = ctx.catalogue.clone();
+        let close_soon = close_soon.clone();
+        let abort = abort.clone();
+        let rt = tokio::runtime::Handle::current();
+        let start = ProducerStart {
+            barcode: barcode.clone(),
+            pool: pool.clone(),
+            cartridge_uuid: cart_uuid,
+            first_block: cartridge.eod_block,
+            first_file: cartridge.next_file,
+        };
+        std::thread::Builder::new()
+            .name("reel-spool".into())
+            .spawn(move || produce(rt, catalogue, cfg, start, &items, tx, &close_soon, &abort))
+            .map_err(|e| SessionError::Other(format!("cannot start the spool reader thread: {e}")))?
+    };
+
+    // Drive thread: drain the queue.
+    let drive_job = {
+        let fence = ctx.fence.clone();
+        let cancel = ctx.cancel.clone();
+        let close_soon = close_soon.clone();
+        let abort = abort.clone();
+        ctx.drive.run(move |h| drain(h, rx, ev_tx, lbp, &*fence, &cancel, &close_soon, &abort))
+    };
+    let drive_task = tokio::spawn(drive_job);
+
+    // Coordinator: keep the catalogue in step with the tape.
+    let mut written_not_durable: Vec<Closed> = Vec::new();
+    let mut durable: Vec<Closed> = Vec::new();
+    let mut cartridge_full = false;
+    let mut stopped_by: Option<SessionError> = None;
+    let mut used = cartridge.used_bytes;
+    let mut progress = Progress::default();
+    while let Some(ev) = ev_rx.recv().await {
+        match ev {
+            Event::Written(c) => {
+                ctx.catalogue
+                    .close_container(c.id, c.last_block, c.bytes, c.sha256, &c.copies)
+                    .await?;
+                written_not_durable.push(c);
+            }
+            Event::Barrier { block, file } => {
+                let ids: Vec<i64> = written_not_durable.iter().map(|c| c.id).collect();
+                if !ids.is_empty() {
+                    ctx.catalogue
+                        .set_container_state(&ids, ContainerState::Durable)
+                        .await?;
+                }
+                for c in &written_not_durable {
+                    used += c.bytes;
+                    if ctx.config.verify == VerifyMode::None {
+                        progress.objects += c.items.len() as u64;
+                        progress.bytes += c.bytes;
+                    }
+                }
+                ctx.catalogue.set_eod(&barcode, block, file, used).await?;
+                durable.append(&mut written_not_durable);
+                (ctx.progress)(progress);
+            }
+            Event::EarlyWarning => {
+                info!(barcode = %barcode, "early warning: closing the container and the cartridge");
+                cartridge_full = true;
+            }
+            Event::Overflow => {
+                warn!(barcode = %barcode, "end of medium before the container closed");
+                cartridge_full = true;
+            }
+            Event::Stopped(e) => {
+                stopped_by = Some(e);
+            }
+        }
+    }
+    let tally = match drive_task.await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            stopped_by.get_or_insert(SessionError::Device(e));
+            DriveTally::default()
+        }
+        Err(e) => {
+            stopped_by.get_or_insert(SessionError::Other(format!("drive task failed: {e}")));
+            DriveTally::default()
+        }
+    };
+    abort.store(true, Ordering::SeqCst);
+    let produced = match producer.join() {
+        Ok(r) => r,
+        Err(_) => Err(SessionError::Other("the spool reader thread panicked".into())),
+    };
+    let begun = match produced {
+        Ok(b) => b,
+        Err(e) => {
+            stopped_by.get_or_insert(e);
+            Vec::new()
+        }
+    };
+    summary.transfer_s += secs(tally.transfer_ns);
+    summary.flush_s += secs(tally.flush_ns);
+    summary.position_s += secs(tally.position_ns);
+
+    // Containers begun but not covered by a barrier are dead space now.
+    let durable_ids: std::collections::HashSet<i64> = durable.iter().map(|c| c.id).collect();
+    let dead: Vec<i64> = begun
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| !durable_ids.contains(id))
+        .collect();
+    if !dead.is_empty() {
+        ctx.catalogue
+            .set_container_state(&dead, ContainerState::Dead)
+            .await?;
+    }
+
+    // Read back as the verify mode asks.
+    let mut verified_ok: Vec<Closed> = Vec::new();
+    let to_verify: Vec<usize> = match ctx.config.verify {
+        VerifyMode::None => vec![],
+        VerifyMode::Full => (0..durable.len()).collect(),
+        VerifyMode::Sampled => (0..durable.len())
+            .filter(|i| (*i as u64) % ctx.config.sample_every == 0)
+            .collect(),
+    };
+    let mut failed_verify: std::collections::HashSet<i64> = Default::default();
+    if !to_verify.is_empty() && stopped_by.as_ref().map(|e| !matches!(e, SessionError::Device(_))).unwrap_or(true) {
+        let targets: Vec<VerifyTarget> = to_verify
+            .iter()
+            .map(|&i| VerifyTarget {
+                id: durable[i].id,
+                first_block: durable[i].first_block,
+                last_block: durable[i].last_block,
+                sha256: durable[i].sha256,
+                objects: durable[i].copies.len(),
+            })
+            .collect();
+        let vr = verify::read_back(&ctx.drive, &barcode, &targets, &ctx.cancel).await?;
+        summary.position_s += vr.summary.position_s;
+        summary.transfer_s += vr.summary.transfer_s;
+        summary.locates += vr.summary.locates;
+        let mut ok_ids = Vec::new();
+        for (id, res) in vr.results {
+            match res {
+                Ok(()) => ok_ids.push(id),
+                Err(reason) => {
+                    warn!(container = id, barcode = %barcode, %reason, "read-back failed; the container is dead and its objects are written again");
+                    failed_verify.insert(id);
+                }
+            }
+        }
+        if !ok_ids.is_empty() {
+            ctx.catalogue
+                .set_container_state(&ok_ids, ContainerState::Verified)
+                .await?;
+        }
+        let bad: Vec<i64> = failed_verify.iter().copied().collect();
+        if !bad.is_empty() {
+            ctx.catalogue
+                .set_container_state(&bad, ContainerState::Dead)
+                .await?;
+        }
+    }
+    let mut written_idx: Vec<usize> = Vec::new();
+    let mut containers = Vec::new();
+    for c in durable {
+        if failed_verify.contains(&c.id) {
+            continue;
+        }
+        if ctx.config.verify != VerifyMode::None {
+            progress.objects += c.items.len() as u64;
+            progress.bytes += c.bytes;
+        }
+        summary.bytes += c.bytes;
+        summary.objects += c.items.len() as u64;
+        summary.containers += 1;
+        containers.push(c.id);
+        written_idx.extend(c.items.iter().copied());
+        verified_ok.push(c);
+    }
+    (ctx.progress)(progress);
+    let written_set: std::collections::HashSet<usize> = written_idx.iter().copied().collect();
+    let written: Vec<ArchiveItem> = written_idx.iter().map(|&i| items[i].clone()).collect();
+    let remaining: Vec<ArchiveItem> = (0..items.len())
+        .filter(|i| !written_set.contains(i))
+        .map(|i| items[i].clone())
+        .collect();
+    info!(
+        barcode = %barcode,
+        written = written.len(),
+        remaining = remaining.len(),
+        full = cartridge_full,
+        transfer_s = summary.transfer_s,
+        flush_s = summary.flush_s,
+        "write session done"
+    );
+    Ok(WriteOutcome {
+        written,
+        remaining,
+        cartridge_full,
+        containers,
+        summary,
+        stopped_by,
+    })
+}
+
+struct ProducerStart {
+    barcode: String,
+    pool: String,
+    cartridge_uuid: Uuid,
+    first_block: u64,
+    first_file: u64,
+}
+
+/// Frame the items into containers. Returns the containers begun (id, item indices).
+#[allow(clippy::too_many_arguments)]
+fn produce(
+    rt: tokio::runtime::Handle,
+    catalogue: Catalogue,
+    cfg: SessionConfig,
+    start: ProducerStart,
+    items: &[ArchiveItem],
+    tx: crossbeam_channel::Sender<Item>,
+    close_soon: &AtomicBool,
+    abort: &AtomicBool,
+) -> Result<Vec<(i64, Vec<usize>)>, SessionError> {
+    let mut begun = Vec::new();
+    let mut block = start.first_block;
+    let mut file = start.first_file;
+    let mut next = 0usize;
+    let mut since_barrier_bytes = 0u64;
+    let mut since_barrier = Instant::now();
+    let mut chunk = vec![0u8; cfg.record_size.max(1 << 20)];
+    while next < items.len() && !abort.load(Ordering::SeqCst) && !close_soon.load(Ordering::SeqCst) {
+        let uuid = Uuid::new_v4();
+        let header = ContainerHeader {
+            container_uuid: uuid,
+            cartridge_uuid: start.cartridge_uuid,
+            barcode: start.barcode.clone(),
+            pool: start.pool.clone(),
+            record_size: cfg.record_size as u32,
+            sequence: file,
+            created_unix: unix_now(),
+        };
+        let first_block = block;
+        let id = rt.block_on(catalogue.create_container(
+            uuid,
+            &start.barcode,
+            file,
+            first_block,
+            cfg.record_size as u32,
+        ))?;
+        let mut b = ContainerBuilder::new(header);
+        let mut in_container = Vec::new();
+        let send = |it: Item| -> bool { tx.send(it).is_ok() };
+        // Decide the container's items lazily as we go: at least one, up to container_bytes.
+        if !send(Item::Begin { id, items: Vec::new() }) {
+            begun.push((id, in_container));
+            return Ok(begun);
+        }
+        begun.push((id, Vec::new()));
+        let mut records: u64 = 1;
+        if !send(Item::Record(b.header_record())) {
+            return Ok(begun);
+        }
+        let mut copies = Vec::new();
+        while next < items.len() {
+            if abort.load(Ordering::SeqCst) {
+                return Ok(set_last(begun, in_container));
+            }
+            let it = &items[next];
+            let mut f = std::fs::File::open(&it.path).map_err(|e| SessionError::io(&it.path, e))?;
+            b.begin_object(&it.key, it.generation);
+            let mut n_total = 0u64;
+            loop {
+                let n = f.read(&mut chunk).map_err(|e| SessionError::io(&it.path, e))?;
+                if n == 0 {
+                    break;
+                }
+                n_total += n as u64;
+                for r in b.write(&chunk[..n]) {
+                    records += 1;
+                    if !send(Item::Record(r)) {
+                        return Ok(set_last(begun, in_container));
+                    }
+                }
+                if abort.load(Ordering::SeqCst) {
+                    return Ok(set_last(begun, in_container));
+                }
+            }
+            if n_total != it.size {
+                return Err(SessionError::Other(format!(
+                    "spool file {} changed while it was archived: {} bytes expected, {} read; submit the archive again",
+                    it.path.display(),
+                    it.size,
+                    n_total
+                )));
+            }
+            let e = b.end_object();
+            copies.push(NewCopy {
+                key: e.key.clone(),
+                generation: e.generation,
+                size: e.length,
+                sha256: e.sha256,
+                offset: e.offset,
+                length: e.length,
+            });
+            in_container.push(next);
+            next += 1;
+            if b.data_bytes() >= cfg.container_bytes || close_soon.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        let bytes = b.data_bytes();
+        let (tail, footer) = b.finish();
+        for r in tail {
+            records += 1;
+            if !send(Item::Record(r)) {
+                return Ok(set_last(begun, in_container));
+            }
+        }
+        since_barrier_bytes += bytes;
+        let last = next >= items.len() || close_soon.load(Ordering::SeqCst);
+        let sync = last
+            || since_barrier_bytes >= cfg.barrier_bytes
+            || since_barrier.elapsed().as_secs_f64() >= cfg.barrier_seconds;
+        if sync {
+            since_barrier_bytes = 0;
+            since_barrier = Instant::now();
+        }
+        let closed = Closed {
+            id,
+            file_number: file,
+            first_block,
+            last_block: first_block + records - 1,
+            bytes,
+            sha256: footer.sha256,
+            copies: std::mem::take(&mut copies),
+            items: in_container.clone(),
+        };
+        begun = set_last(begun, in_container);
+        if !send(Item::End { closed, sync }) {
+            return Ok(begun);
+        }
+        block = first_block + records + 1;
+        file += 1;
+    }
+    Ok(begun)
+}
+
+fn set_last(mut begun: Vec<(i64, Vec<usize>)>, items: Vec<usize>) -> Vec<(i64, Vec<usize>)> {
+    if let Some(l) = begun.last_mut() {
+        l.1 = items;
+    }
+    begun
+}
+
+/// The drive side: write what arrives, report barriers, stop cleanly.
+#[allow(clippy::too_many_arguments)]
+fn drain(
+    h: &mut reel_plugin_abi::host::DriveHandle,
+    rx: crossbeam_channel::Receiver<Item>,
+    ev: mpsc::UnboundedSender<Event>,
+    lbp: bool,
+    fence: &dyn Fence,
+    cancel: &CancelToken,
+    close_soon: &AtomicBool,
+    abort: &AtomicBool,
+) -> DriveTally {
+    let mut tally = DriveTally::default();
+    let mut open_container = false;
+    let stop = |e: SessionError| {
+        abort.store(true, Ordering::SeqCst);
+        let _ = ev.send(Event::Stopped(e));
+    };
+    for it in rx.iter() {
+        match it {
+            Item::Begin { .. } => {
+                if let Err(who) = fence.check() {
+                    stop(SessionError::Fenced(who));
+                    return tally;
+                }
+                open_container = true;
+            }
+            Item::Record(rec) => {
+                if cancel.is_cancelled() {
+                    close_tail(h, &ev, &mut tally, open_container);
+                    stop(SessionError::Cancelled);
+                    return tally;
+                }
+                let crc = lbp.then(|| crc32c::crc32c(&rec));
+                match h.write_record(&rec, crc) {
+                    Ok(()) => tally.transfer_ns += h.last_status().elapsed_ns,
+                    Err(e) => {
+                        tally.transfer_ns += e.status.elapsed_ns;
+                        match DeviceError::from_call(e) {
+                            DeviceError::EarlyWarning { .. } => {
+                                if !close_soon.swap(true, Ordering::SeqCst) {
+                                    let _ = ev.send(Event::EarlyWarning);
+                                }
+                            }
+                            DeviceError::EndOfMedium { .. } => {
+                                let _ = ev.send(Event::Overflow);
+                                abort.store(true, Ordering::SeqCst);
+                                return tally;
+                            }
+                            other => {
+                                stop(SessionError::Device(other));
+                                return tally;
+                            }
+                        }
+                    }
+                }
+            }
+            Item::End { closed, sync } => {
+                if let Err(who) = fence.check() {
+                    stop(SessionError::Fenced(who));
+                    return tally;
+                }
+                let r = h.write_filemarks(1, !sync);
+                let ns = h.last_status().elapsed_ns;
+                if sync {
+                    tally.flush_ns += ns;
+                } else {
+                    tally.transfer_ns += ns;
+                }
+                match r.map_err(DeviceError::from_call) {
+                    Ok(()) | Err(DeviceError::EarlyWarning { .. }) => {}
+                    Err(DeviceError::EndOfMedium { .. }) => {
+                        let _ = ev.send(Event::Overflow);
+                        abort.store(true, Ordering::SeqCst);
+                        return tally;
+                    }
+                    Err(e) => {
+                        stop(SessionError::Device(e));
+                        return tally;
+                    }
+                }
+                open_container = false;
+                let _ = ev.send(Event::Written(closed));
+                if sync {
+                    match h.read_position() {
+                        Ok(p) => {
+                            let _ = ev.send(Event::Barrier {
+                                block: p.block,
+                                file: p.file,
+                            });
+                        }
+                        Err(e) => {
+                            stop(SessionError::Device(DeviceError::from_call(e)));
+                            return tally;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tally
+}
+
+/// After a cancel, end the partial container with a synchronous filemark so end of data is
+/// clean; the partial container is dead space.
+fn close_tail(
+    h: &mut reel_plugin_abi::host::DriveHandle,
+    ev: &mpsc::UnboundedSender<Event>,
+    tally: &mut DriveTally,
+    open_container: bool,
+) {
+    if !open_container {
+        return;
+    }
+    if h.write_filemarks(1, false).is_ok() {
+        tally.flush_ns += h.last_status().elapsed_ns;
+        if let Ok(p) = h.read_position() {
+            let _ = ev.send(Event::Barrier {
+                block: p.block,
+                file: p.file,
+            });
+        }
+    }
+}

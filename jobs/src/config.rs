@@ -1,0 +1,558 @@
+//! `reel.toml`: one file, every key overridable by `REEL_<SECTION>_<KEY>`.
+//!
+//! Precedence, lowest first: built-in defaults, the file, environment variables. The data
+//! directory comes from `--data-dir`, else `$REEL_DATA_DIR`, else `./reel-data`; the file from
+//! `--config`, else `$REEL_CONFIG`, else `<data-dir>/reel.toml` when it exists. Relative paths
+//! in the file (the store and jobs database files, the plugin) resolve against the data dir.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{JobsError, Result};
+
+/// Default data directory when neither `--data-dir` nor `$REEL_DATA_DIR` is given.
+pub const DEFAULT_DATA_DIR: &str = "./reel-data";
+/// Name of the config file looked up in the data directory.
+pub const CONFIG_FILE_NAME: &str = "reel.toml";
+const SECTIONS: &[&str] = &["store", "library", "archive", "recall", "intake", "worker", "scheduler"];
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the catalogue, reel's job tables and apalis's queue live.
+    pub store: StoreConfig,
+    /// The tape library this host drives.
+    pub library: LibraryConfig,
+    /// Writing.
+    pub archive: ArchiveConfig,
+    /// Reading.
+    pub recall: RecallConfig,
+    /// Taking new cartridges in.
+    pub intake: IntakeConfig,
+    /// The worker process.
+    pub worker: WorkerConfig,
+    /// Mount decisions.
+    pub scheduler: SchedulerConfig,
+}
+
+/// `[store]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite:PATH` (relative to the data dir) or `postgres://…`. Catalogue and reel's job tables.
+    pub url: String,
+    /// Where apalis keeps its queue when `url` is SQLite: a separate file, because apalis sets
+    /// `synchronous=OFF` on it. Ignored on PostgreSQL (apalis uses schema `apalis` of `url`).
+    pub jobs_url: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { url: "sqlite:reel.db".into(), jobs_url: "sqlite:jobs.db".into() }
+    }
+}
+
+impl StoreConfig {
+    /// True when the store is PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        self.url.starts_with("postgres://") || self.url.starts_with("postgresql://")
+    }
+}
+
+/// `[library]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct LibraryConfig {
+    /// Path of the device plugin (`.so`); empty means "none configured".
+    pub plugin: String,
+    /// The plugin's own configuration string (passed verbatim).
+    pub plugin_config: String,
+    /// Drives this host uses (names as the plugin reports them); empty means all.
+    pub drives: Vec<String>,
+}
+
+/// How much of what was written is read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyMode {
+    /// Read every session back before acknowledging.
+    #[default]
+    Full,
+    /// Read one container in `sample_every` back.
+    Sampled,
+    /// No read-back.
+    None,
+}
+
+/// `[archive]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ArchiveConfig {
+    /// Tape record size in bytes.
+    pub record_size: u32,
+    /// Group commit: a synchronous filemark after this many bytes…
+    pub barrier_bytes: u64,
+    /// …or after this many seconds, whichever comes first.
+    pub barrier_seconds: u64,
+    /// Read-back policy.
+    pub verify: VerifyMode,
+    /// With `verify = "sampled"`: one container in this many is read back.
+    pub sample_every: u64,
+    /// Storage class used when a submission names none.
+    pub default_class: String,
+    /// Storage classes: name → pools (copy i goes to pools[i]).
+    pub storage_classes: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for ArchiveConfig {
+    fn default() -> Self {
+        ArchiveConfig {
+            record_size: 1 << 20,
+            barrier_bytes: 32 << 30,
+            barrier_seconds: 300,
+            verify: VerifyMode::Full,
+            sample_every: 10,
+            default_class: "default".into(),
+            storage_classes: BTreeMap::from([("default".to_string(), vec!["default".to_string()])]),
+        }
+    }
+}
+
+/// `[recall]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecallConfig {
+    /// Parallel destination writers per drive.
+    pub writer_threads: usize,
+    /// Read through (instead of locating over) gaps shorter than this.
+    pub read_through_gap_bytes: u64,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        RecallConfig { writer_threads: 8, read_through_gap_bytes: 256 << 20 }
+    }
+}
+
+/// `[intake]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IntakeConfig {
+    /// Calibrated, unlabelled cartridges kept in reserve.
+    pub spares: u32,
+}
+
+impl Default for IntakeConfig {
+    fn default() -> Self {
+        IntakeConfig { spares: 2 }
+    }
+}
+
+/// `[worker]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    /// Prefix of worker names; the full name adds host, pid and a random suffix.
+    pub name_prefix: String,
+    /// How often an idle worker looks for new jobs (SQLite; fallback on PostgreSQL).
+    pub poll_interval_ms: u64,
+    /// Heartbeat period of workers and leases. At least 1000 (apalis keeps whole seconds).
+    pub heartbeat_ms: u64,
+    /// A worker or lease silent this long is presumed dead; its jobs go back to the queue.
+    pub lease_ms: u64,
+    /// Finished jobs are deleted after this many hours.
+    pub retention_hours: u64,
+    /// Attempts per job before it fails for good.
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt.
+    pub backoff_base_ms: u64,
+    /// Longest retry delay.
+    pub backoff_max_ms: u64,
+    /// Jobs of one kind one worker runs at once.
+    pub concurrency: usize,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            name_prefix: "reel".into(),
+            poll_interval_ms: 250,
+            heartbeat_ms: 5_000,
+            lease_ms: 30_000,
+            retention_hours: 24 * 7,
+            max_attempts: 3,
+            backoff_base_ms: 10_000,
+            backoff_max_ms: 15 * 60_000,
+            concurrency: 4,
+        }
+    }
+}
+
+/// Drive caps of one group of pools (`[scheduler.groups.NAME]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct GroupConfig {
+    /// Pools in the group (their write queues and their cartridges' read queues).
+    pub pools: Vec<String>,
+    /// Most drives reading for this group at once (0 = no cap).
+    pub max_read_drives: u32,
+    /// Most drives writing for this group at once (0 = no cap).
+    pub max_write_drives: u32,
+}
+
+/// `[scheduler]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// A queue is worth a mount once it holds this many bytes…
+    pub min_bytes: u64,
+    /// …or this many files…
+    pub min_files: u64,
+    /// …or its oldest request is this old (seconds).
+    pub max_age_seconds: u64,
+    /// A drive keeps its cartridge at least this long while other queues wait (seconds).
+    pub min_mount_seconds: u64,
+    /// Drive caps per group of pools.
+    pub groups: BTreeMap<String, GroupConfig>,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            min_bytes: 50_000_000_000,
+            min_files: 10_000,
+            max_age_seconds: 600,
+            min_mount_seconds: 300,
+            groups: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where the config came from and the directory its relative paths resolve against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedConfig {
+    /// The effective configuration, paths resolved.
+    pub config: Config,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The file read, if any.
+    pub file: Option<PathBuf>,
+}
+
+/// Resolve the data dir: the flag, else `$REEL_DATA_DIR`, else [`DEFAULT_DATA_DIR`].
+pub fn data_dir_from(flag: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    flag.map(Path::to_path_buf)
+        .or_else(|| env("REEL_DATA_DIR").filter(|s| !s.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR))
+}
+
+impl LoadedConfig {
+    /// Load with the process environment.
+    pub fn load(config_flag: Option<&Path>, data_dir_flag: Option<&Path>) -> Result<LoadedConfig> {
+        let vars: BTreeMap<String, String> = std::env::vars().collect();
+        Self::load_with(config_flag, data_dir_flag, &vars)
+    }
+
+    /// Load with an explicit environment (for tests).
+    pub fn load_with(
+        config_flag: Option<&Path>,
+        data_dir_flag: Option<&Path>,
+        vars: &BTreeMap<String, String>,
+    ) -> Result<LoadedConfig> {
+        let env = |k: &str| vars.get(k).cloned();
+        let data_dir = data_dir_from(data_dir_flag, &env);
+        let file = match config_flag {
+            Some(p) => Some(p.to_path_buf()),
+            None => match env("REEL_CONFIG").filter(|s| !s.is_empty()) {
+                Some(p) => Some(PathBuf::from(p)),
+                None => {
+                    let p = data_dir.join(CONFIG_FILE_NAME);
+                    p.is_file().then_some(p)
+                }
+            },
+        };
+        let (mut table, origin) = match &file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| JobsError::ConfigRead { path: path.clone(), source })?;
+                let table: toml::Table = toml::from_str(&text).map_err(|e| JobsError::Config {
+                    origin: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                (table, path.display().to_string())
+            }
+            None => (toml::Table::new(), "built-in defaults".to_string()),
+        };
+        // Validate the file alone first, so its errors name the file.
+        parse(&table, &origin)?;
+        apply_env(&mut table, vars)?;
+        let mut config = parse(&table, &format!("{origin} with REEL_* overrides"))?;
+        config.validate(&origin)?;
+        config.resolve_paths(&data_dir);
+        Ok(LoadedConfig { config, data_dir, file })
+    }
+}
+
+fn parse(table: &toml::Table, origin: &str) -> Result<Config> {
+    Config::deserialize(toml::Value::Table(table.clone()))
+        .map_err(|e| JobsError::Config { origin: origin.to_string(), message: e.to_string() })
+}
+
+/// Overlay `REEL_<SECTION>_<KEY>` variables. Variables of other shapes (`REEL_DATA_DIR`,
+/// `REEL_CONFIG`, `REEL_TEST_*`, `REEL_LOG`) are not config keys and are left alone; a known
+/// section with an unknown key is an error naming the variable.
+fn apply_env(table: &mut toml::Table, vars: &BTreeMap<String, String>) -> Result<()> {
+    let defaults = match toml::Value::try_from(Config::default()) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    };
+    for (name, raw) in vars {
+        let Some(rest) = name.strip_prefix("REEL_") else { continue };
+        let lower = rest.to_ascii_lowercase();
+        let Some(section) = SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_"))) else {
+            continue;
+        };
+        let key = &lower[section.len() + 1..];
+        let known = defaults
+            .get(*section)
+            .and_then(|s| s.as_table())
+            .is_some_and(|s| s.contains_key(key));
+        if !known {
+            return Err(JobsError::Config {
+                origin: format!("environment variable {name}"),
+                message: format!("[{section}] has no key `{key}`; see `reel.toml` keys in the docs"),
+            });
+        }
+        let value = parse_env_value(raw);
+        let section_table = table
+            .entry(section.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        match section_table {
+            toml::Value::Table(t) => {
+                t.insert(key.to_string(), value);
+            }
+            _ => {
+                return Err(JobsError::Config {
+                    origin: format!("environment variable {name}"),
+                    message: format!("`{section}` in the file is not a table"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A variable's value as TOML (`42`, `true`, `["a","b"]`, `{x=1}`), else as a plain string.
+fn parse_env_value(raw: &str) -> toml::Value {
+    match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+impl Config {
+    /// Check cross-key rules. `origin` names where the values came from.
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let bad = |key: &str, why: String| {
+            Err(JobsError::Config { origin: origin.to_string(), message: format!("{key}: {why}") })
+        };
+        let w = &self.worker;
+        // apalis stores worker heartbeats in whole seconds and computes the orphan window with
+        // `Duration::as_secs()`: below 1 s the window is 0 and every live worker's jobs are stolen.
+        if w.heartbeat_ms < 1000 {
+            return bad("[worker] heartbeat_ms", format!("{} is below 1000 (apalis keeps whole seconds)", w.heartbeat_ms));
+        }
+        if w.lease_ms < 2 * w.heartbeat_ms {
+            return bad("[worker] lease_ms", format!("{} must be at least twice heartbeat_ms ({})", w.lease_ms, w.heartbeat_ms));
+        }
+        if w.poll_interval_ms == 0 || w.poll_interval_ms > 1000 {
+            return bad("[worker] poll_interval_ms", format!("{} must be 1..=1000 so an idle worker starts a job within a second", w.poll_interval_ms));
+        }
+        if w.max_attempts == 0 {
+            return bad("[worker] max_attempts", "must be at least 1".into());
+        }
+        if w.backoff_base_ms == 0 || w.backoff_max_ms < w.backoff_base_ms {
+            return bad("[worker] backoff_base_ms", "must be > 0 and <= backoff_max_ms".into());
+        }
+        if w.concurrency == 0 {
+            return bad("[worker] concurrency", "must be at least 1".into());
+        }
+        let a = &self.archive;
+        if a.record_size < 4096 || a.record_size % 4096 != 0 {
+            return bad("[archive] record_size", format!("{} must be a positive multiple of 4096", a.record_size));
+        }
+        if a.verify == VerifyMode::Sampled && a.sample_every == 0 {
+            return bad("[archive] sample_every", "must be at least 1 with verify = \"sampled\"".into());
+        }
+        if !a.storage_classes.contains_key(&a.default_class) {
+            return bad("[archive] default_class", format!("`{}` is not in [archive.storage_classes]", a.default_class));
+        }
+        if let Some((name, _)) = a.storage_classes.iter().find(|(_, pools)| pools.is_empty()) {
+            return bad("[archive] storage_classes", format!("class `{name}` has no pools"));
+        }
+        if self.recall.writer_threads == 0 {
+            return bad("[recall] writer_threads", "must be at least 1".into());
+        }
+        for url in [&self.store.url, &self.store.jobs_url] {
+            if !(url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return bad("[store] url", format!("`{}` is neither sqlite:PATH nor postgres://…", crate::db::redact(url)));
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve_paths(&mut self, data_dir: &Path) {
+        let resolve_sqlite = |url: &mut String| {
+            if let Some(path) = url.strip_prefix("sqlite:") {
+                let p = Path::new(path);
+                if p.is_relative() && path != ":memory:" {
+                    *url = format!("sqlite:{}", data_dir.join(p).display());
+                }
+            }
+        };
+        resolve_sqlite(&mut self.store.url);
+        resolve_sqlite(&mut self.store.jobs_url);
+        if !self.library.plugin.is_empty() && Path::new(&self.library.plugin).is_relative() {
+            self.library.plugin = data_dir.join(&self.library.plugin).display().to_string();
+        }
+    }
+
+    /// The pools of a storage class.
+    pub fn pools_of(&self, class: &str) -> Option<&[String]> {
+        self.archive.storage_classes.get(class).map(Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_resolve_against_data_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[])).unwrap();
+        assert_eq!(c.file, None);
+        assert_eq!(c.config.store.url, format!("sqlite:{}", dir.path().join("reel.db").display()));
+        assert_eq!(c.config.store.jobs_url, format!("sqlite:{}", dir.path().join("jobs.db").display()));
+    }
+
+    #[test]
+    fn data_dir_precedence_flag_env_default() {
+        let env = |k: &str| (k == "REEL_DATA_DIR").then(|| "/from/env".to_string());
+        assert_eq!(data_dir_from(Some(Path::new("/flag")), &env), PathBuf::from("/flag"));
+        assert_eq!(data_dir_from(None, &env), PathBuf::from("/from/env"));
+        assert_eq!(data_dir_from(None, &|_| None), PathBuf::from(DEFAULT_DATA_DIR));
+    }
+
+    #[test]
+    fn file_in_data_dir_is_found_and_paths_resolve() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("reel.toml"),
+            "[library]\nplugin = \"plugins/libsim.so\"\ndrives = [\"d0\"]\n[archive]\nverify = \"sampled\"\n",
+        )
+        .unwrap();
+        let c = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[])).unwrap();
+        assert_eq!(c.file.as_deref(), Some(dir.path().join("reel.toml").as_path()));
+        assert_eq!(c.config.library.plugin, dir.path().join("plugins/libsim.so").display().to_string());
+        assert_eq!(c.config.library.drives, vec!["d0".to_string()]);
+        assert_eq!(c.config.archive.verify, VerifyMode::Sampled);
+    }
+
+    #[test]
+    fn env_overrides_file_and_parses_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.toml");
+        std::fs::write(&f, "[worker]\nheartbeat_ms = 2000\nlease_ms = 10000\n").unwrap();
+        let c = LoadedConfig::load_with(
+            Some(&f),
+            Some(dir.path()),
+            &vars(&[
+                ("REEL_WORKER_HEARTBEAT_MS", "3000"),
+                ("REEL_SCHEDULER_MIN_FILES", "7"),
+                ("REEL_LIBRARY_DRIVES", "[\"a\",\"b\"]"),
+                ("REEL_STORE_URL", "postgres://u@h/db"),
+                ("REEL_TEST_POSTGRES_URL", "ignored"),
+                ("REEL_DATA_DIR", "ignored-because-flag"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.config.worker.heartbeat_ms, 3000);
+        assert_eq!(c.config.worker.lease_ms, 10000);
+        assert_eq!(c.config.scheduler.min_files, 7);
+        assert_eq!(c.config.library.drives, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(c.config.store.url, "postgres://u@h/db");
+        assert!(c.config.store.is_postgres());
+    }
+
+    #[test]
+    fn unknown_key_in_file_names_key_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("bad.toml");
+        std::fs::write(&f, "[worker]\npoll_intervall_ms = 5\n").unwrap();
+        let err = LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[])).unwrap_err().to_string();
+        assert!(err.contains("poll_intervall_ms"), "{err}");
+        assert!(err.contains("bad.toml"), "{err}");
+    }
+
+    #[test]
+    fn unknown_env_key_names_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[("REEL_WORKER_HEARTBEAT", "1")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("REEL_WORKER_HEARTBEAT"), "{err}");
+    }
+
+    #[test]
+    fn bad_env_value_type_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[("REEL_WORKER_LEASE_MS", "soon")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("REEL_*") && err.contains("lease_ms"), "{err}");
+    }
+
+    #[test]
+    fn sub_second_heartbeat_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[("REEL_WORKER_HEARTBEAT_MS", "200")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("heartbeat_ms"), "{err}");
+    }
+
+    #[test]
+    fn missing_config_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LoadedConfig::load_with(Some(&dir.path().join("nope.toml")), Some(dir.path()), &vars(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nope.toml"), "{err}");
+    }
+
+    #[test]
+    fn storage_classes_and_groups_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "[archive]\ndefault_class = \"two\"\n[archive.storage_classes]\ntwo = [\"p1\", \"p2\"]\n\
+             [scheduler.groups.vo1]\npools = [\"p1\"]\nmax_read_drives = 1\n",
+        )
+        .unwrap();
+        let c = LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[])).unwrap().config;
+        assert_eq!(c.pools_of("two").unwrap(), ["p1".to_string(), "p2".to_string()]);
+        assert_eq!(c.scheduler.groups["vo1"].max_read_drives, 1);
+        // default_class must name a class.
+        std::fs::write(&f, "[archive]\ndefault_class = \"nope\"\n").unwrap();
+        assert!(LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[])).is_err());
+    }
+}

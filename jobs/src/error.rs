@@ -1,0 +1,110 @@
+//! The error type of the jobs layer. Every variant says what went wrong and what to do.
+
+use std::path::PathBuf;
+
+/// Errors of the jobs layer (queue, leases, config, worker).
+#[derive(Debug, thiserror::Error)]
+pub enum JobsError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}; check the path given to --config or REEL_CONFIG")]
+    ConfigRead {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The config file or an override is invalid.
+    #[error("invalid configuration in {origin}: {message}")]
+    Config {
+        /// Where the bad value came from (the file, or the environment variable).
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A database operation failed.
+    #[error("job store ({backend}) failed while {doing}: {source}; check that the database at the configured [store] url is reachable and writable")]
+    Database {
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+        /// What reel was doing.
+        doing: String,
+        /// The driver error.
+        source: sqlx::Error,
+    },
+    /// Applying reel's job-table migrations failed.
+    #[error("cannot migrate reel's job tables: {0}; the database may hold a newer schema (upgrade reel) or be read-only")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The apalis queue failed.
+    #[error("job queue (apalis, {backend}) failed while {doing}: {message}")]
+    Queue {
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+        /// What reel was doing.
+        doing: String,
+        /// The apalis error, rendered.
+        message: String,
+    },
+    /// No job with that id.
+    #[error("no job with id {0}; list jobs with `reel jobs list`")]
+    NoSuchJob(String),
+    /// The job is not in a state that allows the operation.
+    #[error("job {id} is {state}: {hint}")]
+    BadJobState {
+        /// The job.
+        id: String,
+        /// Its current state.
+        state: String,
+        /// What the user can do.
+        hint: String,
+    },
+    /// A stored job payload could not be decoded.
+    #[error("job {id} has an unreadable payload ({source}); it was written by an incompatible reel version: cancel it and submit again")]
+    Payload {
+        /// The job.
+        id: String,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+    /// A lease is held by someone else.
+    #[error("{resource} is leased by {holder} until its lease expires; wait, or stop that worker")]
+    LeaseBusy {
+        /// The drive or cartridge.
+        resource: String,
+        /// The current holder.
+        holder: String,
+    },
+    /// The fencing check failed: this worker lost its lease and must not write.
+    #[error("lease on {resource} lost (held epoch {held}, current epoch {current}, holder {holder}): stop writing and release the drive; another worker took over")]
+    Fenced {
+        /// The drive or cartridge.
+        resource: String,
+        /// The epoch this worker holds.
+        held: i64,
+        /// The epoch in the database.
+        current: i64,
+        /// The current holder, if any.
+        holder: String,
+    },
+    /// The job was cancelled while it ran.
+    #[error("job {0} was cancelled")]
+    Cancelled(String),
+    /// A tape part that the lead engineer has not wired yet.
+    #[error("{0} is not wired yet in this build of reel; it needs the engine's tape sessions")]
+    NotWired(&'static str),
+    /// The tape executor reported a failure.
+    #[error("tape work failed: {0}")]
+    Tape(String),
+    /// An I/O error on a local path.
+    #[error("{doing} {path}: {source}")]
+    Io {
+        /// What reel was doing.
+        doing: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Result of the jobs layer.
+pub type Result<T> = std::result::Result<T, JobsError>;

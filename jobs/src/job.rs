@@ -1,0 +1,327 @@
+//! What a caller can ask reel to do: the job kinds and their payloads.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Default priority of user jobs; higher runs first.
+pub const DEFAULT_PRIORITY: i32 = 50;
+/// Default priority of verify jobs (background work).
+pub const VERIFY_PRIORITY: i32 = 10;
+
+/// The kind of a job; also the name of its apalis queue (`reel.<kind>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// Write files to tape.
+    Archive,
+    /// Read objects back.
+    Recall,
+    /// Read back and check hashes.
+    Verify,
+    /// Take new cartridges in.
+    Intake,
+    /// Rebuild the catalogue from tapes.
+    Rebuild,
+}
+
+impl JobKind {
+    /// Every kind.
+    pub const ALL: [JobKind; 5] =
+        [JobKind::Archive, JobKind::Recall, JobKind::Verify, JobKind::Intake, JobKind::Rebuild];
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Archive => "archive",
+            JobKind::Recall => "recall",
+            JobKind::Verify => "verify",
+            JobKind::Intake => "intake",
+            JobKind::Rebuild => "rebuild",
+        }
+    }
+
+    /// The apalis queue that carries this kind.
+    pub fn queue(self) -> String {
+        format!("reel.{}", self.as_str())
+    }
+}
+
+impl fmt::Display for JobKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        JobKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown job kind `{s}` (archive, recall, verify, intake, rebuild)"))
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting (possibly until `not_before`, after a failed attempt).
+    Queued,
+    /// A worker is on it.
+    Running,
+    /// Finished successfully.
+    Done,
+    /// Failed for good (attempts exhausted or not retryable).
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+}
+
+impl JobState {
+    /// Lower-case name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Done, failed or cancelled.
+    pub fn is_final(self) -> bool {
+        matches!(self, JobState::Done | JobState::Failed | JobState::Cancelled)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [JobState::Queued, JobState::Running, JobState::Done, JobState::Failed, JobState::Cancelled]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown job state `{s}`"))
+    }
+}
+
+/// What to archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArchiveSource {
+    /// These files (absolute paths).
+    Files(Vec<PathBuf>),
+    /// Every regular file under this directory.
+    Tree(PathBuf),
+}
+
+/// Archive files to the pools of a storage class.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveJob {
+    /// What to write.
+    pub source: ArchiveSource,
+    /// Object keys are `key_prefix` + the path relative to the tree (or the file name).
+    pub key_prefix: String,
+    /// Storage class (decides pools and number of copies).
+    pub storage_class: String,
+}
+
+/// Which objects to recall.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecallSelection {
+    /// These keys.
+    Keys(Vec<String>),
+    /// Every visible key with this prefix.
+    Prefix(String),
+}
+
+/// Recall objects into a directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallJob {
+    /// What to read.
+    pub selection: RecallSelection,
+    /// Where to put it (keys become relative paths).
+    pub destination: PathBuf,
+}
+
+/// What to verify.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyTarget {
+    /// Every container of a cartridge.
+    Cartridge(String),
+    /// One container (catalogue id).
+    Container(i64),
+    /// A sample over the library: one container in `every`.
+    Sample {
+        /// Sampling period.
+        every: u64,
+    },
+}
+
+/// Read back and check hashes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyJob {
+    /// What to read back.
+    pub target: VerifyTarget,
+}
+
+/// Which cartridges to take in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntakeSelection {
+    /// These barcodes.
+    Barcodes(Vec<String>),
+    /// Every cartridge the library reports that the catalogue does not know.
+    AllNew,
+}
+
+/// Take cartridges in (register, calibrate, keep spares).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntakeJob {
+    /// Which cartridges.
+    pub selection: IntakeSelection,
+}
+
+/// Rebuild catalogue entries by reading tapes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebuildJob {
+    /// Cartridges to read; empty means every cartridge in the library.
+    pub cartridges: Vec<String>,
+}
+
+/// A job's payload, tagged by kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum JobSpec {
+    /// See [`ArchiveJob`].
+    Archive(ArchiveJob),
+    /// See [`RecallJob`].
+    Recall(RecallJob),
+    /// See [`VerifyJob`].
+    Verify(VerifyJob),
+    /// See [`IntakeJob`].
+    Intake(IntakeJob),
+    /// See [`RebuildJob`].
+    Rebuild(RebuildJob),
+}
+
+impl JobSpec {
+    /// The kind.
+    pub fn kind(&self) -> JobKind {
+        match self {
+            JobSpec::Archive(_) => JobKind::Archive,
+            JobSpec::Recall(_) => JobKind::Recall,
+            JobSpec::Verify(_) => JobKind::Verify,
+            JobSpec::Intake(_) => JobKind::Intake,
+            JobSpec::Rebuild(_) => JobKind::Rebuild,
+        }
+    }
+
+    /// The priority a job of this kind gets when the caller gives none.
+    pub fn default_priority(&self) -> i32 {
+        match self {
+            JobSpec::Verify(_) => VERIFY_PRIORITY,
+            _ => DEFAULT_PRIORITY,
+        }
+    }
+
+    /// Check the payload before it is queued; the error says what to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            JobSpec::Archive(a) => {
+                if a.storage_class.is_empty() {
+                    return Err("archive needs a storage class".into());
+                }
+                match &a.source {
+                    ArchiveSource::Files(f) if f.is_empty() => Err("archive needs at least one file".into()),
+                    ArchiveSource::Files(f) => match f.iter().find(|p| p.is_relative()) {
+                        Some(p) => Err(format!("archive path {} must be absolute", p.display())),
+                        None => Ok(()),
+                    },
+                    ArchiveSource::Tree(t) if t.is_relative() => {
+                        Err(format!("archive directory {} must be absolute", t.display()))
+                    }
+                    ArchiveSource::Tree(_) => Ok(()),
+                }
+            }
+            JobSpec::Recall(r) => {
+                if let RecallSelection::Keys(k) = &r.selection
+                    && k.is_empty()
+                {
+                    return Err("recall needs at least one key (or a --prefix)".into());
+                }
+                if r.destination.is_relative() {
+                    return Err(format!("recall destination {} must be absolute", r.destination.display()));
+                }
+                Ok(())
+            }
+            JobSpec::Verify(VerifyJob { target: VerifyTarget::Sample { every: 0 } }) => {
+                Err("verify sample period must be at least 1".into())
+            }
+            JobSpec::Intake(IntakeJob { selection: IntakeSelection::Barcodes(b) }) if b.is_empty() => {
+                Err("intake needs at least one barcode (or --all-new)".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_round_trips_with_kind_tag() {
+        let s = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Prefix("a/".into()),
+            destination: "/tmp/out".into(),
+        });
+        let j = serde_json::to_value(&s).unwrap();
+        assert_eq!(j["kind"], "recall");
+        assert_eq!(serde_json::from_value::<JobSpec>(j).unwrap(), s);
+        assert_eq!(s.kind().queue(), "reel.recall");
+    }
+
+    #[test]
+    fn verify_defaults_to_low_priority() {
+        let v = JobSpec::Verify(VerifyJob { target: VerifyTarget::Cartridge("A00001".into()) });
+        let r = JobSpec::Rebuild(RebuildJob { cartridges: vec![] });
+        assert!(v.default_priority() < r.default_priority());
+    }
+
+    #[test]
+    fn validation_rejects_empty_and_relative() {
+        let bad = JobSpec::Archive(ArchiveJob {
+            source: ArchiveSource::Files(vec!["rel/x".into()]),
+            key_prefix: String::new(),
+            storage_class: "default".into(),
+        });
+        assert!(bad.validate().unwrap_err().contains("absolute"));
+        let empty = JobSpec::Recall(RecallJob { selection: RecallSelection::Keys(vec![]), destination: "/d".into() });
+        assert!(empty.validate().is_err());
+        let ok = JobSpec::Intake(IntakeJob { selection: IntakeSelection::AllNew });
+        assert!(ok.validate().is_ok());
+    }
+
+    #[test]
+    fn kinds_and_states_parse_back() {
+        for k in JobKind::ALL {
+            assert_eq!(k.as_str().parse::<JobKind>().unwrap(), k);
+        }
+        assert!("frobnicate".parse::<JobKind>().is_err());
+        assert!(JobState::Cancelled.is_final() && !JobState::Running.is_final());
+        assert_eq!("running".parse::<JobState>().unwrap(), JobState::Running);
+    }
+}

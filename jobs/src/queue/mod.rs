@@ -1,0 +1,16 @@
+//! Job persistence: reel's job records, the apalis bridge, tape requests, leases.
+
+pub mod apalis_bridge;
+pub mod backoff;
+pub mod lease;
+pub mod requests;
+pub mod store;
+
+
+pub use apalis_bridge::{ApalisDb, JobQueue, Ticket};
+pub use backoff::Backoff;
+pub use lease::{Fence, LeaseManager};
+pub use requests::{ClaimLimit, NewTapeRequest, RequestMode, TapeRequest, TapeRequests};
+
+
+pub use store::{FailOutcome, JobRecord, JobStore, Progress, StartOutcome};

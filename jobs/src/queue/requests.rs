@@ -1,0 +1,531 @@
+//! Tape requests: what drives do. A read request names a cartridge; a write request names a
+//! pool. Each belongs to a job. Queue summaries feed the [`crate::scheduler`]; a drive claims a
+//! whole batch for its mount in one statement: `FOR UPDATE SKIP LOCKED` on PostgreSQL (two
+//! claimers never get the same row and never wait on each other), a single writer transaction
+//! (`BEGIN IMMEDIATE`) on SQLite.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+use crate::db::{Db, now_ms};
+use crate::error::{JobsError, Result};
+use crate::queue::lease::Fence;
+use crate::scheduler::{MountMode, MountTarget, QueueSummary};
+
+/// Read or write (stored as `read` / `write`).
+pub type RequestMode = MountMode;
+
+/// A request to add.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTapeRequest {
+    /// Read from a cartridge, or write to a pool.
+    pub target: MountTarget,
+    /// For reads: the cartridge's pool (for group caps). For writes: ignored.
+    pub pool: Option<String>,
+    /// Object key.
+    pub object_key: String,
+    /// Bytes to move.
+    pub bytes: u64,
+    /// Files (objects) it counts for.
+    pub files: u64,
+    /// Priority (usually the job's).
+    pub priority: i32,
+    /// Executor-specific detail (e.g. container, block, offset, source path), JSON.
+    pub detail: serde_json::Value,
+}
+
+/// A stored request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TapeRequest {
+    /// Row id.
+    pub id: i64,
+    /// Owning job.
+    pub job_id: String,
+    /// Target.
+    pub target: MountTarget,
+    /// Pool (for reads, the cartridge's).
+    pub pool: Option<String>,
+    /// Object key.
+    pub object_key: String,
+    /// Bytes.
+    pub bytes: u64,
+    /// Files.
+    pub files: u64,
+    /// Priority.
+    pub priority: i32,
+    /// Detail JSON.
+    pub detail: serde_json::Value,
+    /// `queued`, `claimed`, `done`, `failed`.
+    pub state: String,
+    /// Lease resource that claimed it.
+    pub claimed_by: Option<String>,
+    /// Lease epoch of the claim.
+    pub claim_epoch: Option<i64>,
+    /// Failure reason.
+    pub error: Option<String>,
+}
+
+/// Counts of one job's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct JobRequestCounts {
+    /// All requests.
+    pub total: u64,
+    /// Done.
+    pub done: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Bytes of all.
+    pub bytes_total: u64,
+    /// Bytes done.
+    pub bytes_done: u64,
+}
+
+const COLS: &str = "id, job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, state, claimed_by, claim_epoch, error";
+
+macro_rules! decode_request {
+    ($r:expr) => {{
+        let r = $r;
+        (|| -> std::result::Result<TapeRequest, sqlx::Error> {
+            let mode: String = r.try_get("mode")?;
+            let barcode: Option<String> = r.try_get("barcode")?;
+            let pool: Option<String> = r.try_get("pool")?;
+            let target = if mode == "read" {
+                MountTarget::Read { barcode: barcode.unwrap_or_default() }
+            } else {
+                MountTarget::Write { pool: pool.clone().unwrap_or_default() }
+            };
+            let detail: Option<String> = r.try_get("detail")?;
+            Ok(TapeRequest {
+                id: r.try_get("id")?,
+                job_id: r.try_get("job_id")?,
+                target,
+                pool,
+                object_key: r.try_get("object_key")?,
+                bytes: r.try_get::<i64, _>("bytes")? as u64,
+                files: r.try_get::<i64, _>("files")? as u64,
+                priority: r.try_get::<i64, _>("priority")? as i32,
+                detail: detail.and_then(|d| serde_json::from_str(&d).ok()).unwrap_or(serde_json::Value::Null),
+                state: r.try_get("state")?,
+                claimed_by: r.try_get("claimed_by")?,
+                claim_epoch: r.try_get("claim_epoch")?,
+                error: r.try_get("error")?,
+            })
+        })()
+    }};
+}
+
+/// Access to the tape requests.
+#[derive(Debug, Clone)]
+pub struct TapeRequests {
+    db: Db,
+}
+
+/// How much one claim may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimLimit {
+    /// Most requests.
+    pub max_files: u64,
+    /// Most bytes (the first request is always taken, even if larger).
+    pub max_bytes: u64,
+}
+
+impl TapeRequests {
+    /// Requests on this database.
+    pub fn new(db: Db) -> TapeRequests {
+        TapeRequests { db }
+    }
+
+    /// Add a job's requests in one transaction.
+    pub async fn add(&self, job_id: &str, reqs: &[NewTapeRequest]) -> Result<()> {
+        let now = now_ms();
+        let sql = "INSERT INTO reel_tape_requests (job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, created_ms, updated_ms) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)";
+        crate::on_db!(&self.db, |p| {
+            let mut tx = p.begin().await.map_err(self.db.err("adding tape requests"))?;
+            for r in reqs {
+                let (mode, barcode, pool) = match &r.target {
+                    MountTarget::Read { barcode } => ("read", Some(barcode.clone()), r.pool.clone()),
+                    MountTarget::Write { pool } => ("write", None, Some(pool.clone())),
+                };
+                sqlx::query(sql)
+                    .bind(job_id)
+                    .bind(mode)
+                    .bind(barcode)
+                    .bind(pool)
+                    .bind(&r.object_key)
+                    .bind(r.bytes as i64)
+                    .bind(r.files as i64)
+                    .bind(r.priority as i64)
+                    .bind(r.detail.to_string())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db.err("adding tape requests"))?;
+            }
+            tx.commit().await.map_err(self.db.err("adding tape requests"))
+        })
+    }
+
+    /// Queue summaries: one per cartridge for reads, one per pool for writes, over queued
+    /// requests of every job.
+    pub async fn summaries(&self) -> Result<Vec<QueueSummary>> {
+        let now = now_ms();
+        let sql = "SELECT mode, COALESCE(barcode, '') AS barcode, COALESCE(MAX(pool), '') AS pool, \
+                   CAST(SUM(bytes) AS BIGINT) AS bytes, CAST(SUM(files) AS BIGINT) AS files, \
+                   MIN(created_ms) AS oldest, MAX(priority) AS priority \
+                   FROM reel_tape_requests WHERE state = 'queued' \
+                   GROUP BY mode, COALESCE(barcode, ''), CASE WHEN mode = 'write' THEN pool ELSE '' END \
+                   ORDER BY 1, 2, 3";
+        let rows = crate::on_db!(&self.db, |p| {
+            let rows = sqlx::query(sql).fetch_all(p).await.map_err(self.db.err("summarising tape requests"))?;
+            rows.iter()
+                .map(|r| -> std::result::Result<_, sqlx::Error> {
+                    Ok((
+                        r.try_get::<String, _>("mode")?,
+                        r.try_get::<String, _>("barcode")?,
+                        r.try_get::<String, _>("pool")?,
+                        r.try_get::<i64, _>("bytes")?,
+                        r.try_get::<i64, _>("files")?,
+                        r.try_get::<i64, _>("oldest")?,
+                        r.try_get::<i64, _>("priority")?,
+                    ))
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(self.db.err("summarising tape requests"))?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(mode, barcode, pool, bytes, files, oldest, prio)| QueueSummary {
+                target: if mode == "read" { MountTarget::Read { barcode } } else { MountTarget::Write { pool: pool.clone() } },
+                pool: (!pool.is_empty()).then_some(pool),
+                bytes: bytes as u64,
+                files: files as u64,
+                oldest_age: Duration::from_millis((now - oldest).max(0) as u64),
+                priority: prio as i32,
+            })
+            .collect())
+    }
+
+    /// Claim a batch of queued requests for `target` under the drive lease `fence`, highest
+    /// priority first, within `limit`. Checks the fence first: a fenced worker claims nothing.
+    pub async fn claim(&self, target: &MountTarget, fence: &Fence, limit: ClaimLimit) -> Result<Vec<TapeRequest>> {
+        fence.check().await?;
+        let (mode, col, key) = match target {
+            MountTarget::Read { barcode } => ("read", "barcode", barcode.as_str()),
+            MountTarget::Write { pool } => ("write", "pool", pool.as_str()),
+        };
+        let now = now_ms();
+        let lock = match self.db {
+            Db::Postgres(_) => "FOR UPDATE SKIP LOCKED",
+            Db::Sqlite(_) => "",
+        };
+        // `col` is one of two fixed column names; nothing user-supplied is formatted in.
+        let sql = format!(
+            "WITH c AS (SELECT id AS cid, bytes AS cbytes, priority AS cprio FROM reel_tape_requests \
+                 WHERE state = 'queued' AND mode = $1 AND {col} = $2 ORDER BY priority DESC, id LIMIT $3 {lock}), \
+             w AS (SELECT cid, SUM(cbytes) OVER (ORDER BY cprio DESC, cid) - cbytes AS before FROM c) \
+             UPDATE reel_tape_requests SET state = 'claimed', claimed_by = $4, claim_epoch = $5, updated_ms = $6 \
+             FROM w WHERE reel_tape_requests.id = w.cid AND (w.before = 0 OR w.before < $7) RETURNING {COLS}"
+        );
+        let mut out = match &self.db {
+            Db::Postgres(p) => {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(mode).bind(key).bind(limit.max_files.min(i64::MAX as u64) as i64).bind(&fence.resource).bind(fence.epoch).bind(now).bind(limit.max_bytes.min(i64::MAX as u64) as i64)
+                    .fetch_all(p)
+                    .await
+                    .map_err(self.db.err("claiming tape requests"))?;
+                rows.iter().map(|r| decode_request!(r)).collect::<std::result::Result<Vec<_>, _>>()
+            }
+            Db::Sqlite(p) => {
+                // One writer at a time: take the write lock up front so the read-then-update is atomic.
+                let mut tx = p.begin_with("BEGIN IMMEDIATE").await.map_err(self.db.err("claiming tape requests"))?;
+                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(mode).bind(key).bind(limit.max_files.min(i64::MAX as u64) as i64).bind(&fence.resource).bind(fence.epoch).bind(now).bind(limit.max_bytes.min(i64::MAX as u64) as i64)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(self.db.err("claiming tape requests"))?;
+                tx.commit().await.map_err(self.db.err("claiming tape requests"))?;
+                rows.iter().map(|r| decode_request!(r)).collect::<std::result::Result<Vec<_>, _>>()
+            }
+        }
+        .map_err(self.db.err("reading claimed tape requests"))?;
+        out.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Mark requests done. Fenced: only the claim's holder at its epoch may do it.
+    pub async fn complete(&self, ids: &[i64], fence: &Fence) -> Result<u64> {
+        self.finish(ids, fence, "done", None).await
+    }
+
+    /// Mark requests failed with a reason.
+    pub async fn fail(&self, ids: &[i64], fence: &Fence, reason: &str) -> Result<u64> {
+        self.finish(ids, fence, "failed", Some(reason)).await
+    }
+
+    async fn finish(&self, ids: &[i64], fence: &Fence, state: &'static str, reason: Option<&str>) -> Result<u64> {
+        fence.check().await?;
+        let sql = "UPDATE reel_tape_requests SET state = $1, error = $2, updated_ms = $3 \
+                   WHERE id = $4 AND state = 'claimed' AND claimed_by = $5 AND claim_epoch = $6";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| {
+            let mut tx = p.begin().await.map_err(self.db.err("finishing tape requests"))?;
+            let mut n = 0;
+            for id in ids {
+                n += sqlx::query(sql)
+                    .bind(state).bind(reason).bind(now).bind(id).bind(&fence.resource).bind(fence.epoch)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db.err("finishing tape requests"))?
+                    .rows_affected();
+            }
+            tx.commit().await.map_err(self.db.err("finishing tape requests"))?;
+            Ok(n)
+        })
+    }
+
+    /// Give claimed requests back to the queue (a batch stopped early). Fenced like `complete`.
+    pub async fn unclaim(&self, ids: &[i64], fence: &Fence) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let sql = "UPDATE reel_tape_requests SET state = 'queued', claimed_by = NULL, claim_epoch = NULL, updated_ms = $1 \
+                   WHERE id = $2 AND state = 'claimed' AND claimed_by = $3 AND claim_epoch = $4";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| {
+            let mut tx = p.begin().await.map_err(self.db.err("returning claims"))?;
+            let mut n = 0;
+            for id in ids {
+                n += sqlx::query(sql).bind(now).bind(id).bind(&fence.resource).bind(fence.epoch)
+                    .execute(&mut *tx).await.map_err(self.db.err("returning claims"))?.rows_affected();
+            }
+            tx.commit().await.map_err(self.db.err("returning claims"))?;
+            Ok(n)
+        })
+    }
+
+    /// Put back in the queue every claim whose lease is gone (holder died, epoch moved on).
+    pub async fn requeue_orphaned_claims(&self) -> Result<u64> {
+        let sql = "UPDATE reel_tape_requests SET state = 'queued', claimed_by = NULL, claim_epoch = NULL, updated_ms = $1 \
+                   WHERE state = 'claimed' AND NOT EXISTS (SELECT 1 FROM reel_leases l WHERE l.resource = reel_tape_requests.claimed_by \
+                   AND l.epoch = reel_tape_requests.claim_epoch AND l.holder IS NOT NULL AND l.expires_ms >= $1)";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(now).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(self.db.err("re-queueing orphaned claims"))
+    }
+
+    /// Queued read requests of a cartridge (to re-route when it is disabled or broken).
+    pub async fn queued_reads_of(&self, barcode: &str) -> Result<Vec<TapeRequest>> {
+        let sql = format!("SELECT {COLS} FROM reel_tape_requests WHERE state = 'queued' AND mode = 'read' AND barcode = $1 ORDER BY id");
+        crate::on_db!(&self.db, |p| {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(barcode).fetch_all(p).await.map_err(self.db.err("listing queued reads"))?;
+            rows.iter().map(|r| decode_request!(r)).collect::<std::result::Result<Vec<_>, _>>().map_err(self.db.err("listing queued reads"))
+        })
+    }
+
+    /// Send a queued read to another copy (another cartridge).
+    pub async fn reroute(&self, id: i64, barcode: &str, pool: Option<&str>, detail: &serde_json::Value) -> Result<bool> {
+        let sql = "UPDATE reel_tape_requests SET barcode = $2, pool = $3, detail = $4, updated_ms = $5 WHERE id = $1 AND state = 'queued' AND mode = 'read'";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(id).bind(barcode).bind(pool).bind(detail.to_string()).bind(now).execute(p).await.map(|r| r.rows_affected() == 1))
+            .map_err(self.db.err("re-routing a read"))
+    }
+
+    /// Fail a queued request with a reason (no other copy).
+    pub async fn fail_queued(&self, id: i64, reason: &str) -> Result<bool> {
+        let sql = "UPDATE reel_tape_requests SET state = 'failed', error = $2, updated_ms = $3 WHERE id = $1 AND state = 'queued'";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(id).bind(reason).bind(now).execute(p).await.map(|r| r.rows_affected() == 1))
+            .map_err(self.db.err("failing a queued request"))
+    }
+
+    /// Drop a job's queued requests (cancel).
+    pub async fn cancel_job(&self, job_id: &str) -> Result<u64> {
+        let sql = "UPDATE reel_tape_requests SET state = 'failed', error = 'cancelled', updated_ms = $2 WHERE job_id = $1 AND state = 'queued'";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(job_id).bind(now).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(self.db.err("cancelling a job's requests"))
+    }
+
+    /// Counts of a job's requests (its progress).
+    pub async fn counts(&self, job_id: &str) -> Result<JobRequestCounts> {
+        let sql = "SELECT CAST(COUNT(*) AS BIGINT) AS total, \
+                   CAST(COALESCE(SUM(CASE WHEN state = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS done, \
+                   CAST(COALESCE(SUM(CASE WHEN state = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT) AS failed, \
+                   CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS bytes_total, \
+                   CAST(COALESCE(SUM(CASE WHEN state = 'done' THEN bytes ELSE 0 END), 0) AS BIGINT) AS bytes_done \
+                   FROM reel_tape_requests WHERE job_id = $1";
+        crate::on_db!(&self.db, |p| {
+            let r = sqlx::query(sql).bind(job_id).fetch_one(p).await.map_err(self.db.err("counting a job's requests"))?;
+            let g = |c: &str| r.try_get::<i64, _>(c).map(|v| v as u64);
+            (|| -> std::result::Result<JobRequestCounts, sqlx::Error> {
+                Ok(JobRequestCounts { total: g("total")?, done: g("done")?, failed: g("failed")?, bytes_total: g("bytes_total")?, bytes_done: g("bytes_done")? })
+            })()
+            .map_err(self.db.err("counting a job's requests"))
+        })
+    }
+}
+
+impl From<&TapeRequest> for JobsError {
+    fn from(r: &TapeRequest) -> JobsError {
+        JobsError::Tape(format!("request {} ({}) failed: {}", r.id, r.object_key, r.error.clone().unwrap_or_default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::testdb;
+    use crate::job::{JobSpec, RecallJob, RecallSelection};
+    use crate::queue::lease::{LeaseManager, drive_resource};
+    use crate::queue::store::JobStore;
+    use std::collections::BTreeSet;
+
+    fn read_req(barcode: &str, key: &str, bytes: u64, prio: i32) -> NewTapeRequest {
+        NewTapeRequest {
+            target: MountTarget::Read { barcode: barcode.into() },
+            pool: Some("p1".into()),
+            object_key: key.into(),
+            bytes,
+            files: 1,
+            priority: prio,
+            detail: serde_json::json!({"block": 7}),
+        }
+    }
+
+    async fn job(store: &JobStore) -> String {
+        let spec = JobSpec::Recall(RecallJob { selection: RecallSelection::Prefix("x".into()), destination: "/tmp/d".into() });
+        store.insert(&spec, 50, 3).await.unwrap().id
+    }
+
+    /// 50 jobs × 4 reads over 5 cartridges: 5 summaries; one claim per cartridge takes the
+    /// requests of every job for it.
+    async fn batching(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        for j in 0..50u32 {
+            let id = job(&store).await;
+            let batch: Vec<_> = (0..4u32).map(|k| read_req(&format!("C{}", (j + k) % 5), &format!("k{j}-{k}"), 1000, 50)).collect();
+            reqs.add(&id, &batch).await.unwrap();
+        }
+        let sums = reqs.summaries().await.unwrap();
+        assert_eq!(sums.len(), 5);
+        assert!(sums.iter().all(|s| s.files == 40 && s.bytes == 40_000 && s.pool.as_deref() == Some("p1")));
+        let leases = LeaseManager::new(db.clone());
+        let fence = leases.acquire(&drive_resource("d0"), "w", Duration::from_secs(60)).await.unwrap();
+        let claimed = reqs.claim(&MountTarget::Read { barcode: "C0".into() }, &fence, ClaimLimit { max_files: 1000, max_bytes: u64::MAX }).await.unwrap();
+        assert_eq!(claimed.len(), 40);
+        let jobs: BTreeSet<_> = claimed.iter().map(|r| r.job_id.clone()).collect();
+        assert!(jobs.len() > 10, "one claim covers many jobs");
+        assert_eq!(reqs.summaries().await.unwrap().len(), 4);
+        // Byte cap: at most 3 more (3 × 1000 bytes), the first always taken.
+        let capped = reqs.claim(&MountTarget::Read { barcode: "C1".into() }, &fence, ClaimLimit { max_files: 1000, max_bytes: 2500 }).await.unwrap();
+        assert_eq!(capped.len(), 3);
+        // Complete under the fence; a stale fence cannot.
+        let ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
+        assert_eq!(reqs.complete(&ids, &fence).await.unwrap(), 40);
+        let c = reqs.counts(&claimed[0].job_id).await.unwrap();
+        assert!(c.done >= 1 && c.total == 4);
+        leases.heartbeat(&fence, Duration::ZERO).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let other = leases.acquire(&drive_resource("d0"), "w2", Duration::from_secs(60)).await.unwrap();
+        let capped_ids: Vec<i64> = capped.iter().map(|r| r.id).collect();
+        assert!(matches!(reqs.complete(&capped_ids, &fence).await, Err(JobsError::Fenced { .. })));
+        // The old holder's claims are orphaned: back in the queue.
+        assert_eq!(reqs.requeue_orphaned_claims().await.unwrap(), 3);
+        let again = reqs.claim(&MountTarget::Read { barcode: "C1".into() }, &other, ClaimLimit { max_files: 1000, max_bytes: u64::MAX }).await.unwrap();
+        assert_eq!(again.len(), 40);
+    }
+
+    #[tokio::test]
+    async fn batching_and_fenced_claims_sqlite() {
+        let t = testdb::sqlite().await;
+        batching(t.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn batching_and_fenced_claims_postgres() {
+        let Some(t) = testdb::postgres("batching_and_fenced_claims_postgres").await else { return };
+        batching(t.db.clone()).await;
+    }
+
+    /// Two claimers race on the same cartridge queue many times: no request is ever returned
+    /// to both, and together they take everything.
+    async fn concurrent_claims(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let id = job(&store).await;
+        let batch: Vec<_> = (0..200).map(|k| read_req("SHARED", &format!("k{k}"), 10, 50)).collect();
+        reqs.add(&id, &batch).await.unwrap();
+        let leases = LeaseManager::new(db.clone());
+        let f1 = leases.acquire(&drive_resource("d1"), "w1", Duration::from_secs(60)).await.unwrap();
+        let f2 = leases.acquire(&drive_resource("d2"), "w2", Duration::from_secs(60)).await.unwrap();
+        let target = MountTarget::Read { barcode: "SHARED".into() };
+        let limit = ClaimLimit { max_files: 7, max_bytes: u64::MAX };
+        let run = |fence: Fence| {
+            let reqs = reqs.clone();
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let b = reqs.claim(&target, &fence, limit).await.unwrap();
+                    if b.is_empty() {
+                        break;
+                    }
+                    got.extend(b.into_iter().map(|r| r.id));
+                    tokio::task::yield_now().await;
+                }
+                got
+            })
+        };
+        let (a, b) = (run(f1), run(f2));
+        let (a, b) = (a.await.unwrap(), b.await.unwrap());
+        let sa: BTreeSet<_> = a.iter().collect();
+        let sb: BTreeSet<_> = b.iter().collect();
+        assert_eq!(sa.len(), a.len(), "no duplicates within a claimer");
+        assert!(sa.is_disjoint(&sb), "a request was claimed twice");
+        assert_eq!(sa.len() + sb.len(), 200, "everything claimed exactly once");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_claims_never_overlap_sqlite() {
+        let t = testdb::sqlite().await;
+        concurrent_claims(t.db.clone()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_claims_never_overlap_postgres() {
+        let Some(t) = testdb::postgres("concurrent_claims_never_overlap_postgres").await else { return };
+        concurrent_claims(t.db.clone()).await;
+    }
+
+    async fn reroute_rules(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let id = job(&store).await;
+        reqs.add(&id, &[read_req("BROKEN", "a", 5, 50), read_req("BROKEN", "b", 5, 50)]).await.unwrap();
+        let q = reqs.queued_reads_of("BROKEN").await.unwrap();
+        assert_eq!(q.len(), 2);
+        assert!(reqs.reroute(q[0].id, "COPY2", Some("p2"), &serde_json::json!({"block": 9})).await.unwrap());
+        assert!(reqs.fail_queued(q[1].id, "no other copy").await.unwrap());
+        assert!(reqs.queued_reads_of("BROKEN").await.unwrap().is_empty());
+        let moved = reqs.queued_reads_of("COPY2").await.unwrap();
+        assert_eq!(moved[0].detail["block"], 9);
+        let c = reqs.counts(&id).await.unwrap();
+        assert_eq!((c.total, c.failed), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn reroute_sqlite() {
+        let t = testdb::sqlite().await;
+        reroute_rules(t.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn reroute_postgres() {
+        let Some(t) = testdb::postgres("reroute_postgres").await else { return };
+        reroute_rules(t.db.clone()).await;
+    }
+}

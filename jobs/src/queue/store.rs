@@ -1,0 +1,489 @@
+//! reel's job records: the mirror of every job with what apalis does not keep (progress,
+//! checkpoint, cancel request, persisted retry time, result).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::db::{Db, now_ms};
+use crate::error::{JobsError, Result};
+use crate::job::{JobKind, JobSpec, JobState};
+use crate::on_db;
+
+/// One job as reel records it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRecord {
+    /// Job id (UUID).
+    pub id: String,
+    /// Kind.
+    pub kind: JobKind,
+    /// What was asked.
+    pub spec: JobSpec,
+    /// State.
+    pub state: JobState,
+    /// Higher first.
+    pub priority: i32,
+    /// Attempts started so far.
+    pub attempts: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Not to be started before this time (unix ms): the persisted retry backoff.
+    pub not_before_ms: i64,
+    /// Worker running it (or that ran it last).
+    pub worker: Option<String>,
+    /// The apalis task carrying the current attempt.
+    pub apalis_task_id: Option<String>,
+    /// Progress.
+    pub progress: Progress,
+    /// Last checkpoint saved by the handler (resume point after a crash).
+    pub checkpoint: Option<serde_json::Value>,
+    /// A user asked to cancel; the handler stops at its next record boundary.
+    pub cancel_requested: bool,
+    /// Result of a finished job.
+    pub result: Option<serde_json::Value>,
+    /// Last error.
+    pub error: Option<String>,
+    /// Created (unix ms).
+    pub created_ms: i64,
+    /// Last change (unix ms).
+    pub updated_ms: i64,
+    /// When it reached a final state (unix ms).
+    pub finished_ms: Option<i64>,
+}
+
+/// Objects and bytes done out of the totals known so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Progress {
+    /// Objects finished.
+    pub objects_done: u64,
+    /// Objects in the job.
+    pub objects_total: u64,
+    /// Bytes finished.
+    pub bytes_done: u64,
+    /// Bytes in the job.
+    pub bytes_total: u64,
+}
+
+/// What happened when a worker tried to start an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartOutcome {
+    /// Run it; `resume` holds the checkpoint of an earlier, interrupted attempt.
+    Run {
+        /// The record after the start.
+        record: Box<JobRecord>,
+    },
+    /// A cancel was requested before the start; the job is now cancelled.
+    Cancelled,
+    /// Already final (a duplicate delivery); nothing to do.
+    AlreadyFinal(JobState),
+    /// The delivery is not the job's current apalis task (a duplicate push); ignore it.
+    Stale,
+    /// Its retry time has not come (a stale or early delivery).
+    NotYet {
+        /// When it may start.
+        not_before_ms: i64,
+    },
+}
+
+/// What happened to a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    /// Queued again, not before this time.
+    Retry {
+        /// Unix ms.
+        not_before_ms: i64,
+        /// The delay chosen.
+        delay: Duration,
+    },
+    /// Attempts exhausted or the error is permanent: failed for good.
+    Failed,
+    /// Cancel was requested meanwhile: cancelled.
+    Cancelled,
+}
+
+const COLUMNS: &str = "id, kind, spec, state, priority, attempts, max_attempts, not_before, worker, apalis_task_id, \
+    objects_done, objects_total, bytes_done, bytes_total, checkpoint, cancel_requested, result, error, \
+    created_ms, updated_ms, finished_ms";
+
+/// Access to the job records.
+#[derive(Clone, Debug)]
+pub struct JobStore {
+    db: Db,
+}
+
+fn decode<R: Row>(row: &R) -> std::result::Result<JobRecord, JobsError>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<i64>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    let get_err = |e: sqlx::Error| JobsError::Database { backend: "sql", doing: "decoding a job row".into(), source: e };
+    let id: String = row.try_get("id").map_err(get_err)?;
+    let bad = |what: String| JobsError::BadJobState { id: id.clone(), state: what, hint: "the row was edited by hand; fix or delete it".into() };
+    let kind: String = row.try_get("kind").map_err(get_err)?;
+    let state: String = row.try_get("state").map_err(get_err)?;
+    let spec: String = row.try_get("spec").map_err(get_err)?;
+    let json = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
+    Ok(JobRecord {
+        kind: kind.parse().map_err(bad)?,
+        state: state.parse().map_err(bad)?,
+        spec: serde_json::from_str(&spec).map_err(|source| JobsError::Payload { id: id.clone(), source })?,
+        priority: row.try_get::<i64, _>("priority").map_err(get_err)? as i32,
+        attempts: row.try_get::<i64, _>("attempts").map_err(get_err)? as u32,
+        max_attempts: row.try_get::<i64, _>("max_attempts").map_err(get_err)? as u32,
+        not_before_ms: row.try_get("not_before").map_err(get_err)?,
+        worker: row.try_get("worker").map_err(get_err)?,
+        apalis_task_id: row.try_get("apalis_task_id").map_err(get_err)?,
+        progress: Progress {
+            objects_done: row.try_get::<i64, _>("objects_done").map_err(get_err)? as u64,
+            objects_total: row.try_get::<i64, _>("objects_total").map_err(get_err)? as u64,
+            bytes_done: row.try_get::<i64, _>("bytes_done").map_err(get_err)? as u64,
+            bytes_total: row.try_get::<i64, _>("bytes_total").map_err(get_err)? as u64,
+        },
+        checkpoint: json(row.try_get("checkpoint").map_err(get_err)?),
+        cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(get_err)? != 0,
+        result: json(row.try_get("result").map_err(get_err)?),
+        error: row.try_get("error").map_err(get_err)?,
+        created_ms: row.try_get("created_ms").map_err(get_err)?,
+        updated_ms: row.try_get("updated_ms").map_err(get_err)?,
+        finished_ms: row.try_get("finished_ms").map_err(get_err)?,
+        id,
+    })
+}
+
+impl JobStore {
+    /// Records on this database.
+    pub fn new(db: Db) -> JobStore {
+        JobStore { db }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Record a new queued job.
+    pub async fn insert(&self, spec: &JobSpec, priority: i32, max_attempts: u32) -> Result<JobRecord> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let now = now_ms();
+        let spec_json = serde_json::to_string(spec).map_err(|source| JobsError::Payload { id: id.clone(), source })?;
+        let sql = "INSERT INTO reel_jobs (id, kind, spec, state, priority, attempts, max_attempts, not_before, created_ms, updated_ms) \
+                   VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $6, $6)";
+        on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(&id)
+            .bind(spec.kind().as_str())
+            .bind(&spec_json)
+            .bind(priority as i64)
+            .bind(max_attempts as i64)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|_| ()))
+        .map_err(self.db.err("recording a new job"))?;
+        self.get(&id).await?.ok_or(JobsError::NoSuchJob(id))
+    }
+
+    /// One job.
+    pub async fn get(&self, id: &str) -> Result<Option<JobRecord>> {
+        let sql = format!("SELECT {COLUMNS} FROM reel_jobs WHERE id = $1");
+        on_db!(&self.db, |p| {
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql.clone())).bind(id).fetch_optional(p).await.map_err(self.db.err("reading a job"))?;
+            row.as_ref().map(decode).transpose()
+        })
+    }
+
+    /// One job, or [`JobsError::NoSuchJob`].
+    pub async fn require(&self, id: &str) -> Result<JobRecord> {
+        self.get(id).await?.ok_or_else(|| JobsError::NoSuchJob(id.to_string()))
+    }
+
+    /// Jobs, newest first, optionally of one state.
+    pub async fn list(&self, state: Option<JobState>, limit: u32) -> Result<Vec<JobRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM reel_jobs WHERE ($1 = '' OR state = $1) ORDER BY created_ms DESC, id LIMIT $2"
+        );
+        let st = state.map(|s| s.as_str()).unwrap_or("");
+        on_db!(&self.db, |p| {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(st)
+                .bind(limit as i64)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("listing jobs"))?;
+            rows.iter().map(decode).collect()
+        })
+    }
+
+    /// Link the apalis task carrying the job's next attempt, if none is linked yet.
+    /// Returns false when another push won (the caller's ticket is then stale and ignored).
+    pub async fn link_apalis_task(&self, id: &str, task_id: &str) -> Result<bool> {
+        let n = self
+            .exec(
+                "linking the apalis task",
+                "UPDATE reel_jobs SET apalis_task_id = $2, updated_ms = $3 WHERE id = $1 AND apalis_task_id IS NULL",
+                id,
+                |q| q.bind_str(task_id).bind_i64(now_ms()),
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Forget the linked apalis task (it was consumed without running the job), so that
+    /// [`crate::queue::JobQueue::reconcile`] pushes a new one.
+    pub async fn unlink_apalis_task(&self, id: &str, task_id: &str) -> Result<()> {
+        self.exec(
+            "unlinking the apalis task",
+            "UPDATE reel_jobs SET apalis_task_id = NULL, updated_ms = $3 WHERE id = $1 AND apalis_task_id = $2 AND state = 'queued'",
+            id,
+            |q| q.bind_str(task_id).bind_i64(now_ms()),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Start an attempt on `worker`: atomically checks cancel, final state and retry time.
+    /// `task_id` is the apalis task delivering it: a delivery of any other task is stale.
+    pub async fn start(&self, id: &str, worker: &str, task_id: &str) -> Result<StartOutcome> {
+        let now = now_ms();
+        // Cancel requested before start: cancel now.
+        let n = self
+            .exec(
+                "cancelling before start",
+                "UPDATE reel_jobs SET state = 'cancelled', finished_ms = $2, updated_ms = $2 \
+                 WHERE id = $1 AND cancel_requested <> 0 AND state IN ('queued','running')",
+                id,
+                |q| q.bind_i64(now),
+            )
+            .await?;
+        if n == 1 {
+            return Ok(StartOutcome::Cancelled);
+        }
+        let n = self
+            .exec(
+                "starting a job",
+                "UPDATE reel_jobs SET state = 'running', attempts = attempts + 1, worker = $2, updated_ms = $3 \
+                 WHERE id = $1 AND state IN ('queued','running') AND not_before <= $3 AND apalis_task_id = $4",
+                id,
+                |q| q.bind_str(worker).bind_i64(now).bind_str(task_id),
+            )
+            .await?;
+        let record = self.require(id).await?;
+        if n == 1 {
+            return Ok(StartOutcome::Run { record: Box::new(record) });
+        }
+        if record.state.is_final() {
+            Ok(StartOutcome::AlreadyFinal(record.state))
+        } else if record.apalis_task_id.as_deref() != Some(task_id) {
+            Ok(StartOutcome::Stale)
+        } else {
+            Ok(StartOutcome::NotYet { not_before_ms: record.not_before_ms })
+        }
+    }
+
+    /// Record progress (totals may grow as the job learns its size).
+    pub async fn set_progress(&self, id: &str, p: Progress) -> Result<()> {
+        let sql = "UPDATE reel_jobs SET objects_done = $2, objects_total = $3, bytes_done = $4, bytes_total = $5, updated_ms = $6 WHERE id = $1";
+        on_db!(&self.db, |pool| sqlx::query(sql)
+            .bind(id)
+            .bind(p.objects_done as i64)
+            .bind(p.objects_total as i64)
+            .bind(p.bytes_done as i64)
+            .bind(p.bytes_total as i64)
+            .bind(now_ms())
+            .execute(pool)
+            .await
+            .map(|_| ()))
+        .map_err(self.db.err("recording progress"))
+    }
+
+    /// Save a checkpoint: where to resume after a crash.
+    pub async fn set_checkpoint(&self, id: &str, checkpoint: &serde_json::Value) -> Result<()> {
+        let text = checkpoint.to_string();
+        self.exec("saving a checkpoint", "UPDATE reel_jobs SET checkpoint = $2, updated_ms = $3 WHERE id = $1", id, |q| q.bind_str(&text).bind_i64(now_ms()))
+            .await
+            .map(|_| ())
+    }
+
+    /// True when a user asked to cancel.
+    pub async fn cancel_requested(&self, id: &str) -> Result<bool> {
+        Ok(self.require(id).await?.cancel_requested)
+    }
+
+    /// Finish successfully.
+    pub async fn finish(&self, id: &str, result: &serde_json::Value) -> Result<()> {
+        let text = result.to_string();
+        let now = now_ms();
+        self.exec(
+            "finishing a job",
+            "UPDATE reel_jobs SET state = 'done', result = $2, error = NULL, finished_ms = $3, updated_ms = $3 WHERE id = $1 AND state = 'running'",
+            id,
+            |q| q.bind_str(&text).bind_i64(now),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Mark a running job cancelled (the handler saw the request and stopped).
+    pub async fn mark_cancelled(&self, id: &str) -> Result<()> {
+        let now = now_ms();
+        self.exec(
+            "cancelling a job",
+            "UPDATE reel_jobs SET state = 'cancelled', finished_ms = $2, updated_ms = $2 WHERE id = $1 AND state IN ('queued','running')",
+            id,
+            |q| q.bind_i64(now),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// A failed attempt: queue again after `delay` if attempts remain and `retryable`, else fail.
+    pub async fn fail_attempt(&self, id: &str, error: &str, retryable: bool, delay: Duration) -> Result<FailOutcome> {
+        let rec = self.require(id).await?;
+        let now = now_ms();
+        if rec.cancel_requested {
+            self.mark_cancelled(id).await?;
+            return Ok(FailOutcome::Cancelled);
+        }
+        if retryable && rec.attempts < rec.max_attempts {
+            let not_before_ms = now + delay.as_millis() as i64;
+            self.exec(
+                "scheduling a retry",
+                "UPDATE reel_jobs SET state = 'queued', error = $2, not_before = $3, apalis_task_id = NULL, updated_ms = $4 WHERE id = $1 AND state = 'running'",
+                id,
+                |q| q.bind_str(error).bind_i64(not_before_ms).bind_i64(now),
+            )
+            .await?;
+            Ok(FailOutcome::Retry { not_before_ms, delay })
+        } else {
+            self.exec(
+                "failing a job",
+                "UPDATE reel_jobs SET state = 'failed', error = $2, finished_ms = $3, updated_ms = $3 WHERE id = $1 AND state = 'running'",
+                id,
+                |q| q.bind_str(error).bind_i64(now),
+            )
+            .await?;
+            Ok(FailOutcome::Failed)
+        }
+    }
+
+    /// A running attempt interrupted by shutdown: queued again at once, keeping its checkpoint.
+    /// The attempt does not count against `max_attempts`.
+    pub async fn requeue_interrupted(&self, id: &str) -> Result<()> {
+        let now = now_ms();
+        self.exec(
+            "re-queueing an interrupted job",
+            "UPDATE reel_jobs SET state = 'queued', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, \
+             not_before = $2, apalis_task_id = NULL, updated_ms = $2 WHERE id = $1 AND state = 'running'",
+            id,
+            |q| q.bind_i64(now),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Ask to cancel. A queued job is cancelled at once; a running one at its next record boundary.
+    pub async fn request_cancel(&self, id: &str) -> Result<JobRecord> {
+        let rec = self.require(id).await?;
+        if rec.state.is_final() {
+            return Err(JobsError::BadJobState {
+                id: id.into(),
+                state: rec.state.to_string(),
+                hint: "it already finished; nothing to cancel".into(),
+            });
+        }
+        let now = now_ms();
+        self.exec(
+            "requesting cancel",
+            "UPDATE reel_jobs SET cancel_requested = 1, updated_ms = $2, \
+             state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, \
+             finished_ms = CASE WHEN state = 'queued' THEN $2 ELSE finished_ms END \
+             WHERE id = $1",
+            id,
+            |q| q.bind_i64(now),
+        )
+        .await?;
+        self.require(id).await
+    }
+
+    /// Put a failed or cancelled job back in the queue with fresh attempts.
+    pub async fn retry(&self, id: &str) -> Result<JobRecord> {
+        let now = now_ms();
+        let n = self
+            .exec(
+                "re-queueing a job",
+                "UPDATE reel_jobs SET state = 'queued', attempts = 0, cancel_requested = 0, not_before = $2, \
+                 apalis_task_id = NULL, finished_ms = NULL, updated_ms = $2 WHERE id = $1 AND state IN ('failed','cancelled')",
+                id,
+                |q| q.bind_i64(now),
+            )
+            .await?;
+        let rec = self.require(id).await?;
+        if n == 0 {
+            return Err(JobsError::BadJobState {
+                id: id.into(),
+                state: rec.state.to_string(),
+                hint: "only failed or cancelled jobs can be retried".into(),
+            });
+        }
+        Ok(rec)
+    }
+
+    /// Queued jobs with no apalis task (a crash between recording and pushing): to re-push.
+    pub async fn unpushed(&self) -> Result<Vec<JobRecord>> {
+        let sql = format!("SELECT {COLUMNS} FROM reel_jobs WHERE state = 'queued' AND apalis_task_id IS NULL ORDER BY created_ms");
+        on_db!(&self.db, |p| {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql.clone())).fetch_all(p).await.map_err(self.db.err("finding unpushed jobs"))?;
+            rows.iter().map(decode).collect()
+        })
+    }
+
+    /// Delete final jobs (and their tape requests) that finished before `now - retention`.
+    pub async fn prune(&self, retention: Duration) -> Result<u64> {
+        let cutoff = now_ms() - retention.as_millis() as i64;
+        let del_requests = "DELETE FROM reel_tape_requests WHERE job_id IN \
+             (SELECT id FROM reel_jobs WHERE state IN ('done','failed','cancelled') AND finished_ms < $1)";
+        let del_jobs = "DELETE FROM reel_jobs WHERE state IN ('done','failed','cancelled') AND finished_ms < $1";
+        on_db!(&self.db, |p| {
+            let mut tx = p.begin().await.map_err(self.db.err("pruning jobs"))?;
+            sqlx::query(del_requests).bind(cutoff).execute(&mut *tx).await.map_err(self.db.err("pruning tape requests"))?;
+            let n = sqlx::query(del_jobs).bind(cutoff).execute(&mut *tx).await.map_err(self.db.err("pruning jobs"))?.rows_affected();
+            tx.commit().await.map_err(self.db.err("pruning jobs"))?;
+            Ok(n)
+        })
+    }
+
+    async fn exec(&self, doing: &str, sql: &'static str, id: &str, bind: impl FnOnce(Binds) -> Binds) -> Result<u64> {
+        let binds = bind(Binds::default());
+        on_db!(&self.db, |p| {
+            let mut q = sqlx::query(sql).bind(id);
+            for b in &binds.0 {
+                q = match b {
+                    Bind::I64(v) => q.bind(*v),
+                    Bind::Str(s) => q.bind(s.clone()),
+                };
+            }
+            q.execute(p).await.map(|r| r.rows_affected()).map_err(self.db.err(doing))
+        })
+    }
+}
+
+/// Extra bind values after the id ($2, $3, …).
+#[derive(Default)]
+struct Binds(Vec<Bind>);
+enum Bind {
+    I64(i64),
+    Str(String),
+}
+impl Binds {
+    fn bind_i64(mut self, v: i64) -> Self {
+        self.0.push(Bind::I64(v));
+        self
+    }
+    fn bind_str(mut self, v: &str) -> Self {
+        self.0.push(Bind::Str(v.to_string()));
+        self
+    }
+}

@@ -1,0 +1,521 @@
+//! The mount decision: which drive mounts which cartridge (reads) or writes to which pool, as a
+//! pure function over queue summaries and drive states. Follows CTA's model
+//! (`Scheduler::sortAndGetTapesForMountInfo`, research anchors-tape.md §1.2) and adds what CTA
+//! lacks: a mounted cartridge stays while it has work (no remount thrashing), a minimum mount
+//! time before a busy drive is pre-empted, and a per-group cap for reads and writes separately.
+//!
+//! Recalls from many jobs are batched per cartridge: a summary is one cartridge's whole read
+//! queue, whatever the jobs, and one mount serves every request queued for it.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::SchedulerConfig;
+
+/// Read or write; one mount never mixes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MountMode {
+    /// Recall or verify.
+    Read,
+    /// Archive.
+    Write,
+}
+
+/// What a queue is for: one cartridge's reads, or one pool's writes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum MountTarget {
+    /// Read from this cartridge.
+    Read {
+        /// Barcode.
+        barcode: String,
+    },
+    /// Write to some cartridge of this pool.
+    Write {
+        /// Pool name.
+        pool: String,
+    },
+}
+
+impl MountTarget {
+    /// Read or write.
+    pub fn mode(&self) -> MountMode {
+        match self {
+            MountTarget::Read { .. } => MountMode::Read,
+            MountTarget::Write { .. } => MountMode::Write,
+        }
+    }
+}
+
+/// The queued work for one target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueSummary {
+    /// The cartridge (reads) or pool (writes).
+    pub target: MountTarget,
+    /// The pool the target belongs to (for reads: the cartridge's pool), to find its group.
+    pub pool: Option<String>,
+    /// Bytes queued.
+    pub bytes: u64,
+    /// Files (requests) queued.
+    pub files: u64,
+    /// Age of the oldest queued request.
+    pub oldest_age: Duration,
+    /// Highest priority queued.
+    pub priority: i32,
+}
+
+/// What a drive holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mounted {
+    /// Cartridge in the drive.
+    pub barcode: String,
+    /// What the mount is for.
+    pub target: MountTarget,
+    /// How long it has been mounted.
+    pub mounted_for: Duration,
+}
+
+/// One drive as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DriveState {
+    /// Drive name.
+    pub name: String,
+    /// What it holds, if anything.
+    pub mounted: Option<Mounted>,
+    /// Out of service (broken, leased by another host): never assigned.
+    pub unavailable: bool,
+}
+
+/// What one drive should do next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum Decision {
+    /// Keep the mounted cartridge and serve its queue.
+    Stay {
+        /// Drive.
+        drive: String,
+        /// The queue it keeps serving.
+        target: MountTarget,
+    },
+    /// (Unmount what is there, then) mount for this target.
+    Mount {
+        /// Drive.
+        drive: String,
+        /// What to mount for.
+        target: MountTarget,
+        /// Why (`threshold`, `age`).
+        reason: &'static str,
+    },
+    /// Unmount and stay empty.
+    Unmount {
+        /// Drive.
+        drive: String,
+    },
+    /// Nothing to do.
+    Idle {
+        /// Drive.
+        drive: String,
+    },
+}
+
+impl Decision {
+    /// The drive concerned.
+    pub fn drive(&self) -> &str {
+        match self {
+            Decision::Stay { drive, .. }
+            | Decision::Mount { drive, .. }
+            | Decision::Unmount { drive }
+            | Decision::Idle { drive } => drive,
+        }
+    }
+}
+
+/// The thresholds and caps, from `[scheduler]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Bytes that justify a mount.
+    pub min_bytes: u64,
+    /// Files that justify a mount.
+    pub min_files: u64,
+    /// Age that justifies a mount whatever the size.
+    pub max_age: Duration,
+    /// A busy drive is not pre-empted, and an idle mounted drive not unloaded, before this.
+    pub min_mount: Duration,
+    /// pool → group name.
+    pub group_of_pool: BTreeMap<String, String>,
+    /// group → (max read drives, max write drives); 0 = no cap.
+    pub caps: BTreeMap<String, (u32, u32)>,
+}
+
+impl Policy {
+    /// From the `[scheduler]` section.
+    pub fn from_config(c: &SchedulerConfig) -> Policy {
+        let mut group_of_pool = BTreeMap::new();
+        let mut caps = BTreeMap::new();
+        for (name, g) in &c.groups {
+            for p in &g.pools {
+                group_of_pool.insert(p.clone(), name.clone());
+            }
+            caps.insert(name.clone(), (g.max_read_drives, g.max_write_drives));
+        }
+        Policy {
+            min_bytes: c.min_bytes,
+            min_files: c.min_files,
+            max_age: Duration::from_secs(c.max_age_seconds),
+            min_mount: Duration::from_secs(c.min_mount_seconds),
+            group_of_pool,
+            caps,
+        }
+    }
+
+    fn group(&self, pool: Option<&String>) -> Option<&String> {
+        pool.and_then(|p| self.group_of_pool.get(p))
+    }
+
+    fn cap(&self, group: &str, mode: MountMode) -> u32 {
+        self.caps.get(group).map(|&(r, w)| if mode == MountMode::Read { r } else { w }).unwrap_or(0)
+    }
+}
+
+/// Why a queue deserves a mount now, given `existing` mounts already serving it (CTA's rule).
+pub fn worth_mounting(p: &Policy, q: &QueueSummary, existing: u64) -> Option<&'static str> {
+    if q.files == 0 {
+        return None;
+    }
+    if q.bytes / (1 + existing) >= p.min_bytes || q.files / (1 + existing) >= p.min_files {
+        Some("threshold")
+    } else if existing == 0 && q.oldest_age >= p.max_age {
+        Some("age")
+    } else {
+        None
+    }
+}
+
+fn order(a: &QueueSummary, b: &QueueSummary) -> Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then(b.oldest_age.cmp(&a.oldest_age))
+        .then(b.bytes.cmp(&a.bytes))
+        .then(a.target.cmp(&b.target))
+}
+
+/// Decide, for every drive, what it does next. Deterministic for equal inputs.
+///
+/// 1. A mounted drive whose queue still has work stays (a read cartridge keeps all its
+///    requests, from every job) unless a queue of strictly higher priority has no other
+///    drive and this mount is older than `min_mount`.
+/// 2. Remaining worthy queues, by priority, then age, then size, go to free drives (empty
+///    first, then mounted ones with no work), respecting per-group caps; a cartridge is in
+///    one drive at most; a pool may get several drives (thresholds divide by its mounts).
+/// 3. A drive with nothing to do unloads once it has been mounted `min_mount`, else waits.
+pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec<Decision> {
+    let by_target: BTreeMap<&MountTarget, &QueueSummary> = queues.iter().map(|q| (&q.target, q)).collect();
+    let mut decided: BTreeMap<String, Decision> = BTreeMap::new();
+    let mut mounts_of: BTreeMap<MountTarget, u64> = BTreeMap::new();
+    let mut group_use: BTreeMap<(String, MountMode), u32> = BTreeMap::new();
+    let mut in_drives: BTreeSet<String> = BTreeSet::new();
+    let count = |group_use: &mut BTreeMap<(String, MountMode), u32>, pool: Option<&String>, mode: MountMode| {
+        if let Some(g) = p.group(pool) {
+            *group_use.entry((g.clone(), mode)).or_default() += 1;
+        }
+    };
+
+    // Cartridges already in a drive cannot be mounted elsewhere.
+    for d in drives {
+        if let Some(m) = &d.mounted {
+            in_drives.insert(m.barcode.clone());
+        }
+    }
+
+    // 1. Stay where there is work.
+    for d in drives.iter().filter(|d| !d.unavailable) {
+        if let Some(m) = &d.mounted
+            && let Some(q) = by_target.get(&m.target)
+            && q.files > 0
+        {
+            decided.insert(d.name.clone(), Decision::Stay { drive: d.name.clone(), target: m.target.clone() });
+            *mounts_of.entry(m.target.clone()).or_default() += 1;
+            count(&mut group_use, q.pool.as_ref(), m.target.mode());
+        }
+    }
+
+    // 2. Candidates not yet served (or writes that may take one more drive).
+    let mut candidates: Vec<&QueueSummary> = queues
+        .iter()
+        .filter(|q| match &q.target {
+            MountTarget::Read { barcode } => !in_drives.contains(barcode) && !mounts_of.contains_key(&q.target),
+            MountTarget::Write { .. } => true,
+        })
+        .collect();
+    candidates.sort_by(|a, b| order(a, b));
+
+    let mut free: Vec<&DriveState> = drives
+        .iter()
+        .filter(|d| !d.unavailable && !decided.contains_key(&d.name))
+        .collect();
+    // Empty drives first, then mounted ones (longest mounted first), then by name.
+    free.sort_by(|a, b| {
+        let age = |d: &DriveState| d.mounted.as_ref().map(|m| m.mounted_for);
+        a.mounted.is_some()
+            .cmp(&b.mounted.is_some())
+            .then(age(b).cmp(&age(a)))
+            .then(a.name.cmp(&b.name))
+    });
+
+    for q in candidates {
+        let existing = mounts_of.get(&q.target).copied().unwrap_or(0);
+        let Some(reason) = worth_mounting(p, q, existing) else { continue };
+        let mode = q.target.mode();
+        if let Some(g) = p.group(q.pool.as_ref()) {
+            let cap = p.cap(g, mode);
+            if cap > 0 && group_use.get(&(g.clone(), mode)).copied().unwrap_or(0) >= cap {
+                continue;
+            }
+        }
+        // A free drive; failing that, pre-empt a busy one of lower priority mounted long enough.
+        let pick = free.iter().position(|d| match &d.mounted {
+            None => true,
+            Some(m) => m.mounted_for >= p.min_mount || !by_target.contains_key(&m.target),
+        });
+        let drive = match pick {
+            Some(i) => free.remove(i).name.clone(),
+            None => {
+                let victim = decided.iter().find_map(|(name, dec)| {
+                    let Decision::Stay { target, .. } = dec else { return None };
+                    let cur = by_target.get(target)?;
+                    let d = drives.iter().find(|d| &d.name == name)?;
+                    let m = d.mounted.as_ref()?;
+                    (cur.priority < q.priority && m.mounted_for >= p.min_mount).then(|| name.clone())
+                });
+                match victim {
+                    Some(v) => v,
+                    None => continue,
+                }
+            }
+        };
+        // Mounting the very target already in this drive would be a remount: keep it instead.
+        let already = drives
+            .iter()
+            .find(|d| d.name == drive)
+            .and_then(|d| d.mounted.as_ref())
+            .is_some_and(|m| m.target == q.target);
+        let dec = if already {
+            Decision::Stay { drive: drive.clone(), target: q.target.clone() }
+        } else {
+            Decision::Mount { drive: drive.clone(), target: q.target.clone(), reason }
+        };
+        decided.insert(drive, dec);
+        *mounts_of.entry(q.target.clone()).or_default() += 1;
+        count(&mut group_use, q.pool.as_ref(), mode);
+    }
+
+    // 3. Everyone else.
+    drives
+        .iter()
+        .map(|d| {
+            decided.remove(&d.name).unwrap_or_else(|| match &d.mounted {
+                Some(m) if !d.unavailable && m.mounted_for >= p.min_mount => Decision::Unmount { drive: d.name.clone() },
+                _ => Decision::Idle { drive: d.name.clone() },
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy {
+            min_bytes: 1_000_000,
+            min_files: 100,
+            max_age: Duration::from_secs(600),
+            min_mount: Duration::from_secs(300),
+            group_of_pool: BTreeMap::new(),
+            caps: BTreeMap::new(),
+        }
+    }
+
+    fn read(barcode: &str, bytes: u64, files: u64, age_s: u64, prio: i32) -> QueueSummary {
+        QueueSummary {
+            target: MountTarget::Read { barcode: barcode.into() },
+            pool: Some("p".into()),
+            bytes,
+            files,
+            oldest_age: Duration::from_secs(age_s),
+            priority: prio,
+        }
+    }
+
+    fn write(pool: &str, bytes: u64, files: u64, age_s: u64, prio: i32) -> QueueSummary {
+        QueueSummary {
+            target: MountTarget::Write { pool: pool.into() },
+            pool: Some(pool.into()),
+            bytes,
+            files,
+            oldest_age: Duration::from_secs(age_s),
+            priority: prio,
+        }
+    }
+
+    fn empty(name: &str) -> DriveState {
+        DriveState { name: name.into(), mounted: None, unavailable: false }
+    }
+
+    fn holding(name: &str, target: MountTarget, secs: u64) -> DriveState {
+        let barcode = match &target {
+            MountTarget::Read { barcode } => barcode.clone(),
+            MountTarget::Write { pool } => format!("W-{pool}"),
+        };
+        DriveState { name: name.into(), mounted: Some(Mounted { barcode, target, mounted_for: Duration::from_secs(secs) }), unavailable: false }
+    }
+
+    /// 50 jobs, each recalling 4 objects spread over 5 cartridges, 2 drives: the queue is
+    /// summarised per cartridge, each mount drains that cartridge's whole queue, so at most
+    /// 5 mounts happen in total (SIMULATED rounds, no tape).
+    #[test]
+    fn fifty_jobs_five_cartridges_at_most_five_mounts() {
+        let p = policy();
+        // Per-request rows as the requests table would hold them: (job, cartridge, bytes).
+        let mut rows: Vec<(u32, String, u64)> = Vec::new();
+        for job in 0..50u32 {
+            for k in 0..4u32 {
+                rows.push((job, format!("C{:05}", (job * 7 + k * 3) % 5), 10_000_000));
+            }
+        }
+        let mut drives = vec![empty("d0"), empty("d1")];
+        let mut mounts = 0;
+        let mut rounds = 0;
+        while !rows.is_empty() {
+            rounds += 1;
+            assert!(rounds < 50, "no progress");
+            let mut sums: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+            for (_, c, b) in &rows {
+                let e = sums.entry(c.clone()).or_default();
+                e.0 += b;
+                e.1 += 1;
+            }
+            let queues: Vec<_> = sums.iter().map(|(c, (b, f))| read(c, *b, *f, 1, 50)).collect();
+            assert!(queues.len() <= 5, "one summary per cartridge, whatever the number of jobs");
+            let decisions = decide(&p, &queues, &drives);
+            for d in decisions {
+                match d {
+                    Decision::Mount { drive, target: MountTarget::Read { barcode }, .. } => {
+                        mounts += 1;
+                        // One mount serves every request for that cartridge, from all jobs.
+                        rows.retain(|(_, c, _)| c != &barcode);
+                        let i = drives.iter().position(|x| x.name == drive).unwrap();
+                        drives[i] = holding(&drive, MountTarget::Read { barcode }, 0);
+                    }
+                    Decision::Stay { target: MountTarget::Read { barcode }, .. } => {
+                        rows.retain(|(_, c, _)| c != &barcode);
+                    }
+                    Decision::Unmount { drive } | Decision::Idle { drive } => {
+                        // Model time passing: drives that finished become old enough to unload.
+                        let i = drives.iter().position(|x| x.name == drive).unwrap();
+                        if let Some(m) = drives[i].mounted.as_mut() {
+                            m.mounted_for += Duration::from_secs(600);
+                        }
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+        assert_eq!(mounts, 5, "each cartridge mounted exactly once");
+    }
+
+    #[test]
+    fn higher_priority_wins_the_only_drive() {
+        let p = policy();
+        let q = vec![read("LOW", 10_000_000, 500, 900, 10), read("HIGH", 2_000_000, 200, 5, 90)];
+        let d = decide(&p, &q, &[empty("d0")]);
+        assert!(matches!(&d[0], Decision::Mount { target: MountTarget::Read { barcode }, .. } if barcode == "HIGH"), "{d:?}");
+    }
+
+    #[test]
+    fn old_small_request_beats_threshold_by_age() {
+        let p = policy();
+        // Below both thresholds, but older than max_age: mounted for age.
+        let q = vec![read("SMALL", 10, 1, 601, 50)];
+        let d = decide(&p, &q, &[empty("d0")]);
+        assert_eq!(d[0], Decision::Mount { drive: "d0".into(), target: MountTarget::Read { barcode: "SMALL".into() }, reason: "age" });
+        // Young and small: waits.
+        let q = vec![read("SMALL", 10, 1, 5, 50)];
+        assert_eq!(decide(&p, &q, &[empty("d0")])[0], Decision::Idle { drive: "d0".into() });
+    }
+
+    #[test]
+    fn mounted_cartridge_with_work_stays_no_thrash() {
+        let p = policy();
+        let q = vec![read("A", 10_000_000, 200, 5, 50), read("B", 50_000_000, 900, 900, 50)];
+        // d0 holds A (10 s, below min mount): A still has work, so d0 stays even though B is bigger.
+        let d = decide(&p, &q, &[holding("d0", MountTarget::Read { barcode: "A".into() }, 10)]);
+        assert_eq!(d[0], Decision::Stay { drive: "d0".into(), target: MountTarget::Read { barcode: "A".into() } });
+    }
+
+    #[test]
+    fn preemption_only_for_higher_priority_after_min_mount() {
+        let p = policy();
+        let q = vec![read("A", 10_000_000, 200, 5, 10), read("URGENT", 10_000_000, 200, 5, 90)];
+        let young = decide(&p, &q, &[holding("d0", MountTarget::Read { barcode: "A".into() }, 10)]);
+        assert!(matches!(young[0], Decision::Stay { .. }), "{young:?}");
+        let old = decide(&p, &q, &[holding("d0", MountTarget::Read { barcode: "A".into() }, 301)]);
+        assert!(matches!(&old[0], Decision::Mount { target: MountTarget::Read { barcode }, .. } if barcode == "URGENT"), "{old:?}");
+    }
+
+    #[test]
+    fn idle_mounted_drive_waits_for_min_mount_then_unloads() {
+        let p = policy();
+        let t = MountTarget::Read { barcode: "A".into() };
+        assert_eq!(decide(&p, &[], &[holding("d0", t.clone(), 10)])[0], Decision::Idle { drive: "d0".into() });
+        assert_eq!(decide(&p, &[], &[holding("d0", t, 400)])[0], Decision::Unmount { drive: "d0".into() });
+    }
+
+    #[test]
+    fn reads_and_writes_never_share_a_mount() {
+        let p = policy();
+        // d0 writes pool P; a read queue for a cartridge of P appears: it needs another drive.
+        let q = vec![write("P", 5_000_000, 200, 5, 50), read("R1", 5_000_000, 200, 5, 50)];
+        let d = decide(&p, &q, &[holding("d0", MountTarget::Write { pool: "P".into() }, 10), empty("d1")]);
+        assert_eq!(d[0], Decision::Stay { drive: "d0".into(), target: MountTarget::Write { pool: "P".into() } });
+        assert!(matches!(&d[1], Decision::Mount { target: MountTarget::Read { .. }, .. }), "{d:?}");
+    }
+
+    #[test]
+    fn group_caps_limit_drives_per_mode() {
+        let mut p = policy();
+        p.group_of_pool.insert("p".into(), "vo".into());
+        p.caps.insert("vo".into(), (1, 0));
+        let q = vec![read("A", 5_000_000, 200, 5, 50), read("B", 5_000_000, 200, 5, 50)];
+        let d = decide(&p, &q, &[empty("d0"), empty("d1")]);
+        let mounts = d.iter().filter(|d| matches!(d, Decision::Mount { .. })).count();
+        assert_eq!(mounts, 1, "read cap 1 for the group: {d:?}");
+    }
+
+    #[test]
+    fn write_pool_takes_a_second_drive_only_when_twice_the_threshold() {
+        let p = policy();
+        let one = vec![write("P", 1_500_000, 150, 5, 50)];
+        let d = decide(&p, &one, &[empty("d0"), empty("d1")]);
+        assert_eq!(d.iter().filter(|d| matches!(d, Decision::Mount { .. })).count(), 1, "{d:?}");
+        let big = vec![write("P", 2_500_000, 250, 5, 50)];
+        let d = decide(&p, &big, &[empty("d0"), empty("d1")]);
+        // Candidates are considered once per round; the second drive follows next round.
+        let d2 = decide(&p, &big, &[holding("d0", MountTarget::Write { pool: "P".into() }, 0), empty("d1")]);
+        assert_eq!(d.iter().filter(|d| matches!(d, Decision::Mount { .. })).count(), 1);
+        assert!(matches!(&d2[1], Decision::Mount { target: MountTarget::Write { .. }, .. }), "{d2:?}");
+    }
+
+    #[test]
+    fn unavailable_drives_are_never_used() {
+        let p = policy();
+        let q = vec![read("A", 5_000_000, 200, 5, 50)];
+        let mut d0 = empty("d0");
+        d0.unavailable = true;
+        assert_eq!(decide(&p, &q, &[d0])[0], Decision::Idle { drive: "d0".into() });
+    }
+}

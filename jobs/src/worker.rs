@@ -1,0 +1,728 @@
+//! `reel worker`: the process that runs jobs and drives on one host.
+//!
+//! A worker start gets a unique name (prefix, host, pid, random), so a restart never reuses a
+//! name whose jobs apalis still thinks are running (apalis re-enqueues a dead worker's tasks only
+//! for other names, or after the orphan window: research anchors-jobqueue.md §2.1). It runs one
+//! apalis worker per job kind, a maintenance loop (heartbeat, reconcile, prune, orphaned claims)
+//! and one drive loop per configured drive, and stops gracefully on SIGTERM/SIGINT: the current
+//! step finishes (executors watch the cancel token at record boundaries), running jobs go back
+//! to the queue from their checkpoint, leases are released.
+//!
+//! The tape part is the [`TapeExecutor`] trait, implemented by the engine's sessions.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use apalis::prelude::{BackendExt, BoxDynError, Data, PollSnapshot, PollStrategy, TaskId, WorkerBuilder, WorkerBuilderExt};
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::db::now_ms;
+use crate::error::{JobsError, Result};
+use crate::job::{ArchiveJob, IntakeJob, JobKind, JobSpec, RebuildJob, RecallJob, VerifyJob};
+use crate::queue::apalis_bridge::ApalisDb;
+use crate::queue::lease::{Fence, LeaseManager, drive_resource};
+use crate::queue::requests::{ClaimLimit, NewTapeRequest, TapeRequest, TapeRequests};
+use crate::queue::store::{FailOutcome, JobRecord, JobStore, Progress, StartOutcome};
+use crate::queue::{JobQueue, Ticket};
+use crate::scheduler::{self, Decision, DriveState, MountTarget, Mounted, Policy};
+
+/// Progress callback: objects and bytes done so far in the current step.
+pub type ProgressFn = dyn Fn(Progress) + Send + Sync;
+
+/// What an executor did with a batch of requests. Requests in neither list (the batch stopped
+/// early, e.g. on cancel or EOM) go back to the queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchOutcome {
+    /// Requests finished and durable (writes) or delivered and checked (reads).
+    pub done: Vec<i64>,
+    /// Requests that failed for good, with the reason.
+    pub failed: Vec<(i64, String)>,
+}
+
+/// The tape side of reel, implemented by the engine's sessions (write, recall, verify, intake,
+/// rebuild). Every method that touches a tape gets the drive's [`Fence`] (call
+/// [`Fence::check`] before each write) and a cancel token (stop at the next record boundary),
+/// and reports progress through the callback.
+pub trait TapeExecutor: Send + Sync + 'static {
+    /// Drives this executor can use on this host (names as the plugin reports them).
+    fn drives(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Expand an archive job into write requests (one per object, per copy/pool).
+    fn plan_archive(&self, job_id: &str, job: &ArchiveJob) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
+
+    /// Expand a recall job into read requests (one per object copy chosen, by cartridge).
+    fn plan_recall(&self, job_id: &str, job: &RecallJob) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
+
+    /// Load a cartridge for `target` into `drive` (for writes the executor picks a writable
+    /// cartridge of the pool). Returns the barcode loaded.
+    fn mount(
+        &self,
+        drive: &str,
+        target: &MountTarget,
+        fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<String>> + Send;
+
+    /// Unload whatever is in `drive`.
+    fn unmount(&self, drive: &str, fence: &Fence) -> impl Future<Output = Result<()>> + Send;
+
+    /// Write a batch of requests at EOD of the mounted cartridge.
+    fn write_batch(
+        &self,
+        drive: &str,
+        barcode: &str,
+        requests: &[TapeRequest],
+        fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Read a batch of requests from the mounted cartridge (in the order the executor chooses).
+    fn read_batch(
+        &self,
+        drive: &str,
+        barcode: &str,
+        requests: &[TapeRequest],
+        fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Run a verify job on `drive`; returns its result document.
+    fn verify(
+        &self,
+        drive: &str,
+        job: &VerifyJob,
+        fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> impl Future<Output = Result<serde_json::Value>> + Send;
+
+    /// Run an intake job on `drive`.
+    fn intake(
+        &self,
+        drive: &str,
+        job: &IntakeJob,
+        fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> impl Future<Output = Result<serde_json::Value>> + Send;
+
+    /// Rebuild catalogue entries from tapes on `drive`.
+    fn rebuild(
+        &self,
+        drive: &str,
+        job: &RebuildJob,
+        fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> impl Future<Output = Result<serde_json::Value>> + Send;
+}
+
+/// The executor of a build whose tape sessions are not wired yet: every call says so.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NotWiredExecutor;
+
+impl TapeExecutor for NotWiredExecutor {
+    async fn drives(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    async fn plan_archive(&self, _: &str, _: &ArchiveJob) -> Result<Vec<NewTapeRequest>> {
+        Err(JobsError::NotWired("archive planning"))
+    }
+    async fn plan_recall(&self, _: &str, _: &RecallJob) -> Result<Vec<NewTapeRequest>> {
+        Err(JobsError::NotWired("recall planning"))
+    }
+    async fn mount(&self, _: &str, _: &MountTarget, _: &Fence, _: &CancellationToken) -> Result<String> {
+        Err(JobsError::NotWired("mount"))
+    }
+    async fn unmount(&self, _: &str, _: &Fence) -> Result<()> {
+        Err(JobsError::NotWired("unmount"))
+    }
+    async fn write_batch(&self, _: &str, _: &str, _: &[TapeRequest], _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<BatchOutcome> {
+        Err(JobsError::NotWired("tape write"))
+    }
+    async fn read_batch(&self, _: &str, _: &str, _: &[TapeRequest], _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<BatchOutcome> {
+        Err(JobsError::NotWired("tape read"))
+    }
+    async fn verify(&self, _: &str, _: &VerifyJob, _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<serde_json::Value> {
+        Err(JobsError::NotWired("verify"))
+    }
+    async fn intake(&self, _: &str, _: &IntakeJob, _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<serde_json::Value> {
+        Err(JobsError::NotWired("intake"))
+    }
+    async fn rebuild(&self, _: &str, _: &RebuildJob, _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<serde_json::Value> {
+        Err(JobsError::NotWired("catalog rebuild"))
+    }
+}
+
+/// A worker name unique to this start: `PREFIX-HOST-PID-RANDOM`.
+pub fn unique_name(prefix: &str) -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    let suffix: u32 = rand::random();
+    format!("{prefix}-{host}-{}-{suffix:08x}", std::process::id())
+}
+
+/// A poll strategy that keeps one timer armed at all times (plus an optional notification
+/// stream). apalis's `IntervalStrategy` replaces its fired `Delay` without polling the new
+/// one, so no wake-up is registered until something else polls the worker (apalis-core 1.0.0
+/// `src/backend/ext/poll_strategy/strategies/interval.rs`, `poll_drive`); that matches the
+/// measured stalls of `poll_with_interval` in the research.
+pub struct SteadyPoll<S> {
+    interval: Duration,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    stream: Option<S>,
+}
+
+impl<S> SteadyPoll<S> {
+    /// Wake every `interval`, and whenever `stream` yields (e.g. PostgreSQL LISTEN/NOTIFY).
+    pub fn new(interval: Duration, stream: Option<S>) -> Self {
+        SteadyPoll { interval, sleep: Box::pin(tokio::time::sleep(interval)), stream }
+    }
+}
+
+impl<S: Stream + Unpin> PollStrategy for SteadyPoll<S> {
+    fn poll_drive(&mut self, cx: &mut Context<'_>, _: &PollSnapshot) -> Poll<Option<()>> {
+        let mut fired = false;
+        if let Some(s) = self.stream.as_mut() {
+            loop {
+                match Pin::new(&mut *s).poll_next(cx) {
+                    Poll::Ready(Some(_)) => fired = true,
+                    Poll::Ready(None) => {
+                        self.stream = None;
+                        break;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+        }
+        // Re-arm until the timer is pending, so a waker is always registered.
+        while self.sleep.as_mut().poll(cx).is_ready() {
+            fired = true;
+            let next = tokio::time::Instant::now() + self.interval;
+            self.sleep.as_mut().reset(next);
+        }
+        if fired { Poll::Ready(Some(())) } else { Poll::Pending }
+    }
+}
+
+/// Shared state of one worker process.
+pub struct Runtime<E> {
+    /// This start's name.
+    pub name: String,
+    /// Effective config.
+    pub config: Config,
+    /// Submit/retry.
+    pub queue: JobQueue,
+    /// Tape requests.
+    pub requests: TapeRequests,
+    /// Leases.
+    pub leases: LeaseManager,
+    /// The tape side.
+    pub executor: Arc<E>,
+    /// Cancelled on SIGTERM/SIGINT.
+    pub shutdown: CancellationToken,
+}
+
+impl<E> std::fmt::Debug for Runtime<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// How a job attempt ended.
+enum Ending {
+    Done(serde_json::Value),
+    Cancelled,
+    Interrupted,
+    Failed(JobsError),
+}
+
+impl<E: TapeExecutor> Runtime<E> {
+    /// Build a runtime with a fresh unique name.
+    pub fn new(config: Config, queue: JobQueue, executor: Arc<E>, shutdown: CancellationToken) -> Arc<Runtime<E>> {
+        let db = queue.store().db().clone();
+        Arc::new(Runtime {
+            name: unique_name(&config.worker.name_prefix),
+            requests: TapeRequests::new(db.clone()),
+            leases: LeaseManager::new(db),
+            config,
+            queue,
+            executor,
+            shutdown,
+        })
+    }
+
+    fn store(&self) -> &JobStore {
+        self.queue.store()
+    }
+
+    fn poll(&self) -> Duration {
+        Duration::from_millis(self.config.worker.poll_interval_ms)
+    }
+
+    fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.config.worker.lease_ms)
+    }
+
+    /// Run one delivered ticket to its end. Never returns an error to apalis: failures are
+    /// recorded in reel's table and retried with a persisted backoff by a new ticket.
+    pub async fn run_ticket(self: &Arc<Self>, ticket: Ticket, task_id: String) {
+        let id = ticket.job_id.clone();
+        if let Err(e) = self.run_ticket_inner(&ticket, &task_id).await {
+            tracing::error!(job = %id, error = %e, "job bookkeeping failed; the job is re-delivered after the lease window");
+        }
+    }
+
+    async fn run_ticket_inner(self: &Arc<Self>, ticket: &Ticket, task_id: &str) -> Result<()> {
+        // apalis keeps run_at in whole seconds, so a delayed ticket can arrive up to a second
+        // before the job's `not_before` (ms): wait it out rather than drop the ticket.
+        let mut tries = 0;
+        let record = loop {
+            match self.store().start(&ticket.job_id, &self.name, task_id).await? {
+                StartOutcome::Run { record } => break *record,
+                StartOutcome::NotYet { not_before_ms } if tries < 3 => {
+                    tries += 1;
+                    let wait = Duration::from_millis((not_before_ms - now_ms()).clamp(1, 5_000) as u64);
+                    idle(self, wait).await;
+                }
+                StartOutcome::NotYet { .. } => {
+                    // Still early: unlink the ticket; maintenance re-pushes with the right delay.
+                    self.store().unlink_apalis_task(&ticket.job_id, task_id).await?;
+                    return Ok(());
+                }
+                other => {
+                    tracing::debug!(job = %ticket.job_id, outcome = ?other, "ticket not run");
+                    return Ok(());
+                }
+            }
+        };
+        let span = tracing::info_span!("job", id = %record.id, kind = %record.kind, attempt = record.attempts);
+        let _enter = span.enter();
+        tracing::info!(worker = %self.name, "job started");
+        let cancel = self.shutdown.child_token();
+        let user_cancel = CancellationToken::new();
+        let watcher = self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone());
+        let ending = self.execute(&record, &cancel, &user_cancel).await;
+        watcher.abort();
+        match ending {
+            Ending::Done(v) => {
+                self.store().finish(&record.id, &v).await?;
+                tracing::info!("job done");
+            }
+            Ending::Cancelled => {
+                self.requests.cancel_job(&record.id).await?;
+                self.store().mark_cancelled(&record.id).await?;
+                tracing::info!("job cancelled");
+            }
+            Ending::Interrupted => {
+                // Shutdown: back to the queue at once, resuming from its checkpoint elsewhere.
+                self.store().requeue_interrupted(&record.id).await?;
+                let rec = self.store().require(&record.id).await?;
+                self.queue.push(&rec, Duration::ZERO).await?;
+                tracing::info!("job handed back to the queue (shutdown)");
+            }
+            Ending::Failed(e) => {
+                let retryable = !matches!(e, JobsError::NotWired(_) | JobsError::Payload { .. } | JobsError::Config { .. });
+                let delay = self.queue.backoff().delay(record.attempts);
+                match self.store().fail_attempt(&record.id, &e.to_string(), retryable, delay).await? {
+                    FailOutcome::Retry { delay, .. } => {
+                        let rec = self.store().require(&record.id).await?;
+                        self.queue.push(&rec, delay).await?;
+                        tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "job attempt failed; retry scheduled");
+                    }
+                    FailOutcome::Failed => tracing::error!(error = %e, "job failed"),
+                    FailOutcome::Cancelled => tracing::info!("job cancelled after a failure"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Poll `cancel_requested` and trip the tokens when a user cancels.
+    fn spawn_cancel_watch(&self, id: &str, cancel: CancellationToken, user: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let store = self.store().clone();
+        let id = id.to_string();
+        let every = self.poll();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                if let Ok(true) = store.cancel_requested(&id).await {
+                    user.cancel();
+                    cancel.cancel();
+                    return;
+                }
+            }
+        })
+    }
+
+    async fn execute(self: &Arc<Self>, rec: &JobRecord, cancel: &CancellationToken, user: &CancellationToken) -> Ending {
+        let result = match &rec.spec {
+            JobSpec::Archive(a) => self.run_via_requests(rec, cancel, self.executor.plan_archive(&rec.id, a)).await,
+            JobSpec::Recall(r) => self.run_via_requests(rec, cancel, self.executor.plan_recall(&rec.id, r)).await,
+            JobSpec::Verify(_) | JobSpec::Intake(_) | JobSpec::Rebuild(_) => self.run_on_drive(rec, cancel).await,
+        };
+        match result {
+            Ok(v) => Ending::Done(v),
+            Err(_) if user.is_cancelled() => Ending::Cancelled,
+            Err(_) if cancel.is_cancelled() => Ending::Interrupted,
+            Err(JobsError::Cancelled(_)) => Ending::Cancelled,
+            Err(e) => Ending::Failed(e),
+        }
+    }
+
+    /// Archive and recall: plan requests once (the checkpoint records it, so a resumed attempt
+    /// does not plan twice), then follow their completion by the drive loops.
+    async fn run_via_requests(
+        &self,
+        rec: &JobRecord,
+        cancel: &CancellationToken,
+        plan: impl Future<Output = Result<Vec<NewTapeRequest>>>,
+    ) -> Result<serde_json::Value> {
+        let planned = rec.checkpoint.as_ref().and_then(|c| c.get("planned")).and_then(|v| v.as_bool()).unwrap_or(false);
+        if !planned {
+            let reqs = plan.await?;
+            self.requests.add(&rec.id, &reqs).await?;
+            self.store().set_checkpoint(&rec.id, &serde_json::json!({"planned": true, "requests": reqs.len()})).await?;
+        }
+        loop {
+            let c = self.requests.counts(&rec.id).await?;
+            self.store()
+                .set_progress(&rec.id, Progress { objects_done: c.done, objects_total: c.total, bytes_done: c.bytes_done, bytes_total: c.bytes_total })
+                .await?;
+            if c.done + c.failed >= c.total {
+                if c.failed > 0 {
+                    return Err(JobsError::Tape(format!("{} of {} objects failed; see `reel jobs show {}`", c.failed, c.total, rec.id)));
+                }
+                return Ok(serde_json::json!({"objects": c.total, "bytes": c.bytes_total}));
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(JobsError::Cancelled(rec.id.clone())),
+                _ = tokio::time::sleep(self.poll()) => {}
+            }
+        }
+    }
+
+    /// Verify, intake, rebuild: take a free drive of this host, run under its lease, release.
+    async fn run_on_drive(&self, rec: &JobRecord, cancel: &CancellationToken) -> Result<serde_json::Value> {
+        let (drive, fence) = self.take_drive(rec, cancel).await?;
+        let progress = self.progress_sink(&rec.id);
+        let beat = self.spawn_lease_heartbeat(fence.clone(), cancel.clone());
+        let out = match &rec.spec {
+            JobSpec::Verify(v) => self.executor.verify(&drive, v, &fence, cancel, &*progress).await,
+            JobSpec::Intake(i) => self.executor.intake(&drive, i, &fence, cancel, &*progress).await,
+            JobSpec::Rebuild(r) => self.executor.rebuild(&drive, r, &fence, cancel, &*progress).await,
+            JobSpec::Archive(_) | JobSpec::Recall(_) => Err(JobsError::Tape("archive and recall run through tape requests".into())),
+        };
+        beat.abort();
+        if let Err(e) = self.leases.release(&fence).await {
+            tracing::warn!(resource = %fence.resource, error = %e, "cannot release lease; it expires by itself");
+        }
+        out
+    }
+
+    /// A free drive of this host and its lease; with no drives (an executor that needs none),
+    /// a lease on the job itself so the fence still guards its writes.
+    async fn take_drive(&self, rec: &JobRecord, cancel: &CancellationToken) -> Result<(String, Fence)> {
+        let drives = self.executor.drives().await?;
+        if drives.is_empty() {
+            let fence = self.leases.acquire(&format!("job:{}", rec.id), &self.name, self.lease_ttl()).await?;
+            return Ok((String::new(), fence));
+        }
+        loop {
+            for d in &drives {
+                if let Ok(fence) = self.leases.acquire(&drive_resource(d), &self.name, self.lease_ttl()).await {
+                    return Ok((d.clone(), fence));
+                }
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(JobsError::Cancelled(rec.id.clone())),
+                _ = tokio::time::sleep(self.poll()) => {}
+            }
+        }
+    }
+
+    fn progress_sink(&self, id: &str) -> Box<ProgressFn> {
+        let store = self.store().clone();
+        let id = id.to_string();
+        Box::new(move |p: Progress| {
+            let store = store.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                if let Err(e) = store.set_progress(&id, p).await {
+                    tracing::warn!(job = %id, error = %e, "cannot record progress");
+                }
+            });
+        })
+    }
+
+    fn spawn_lease_heartbeat(&self, fence: Fence, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let leases = self.leases.clone();
+        let ttl = self.lease_ttl();
+        let every = Duration::from_millis(self.config.worker.heartbeat_ms);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = leases.heartbeat(&fence, ttl).await {
+                    tracing::error!(resource = %fence.resource, error = %e, "lease lost; stopping work on it");
+                    cancel.cancel();
+                    return;
+                }
+            }
+        })
+    }
+}
+
+/// The apalis handler: hand the ticket to the runtime. Always `Ok`, so apalis never retries on
+/// its own (its storage retry has no delay); reel's bookkeeping decides about retries.
+async fn handle_ticket<E: TapeExecutor>(ticket: Ticket, task_id: TaskId, rt: Data<Arc<Runtime<E>>>) -> std::result::Result<(), BoxDynError> {
+    rt.0.run_ticket(ticket, task_id.to_string()).await;
+    Ok(())
+}
+
+/// Start the apalis worker of one job kind; it stops when the runtime's shutdown token fires.
+pub fn spawn_kind_worker<E: TapeExecutor>(rt: Arc<Runtime<E>>, kind: JobKind) -> tokio::task::JoinHandle<()> {
+    let name = format!("{}.{}", rt.name, kind);
+    let w = rt.config.worker.clone();
+    let poll = Duration::from_millis(w.poll_interval_ms);
+    let stop = rt.shutdown.clone();
+    let signal = async move {
+        stop.cancelled().await;
+        Ok::<(), std::io::Error>(())
+    };
+    match rt.queue.apalis().clone() {
+        ApalisDb::Sqlite(pool) => {
+            // SQLite's update hook only sees writes from this process; submissions come from
+            // `reel` CLI processes, so an idle worker polls (every poll_interval_ms <= 1 s).
+            let backend = ApalisDb::sqlite_storage(&pool, kind, &w)
+                .poll_with_strategy(SteadyPoll::<futures::stream::Pending<()>>::new(poll, None));
+            let worker = WorkerBuilder::new(name.clone())
+                .backend(backend)
+                .concurrency(w.concurrency)
+                .data(rt.clone())
+                .build(handle_ticket::<E>);
+            tokio::spawn(async move {
+                if let Err(e) = worker.run_until(signal).await {
+                    tracing::error!(worker = %name, error = %e, "apalis worker stopped with an error");
+                }
+            })
+        }
+        ApalisDb::Postgres(pool) => {
+            // LISTEN/NOTIFY wakes at once for jobs due now; the timer catches delayed retries
+            // (the insert trigger only notifies when run_at <= now()).
+            let notify = apalis_postgres::Pubsub::new(pool.clone(), kind.queue());
+            let backend = ApalisDb::postgres_storage(&pool, kind, &w).poll_with_strategy(SteadyPoll::new(poll, Some(notify)));
+            let worker = WorkerBuilder::new(name.clone())
+                .backend(backend)
+                .concurrency(w.concurrency)
+                .data(rt.clone())
+                .build(handle_ticket::<E>);
+            tokio::spawn(async move {
+                if let Err(e) = worker.run_until(signal).await {
+                    tracing::error!(worker = %name, error = %e, "apalis worker stopped with an error");
+                }
+            })
+        }
+    }
+}
+
+/// Run a whole worker process until `rt.shutdown` fires: apalis workers for every job kind,
+/// maintenance, and a drive loop per drive. On shutdown, waits for running steps to end
+/// (bounded by the lease time), then releases every lease this start holds.
+pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
+    tracing::info!(worker = %rt.name, backend = rt.queue.apalis().backend(), "worker starting");
+    rt.queue.reconcile().await?;
+    rt.requests.requeue_orphaned_claims().await?;
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = JobKind::ALL.into_iter().map(|k| spawn_kind_worker(rt.clone(), k)).collect();
+    tasks.push(tokio::spawn(maintenance(rt.clone())));
+    let drives = if rt.config.library.drives.is_empty() { rt.executor.drives().await? } else { rt.config.library.drives.clone() };
+    for d in drives {
+        tasks.push(tokio::spawn(drive_loop(rt.clone(), d)));
+    }
+    rt.shutdown.cancelled().await;
+    tracing::info!(worker = %rt.name, "shutting down: finishing current steps");
+    let grace = Duration::from_millis(rt.config.worker.lease_ms);
+    for t in tasks {
+        if tokio::time::timeout(grace, t).await.is_err() {
+            tracing::warn!("a task did not stop within the lease time; its work is re-delivered after the lease window");
+        }
+    }
+    let released = rt.leases.release_all(&rt.name).await?;
+    tracing::info!(worker = %rt.name, released, "worker stopped");
+    Ok(())
+}
+
+/// Trip `token` on SIGTERM or SIGINT.
+pub async fn cancel_on_signals(token: CancellationToken) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let io = |source| JobsError::Io { doing: "installing the signal handler for", path: "SIGTERM".into(), source };
+    let mut term = signal(SignalKind::terminate()).map_err(io)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+        _ = token.cancelled() => return Ok(()),
+    }
+    token.cancel();
+    Ok(())
+}
+
+/// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs.
+async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
+    let every = Duration::from_millis(rt.config.worker.heartbeat_ms);
+    let retention = Duration::from_secs(rt.config.worker.retention_hours * 3600);
+    let mut ticks: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = rt.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        ticks += 1;
+        if let Err(e) = rt.queue.reconcile().await {
+            tracing::warn!(error = %e, "reconcile failed");
+        }
+        if let Err(e) = rt.requests.requeue_orphaned_claims().await {
+            tracing::warn!(error = %e, "re-queueing orphaned claims failed");
+        }
+        // Pruning is cheap but need not run every heartbeat.
+        if ticks % 60 == 1 {
+            match rt.queue.prune(retention).await {
+                Ok((jobs, tasks)) if jobs + tasks > 0 => tracing::info!(jobs, tasks, "pruned finished jobs"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "pruning failed"),
+            }
+        }
+    }
+}
+
+/// One drive: lease it, ask the scheduler what to do, mount, claim a batch, run it, repeat.
+pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
+    let policy = Policy::from_config(&rt.config.scheduler);
+    let poll = rt.poll();
+    let limit = ClaimLimit { max_files: rt.config.scheduler.min_files.max(1), max_bytes: rt.config.archive.barrier_bytes.max(1) };
+    let mut mounted: Option<(String, MountTarget, tokio::time::Instant)> = None;
+    let mut lease: Option<(Fence, CancellationToken)> = None;
+    while !rt.shutdown.is_cancelled() {
+        let (fence, cancel) = match &lease {
+            Some((f, c)) if !c.is_cancelled() => (f.clone(), c.clone()),
+            _ => match rt.leases.acquire(&drive_resource(&drive), &rt.name, rt.lease_ttl()).await {
+                Ok(f) => {
+                    let c = rt.shutdown.child_token();
+                    rt.spawn_lease_heartbeat(f.clone(), c.clone());
+                    mounted = None; // a new lease knows nothing of what the drive holds
+                    lease = Some((f.clone(), c.clone()));
+                    (f, c)
+                }
+                Err(e) => {
+                    tracing::debug!(drive = %drive, error = %e, "drive not available");
+                    idle(&rt, poll).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(e) = drive_step(&rt, &drive, &policy, limit, &fence, &cancel, &mut mounted).await {
+            tracing::warn!(drive = %drive, error = %e, "drive step failed");
+            idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+        }
+    }
+    if let Some((fence, cancel)) = lease {
+        if mounted.is_some()
+            && let Err(e) = rt.executor.unmount(&drive, &fence).await
+        {
+            tracing::warn!(drive = %drive, error = %e, "unmount at shutdown failed");
+        }
+        cancel.cancel();
+        let _ = rt.leases.release(&fence).await;
+    }
+}
+
+async fn idle<E>(rt: &Runtime<E>, d: Duration) {
+    tokio::select! {
+        _ = rt.shutdown.cancelled() => {}
+        _ = tokio::time::sleep(d) => {}
+    }
+}
+
+async fn drive_step<E: TapeExecutor>(
+    rt: &Arc<Runtime<E>>,
+    drive: &str,
+    policy: &Policy,
+    limit: ClaimLimit,
+    fence: &Fence,
+    cancel: &CancellationToken,
+    mounted: &mut Option<(String, MountTarget, tokio::time::Instant)>,
+) -> Result<()> {
+    let queues = rt.requests.summaries().await?;
+    let state = DriveState {
+        name: drive.to_string(),
+        mounted: mounted.as_ref().map(|(b, t, since)| Mounted { barcode: b.clone(), target: t.clone(), mounted_for: since.elapsed() }),
+        unavailable: false,
+    };
+    let decision = scheduler::decide(policy, &queues, &[state]).into_iter().next();
+    let target = match decision {
+        Some(Decision::Stay { target, .. }) => target,
+        Some(Decision::Mount { target, reason, .. }) => {
+            if mounted.take().is_some() {
+                rt.executor.unmount(drive, fence).await?;
+            }
+            tracing::info!(drive, ?target, reason, "mounting");
+            let barcode = rt.executor.mount(drive, &target, fence, cancel).await?;
+            *mounted = Some((barcode, target.clone(), tokio::time::Instant::now()));
+            target
+        }
+        Some(Decision::Unmount { .. }) => {
+            rt.executor.unmount(drive, fence).await?;
+            *mounted = None;
+            return Ok(());
+        }
+        Some(Decision::Idle { .. }) | None => {
+            idle(rt, rt.poll()).await;
+            return Ok(());
+        }
+    };
+    let Some((barcode, _, _)) = mounted.as_ref() else { return Ok(()) };
+    let batch = rt.requests.claim(&target, fence, limit).await?;
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let progress: Box<ProgressFn> = Box::new(|_| {});
+    let outcome = match target {
+        MountTarget::Read { .. } => rt.executor.read_batch(drive, barcode, &batch, fence, cancel, &*progress).await,
+        MountTarget::Write { .. } => rt.executor.write_batch(drive, barcode, &batch, fence, cancel, &*progress).await,
+    };
+    let ids: Vec<i64> = batch.iter().map(|r| r.id).collect();
+    match outcome {
+        Ok(o) => {
+            rt.requests.complete(&o.done, fence).await?;
+            for (id, why) in &o.failed {
+                rt.requests.fail(&[*id], fence, why).await?;
+            }
+            let finished: std::collections::BTreeSet<i64> = o.done.iter().copied().chain(o.failed.iter().map(|f| f.0)).collect();
+            let rest: Vec<i64> = ids.into_iter().filter(|i| !finished.contains(i)).collect();
+            rt.requests.unclaim(&rest, fence).await?;
+            Ok(())
+        }
+        Err(e) => {
+            rt.requests.unclaim(&ids, fence).await?;
+            Err(e)
+        }
+    }
+}
+
+/// Mark the moment a worker start registered, for `reel jobs`-side diagnostics.
+pub fn started_ms() -> i64 {
+    now_ms()
+}

@@ -1,0 +1,245 @@
+//! The plugin's configuration string: `key=value` entries, one per line or `;`-separated,
+//! `#` starts a comment line.
+//!
+//! ```text
+//! changer=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/3
+//! drives=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/1,iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/2
+//! lbp=crc32c
+//! timeout.load=7200
+//! ```
+//!
+//! Device addresses: `iscsi://HOST:PORT/TARGET-IQN/LUN`, `sg:/dev/sgN` (or `/dev/sgN`), or
+//! `serial:SERIAL` (also `serial=SERIAL`): the `/dev/sg*` node whose VPD page 80h carries that
+//! serial number, found when the library is opened.
+
+use std::time::Duration;
+
+use crate::device::Policy;
+use crate::timeouts::Class;
+
+/// Logical block protection wanted on every drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LbpMode {
+    /// No protection information.
+    Off,
+    /// CRC32C appended on write, checked on read (mode page 0Ah/F0h, method 02h).
+    Crc32c,
+}
+
+/// The parsed configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Changer address, if the library has one.
+    pub changer: Option<String>,
+    /// Drive addresses.
+    pub drives: Vec<String>,
+    /// Timeout overrides, seconds.
+    pub timeouts: Vec<(Class, u64)>,
+    /// LBP mode set on every drive at open and after each load.
+    pub lbp: LbpMode,
+    /// iSCSI initiator name.
+    pub initiator: String,
+    /// Retry policy.
+    pub policy: Policy,
+    /// Run INITIALIZE ELEMENT STATUS when the library is opened.
+    pub initialize_element_status: bool,
+    /// LTO generation override (otherwise read from INQUIRY / REPORT DENSITY SUPPORT).
+    pub generation: Option<u8>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            changer: None,
+            drives: Vec::new(),
+            timeouts: Vec::new(),
+            lbp: LbpMode::Off,
+            initiator: "iqn.2026-11.org.reel:initiator".to_string(),
+            policy: Policy::default(),
+            initialize_element_status: false,
+            generation: None,
+        }
+    }
+}
+
+/// A configuration entry that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("scsi plugin config, `{entry}`: {problem}")]
+pub struct ConfigError {
+    /// The offending entry.
+    pub entry: String,
+    /// What is wrong and what is expected.
+    pub problem: String,
+}
+
+fn err(entry: &str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        entry: entry.to_string(),
+        problem: problem.into(),
+    }
+}
+
+fn check_address(entry: &str, a: &str) -> Result<String, ConfigError> {
+    let a = a.trim();
+    let a = match a.strip_prefix("serial=") {
+        Some(s) => format!("serial:{s}"),
+        None => a.to_string(),
+    };
+    let ok = a.starts_with("iscsi://")
+        || a.starts_with("sg:/dev/")
+        || a.starts_with("/dev/")
+        || a.strip_prefix("serial:").is_some_and(|s| !s.is_empty());
+    if ok {
+        Ok(a)
+    } else {
+        Err(err(
+            entry,
+            format!(
+                "`{a}` is not a device address; use iscsi://HOST:PORT/TARGET-IQN/LUN, sg:/dev/sgN or serial:SERIAL"
+            ),
+        ))
+    }
+}
+
+impl Config {
+    /// Parse a configuration string.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        for entry in text.split(['\n', ';']).map(str::trim) {
+            if entry.is_empty() || entry.starts_with('#') {
+                continue;
+            }
+            let Some((key, value)) = entry.split_once('=') else {
+                return Err(err(entry, "expected key=value"));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            let secs = |v: &str| -> Result<u64, ConfigError> {
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| err(entry, "expected a whole number of seconds > 0"))
+            };
+            match key {
+                "changer" => c.changer = Some(check_address(entry, value)?),
+                "drives" => {
+                    for d in value.split(',').filter(|d| !d.trim().is_empty()) {
+                        c.drives.push(check_address(entry, d)?);
+                    }
+                }
+                "drive" => c.drives.push(check_address(entry, value)?),
+                "lbp" => {
+                    c.lbp = match value {
+                        "crc32c" => LbpMode::Crc32c,
+                        "off" => LbpMode::Off,
+                        _ => return Err(err(entry, "expected lbp=crc32c or lbp=off")),
+                    }
+                }
+                "initiator" => {
+                    if !value.starts_with("iqn.") && !value.starts_with("eui.") {
+                        return Err(err(
+                            entry,
+                            "an iSCSI initiator name starts with iqn. or eui.",
+                        ));
+                    }
+                    c.initiator = value.to_string();
+                }
+                "unit_attention_retries" => {
+                    c.policy.unit_attention_retries = value
+                        .parse()
+                        .map_err(|_| err(entry, "expected a whole number"))?;
+                }
+                "not_ready_wait" => c.policy.not_ready_wait = Duration::from_secs(secs(value)?),
+                "poll_ms" => {
+                    let ms: u64 = value
+                        .parse()
+                        .map_err(|_| err(entry, "expected milliseconds"))?;
+                    c.policy.poll = Duration::from_millis(ms.max(1));
+                }
+                "initialize_element_status" => {
+                    c.initialize_element_status = match value {
+                        "true" | "yes" | "1" => true,
+                        "false" | "no" | "0" => false,
+                        _ => return Err(err(entry, "expected true or false")),
+                    }
+                }
+                "lto" => {
+                    let g: u8 = value
+                        .parse()
+                        .ok()
+                        .filter(|g| (1..=12).contains(g))
+                        .ok_or_else(|| err(entry, "expected an LTO generation 1..12"))?;
+                    c.generation = Some(g);
+                }
+                k => match k.strip_prefix("timeout.").map(Class::from_key) {
+                    Some(Some(class)) => c.timeouts.push((class, secs(value)?)),
+                    _ => {
+                        let keys: Vec<&str> = Class::ALL.iter().map(|c| c.key()).collect();
+                        return Err(err(
+                            entry,
+                            format!(
+                                "unknown key; known: changer, drives, drive, lbp, initiator, unit_attention_retries, not_ready_wait, poll_ms, initialize_element_status, lto, timeout.{{{}}}",
+                                keys.join(",")
+                            ),
+                        ));
+                    }
+                },
+            }
+        }
+        if c.changer.is_none() && c.drives.is_empty() {
+            return Err(err(
+                text.trim(),
+                "no device: give changer=ADDRESS and/or drives=ADDRESS,ADDRESS",
+            ));
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lines_and_semicolons() {
+        let c = Config::parse(
+            "changer=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/3\n\
+             # comment\n\
+             drives=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/1, sg:/dev/sg3 ;drive=serial=DRV0000001\n\
+             lbp=crc32c; timeout.load=10; timeout.read=20; lto=8; poll_ms=5",
+        )
+        .unwrap();
+        assert_eq!(
+            c.changer.as_deref(),
+            Some("iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/3")
+        );
+        assert_eq!(
+            c.drives,
+            vec![
+                "iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/1".to_string(),
+                "sg:/dev/sg3".to_string(),
+                "serial:DRV0000001".to_string()
+            ]
+        );
+        assert_eq!(c.lbp, LbpMode::Crc32c);
+        assert_eq!(c.timeouts, vec![(Class::LoadUnload, 10), (Class::Read, 20)]);
+        assert_eq!(c.generation, Some(8));
+        assert_eq!(c.policy.poll, Duration::from_millis(5));
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        for (bad, hint) in [
+            ("drives=/tmp/x,ftp://y", "not a device address"),
+            ("changer=sg:/dev/sg1\nlbp=yes", "lbp=crc32c"),
+            ("changer=sg:/dev/sg1\ntimeout.load=0", "seconds > 0"),
+            ("changer=sg:/dev/sg1\ntimeout.nope=3", "timeout.{status"),
+            ("changer=sg:/dev/sg1\nnonsense", "key=value"),
+            ("lbp=off", "no device"),
+            ("changer=sg:/dev/sg1\ninitiator=bob", "iqn."),
+            ("drives=serial:", "not a device address"),
+        ] {
+            let e = Config::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(hint), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! Integration tests against the tgt virtual tape library of the shared rig
+//! (`../shared/rig`): a real third-party SCSI target (SSC drives, SMC changer) over iSCSI on
+//! loopback, driven through the plugin loaded with dlopen, as the engine loads it.
+//!
+//! Needs `tgt`, `libiscsi7` and the patched tgtd (READ POSITION, LOCATE, SPACE/EOD): run
+//! `plugins/scsi/tests/rig.sh` once (root; idempotent). Without them the test is skipped with
+//! a loud message, except when `CI=true`, where it fails.
+//!
+//! Env: `TGTD` (tgtd binary; default: the patched build under /tmp/tgt-build), `RIG` (rig
+//! scripts directory), `REEL_TGT_PORT` / `REEL_TGT_CN` (default 3270 / 7).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use reel_plugin_abi::host::{LibraryHandle, Plugin};
+use reel_plugin_abi::kit::{self, KitOptions, Outcome};
+use reel_plugin_abi::*;
+
+const IQN: &str = "iqn.2026-11.test:reel-scsi";
+
+/// A running tgt library; brought down on drop.
+struct Rig {
+    scripts: PathBuf,
+    vtl: tempfile::TempDir,
+    cn: String,
+    port: String,
+}
+
+fn on_path(bin: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn skip_or_fail(why: &str) -> Option<Rig> {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("tgt rig unavailable on CI: {why}; CI must run plugins/scsi/tests/rig.sh first");
+    }
+    // Written to the stderr handle, not with eprintln!: the test harness captures the macros
+    // and would hide the message of a passing (skipped) test.
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n================================================================\n\
+         SKIPPING tgt integration test: {why}.\n\
+         Install the rig with plugins/scsi/tests/rig.sh (root) and run again.\n\
+         ================================================================"
+    );
+    None
+}
+
+impl Rig {
+    fn up() -> Option<Rig> {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let scripts = std::env::var_os("RIG")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| manifest.join("../../../shared/rig"));
+        if !scripts.join("vtl-up.sh").exists() {
+            return skip_or_fail(&format!("no rig scripts at {}", scripts.display()));
+        }
+        for bin in ["tgtadm", "tgtimg", "tgt-admin"] {
+            if !on_path(bin) {
+                return skip_or_fail(&format!("`{bin}` is not installed (Debian package tgt)"));
+            }
+        }
+        let tgtd =
+            std::env::var("TGTD").unwrap_or_else(|_| "/tmp/tgt-build/src/tgt/usr/tgtd".to_string());
+        if !Path::new(&tgtd).exists() {
+            return skip_or_fail(&format!(
+                "patched tgtd not found at {tgtd} (stock tgtd has no READ POSITION or LOCATE)"
+            ));
+        }
+        if !Path::new("/usr/lib/x86_64-linux-gnu/libiscsi.so.7").exists()
+            && !Command::new("sh")
+                .args(["-c", "ldconfig -p | grep -q libiscsi.so.7"])
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            return skip_or_fail("libiscsi.so.7 is not installed (Debian package libiscsi7)");
+        }
+        let port = std::env::var("REEL_TGT_PORT").unwrap_or_else(|_| "3270".into());
+        let cn = std::env::var("REEL_TGT_CN").unwrap_or_else(|_| "7".into());
+        let vtl = tempfile::Builder::new()
+            .prefix("reel-scsi-vtl")
+            .tempdir()
+            .expect("temp dir for the rig");
+        let rig = Rig {
+            scripts,
+            vtl,
+            cn,
+            port,
+        };
+        // a stale tgtd from an aborted run on the same control port would collide
+        rig.run("vtl-down.sh");
+        let out = Command::new("bash")
+            .arg(rig.scripts.join("vtl-up.sh"))
+            .envs(rig.env())
+            .env("TGTD", &tgtd)
+            .env("SIZE_MB", "64")
+            .output()
+            .expect("run vtl-up.sh");
+        assert!(
+            out.status.success(),
+            "vtl-up.sh failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(rig)
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("CN", self.cn.clone()),
+            ("PORT", self.port.clone()),
+            ("IQN", IQN.to_string()),
+            ("VTL", self.vtl.path().display().to_string()),
+        ]
+    }
+
+    fn run(&self, script: &str) {
+        let _ = Command::new("bash")
+            .arg(self.scripts.join(script))
+            .envs(self.env())
+            .output();
+    }
+
+    fn url(&self, lun: u32) -> String {
+        format!("iscsi://127.0.0.1:{}/{IQN}/{lun}", self.port)
+    }
+
+    fn config(&self) -> String {
+        format!(
+            "changer={}\ndrives={},{}\ntimeout.status=30\ntimeout.move=60",
+            self.url(3),
+            self.url(1),
+            self.url(2)
+        )
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.run("vtl-down.sh");
+    }
+}
+
+fn plugin() -> Arc<Plugin> {
+    // target/<profile>/deps/tgt-<hash> -> target/<profile>/libreel_plugin_scsi.so
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("deps directory");
+    let dir = deps.parent().expect("target directory");
+    let path = dir.join("libreel_plugin_scsi.so");
+    // `cargo test` builds the rlib, not the cdylib: refuse a stale or missing .so rather than
+    // test old code.
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let newest_rlib = std::fs::read_dir(deps)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libreel_plugin_scsi-") && n.ends_with(".rlib"))
+        })
+        .filter_map(|p| modified(&p))
+        .max();
+    match (modified(&path), newest_rlib) {
+        (None, _) => panic!(
+            "{} is missing: run `cargo build -p reel-plugin-scsi` before this test",
+            path.display()
+        ),
+        (Some(so), Some(rlib)) if so < rlib => panic!(
+            "{} is older than the crate's last build: run `cargo build -p reel-plugin-scsi` before this test",
+            path.display()
+        ),
+        _ => {}
+    }
+    Plugin::load(&path).unwrap_or_else(|e| panic!("load {}: {e}", path.display()))
+}
+
+fn element(inv: &[sdk::Element], address: u32) -> sdk::Element {
+    inv.iter()
+        .find(|e| e.address == address)
+        .cloned()
+        .unwrap_or_else(|| panic!("no element {address} in {inv:?}"))
+}
+
+/// Changer inventory, drive mapping by serial, MOVE MEDIUM and its errors.
+fn changer_inventory_and_moves(rig: &Rig, p: &Arc<Plugin>) {
+    let mut lib = LibraryHandle::open(p, &rig.config()).expect("library_open");
+    let inv = lib.inventory().expect("inventory");
+    let count = |k| inv.iter().filter(|e| e.kind == k).count();
+    assert_eq!(count(REEL_ELEMENT_PICKER), 1);
+    assert_eq!(count(REEL_ELEMENT_SLOT), 8);
+    assert_eq!(count(REEL_ELEMENT_IMPORT_EXPORT), 4);
+    assert_eq!(count(REEL_ELEMENT_DRIVE), 2);
+    for i in 1..=8u32 {
+        let e = element(&inv, 1023 + i);
+        assert_eq!(e.kind, REEL_ELEMENT_SLOT);
+        assert_eq!(e.barcode, format!("GFS{i:03}L9"));
+        assert_ne!(e.flags & REEL_ELEMENT_FULL, 0);
+        assert_eq!(e.index, i - 1);
+    }
+    assert_eq!(element(&inv, 256).index, 0);
+    assert_eq!(element(&inv, 257).index, 1);
+    // drive index -> element -> serial, through the changer's DVCID (the second descriptor is
+    // cut short by tgt and matched by elimination)
+    let drives: serde_json::Value =
+        serde_json::from_str(&lib.control(r#"{"op":"drives"}"#).expect("control drives"))
+            .expect("json");
+    assert_eq!(drives[0]["element"], 256);
+    assert_eq!(drives[0]["serial"], "DRV0000001");
+    assert_eq!(drives[1]["element"], 257);
+    assert_eq!(drives[1]["serial"], "DRV0000002");
+    let mut d1 = lib.open_drive(1).expect("open drive 1");
+    assert_eq!(d1.info().expect("info").serial, "DRV0000002");
+    drop(d1);
+
+    // export two cartridges to the mail slots: the contract kit needs two empty slots
+    lib.export(1030, 768).expect("export GFS007L9");
+    lib.move_medium(1031, 769).expect("move GFS008L9 to I/E");
+    let inv = lib.inventory().expect("inventory");
+    assert_eq!(element(&inv, 768).barcode, "GFS007L9");
+    assert_eq!(element(&inv, 768).source_address, 1030);
+    assert_eq!(element(&inv, 1030).flags & REEL_ELEMENT_FULL, 0);
+    assert!(element(&inv, 1030).barcode.is_empty());
+
+    // refused moves keep their sense
+    let e = lib.move_medium(1030, 1031).unwrap_err();
+    assert_eq!(e.sense(), (5, 0x3B, 0x0E), "{e}");
+    let e = lib.move_medium(1024, 1025).unwrap_err();
+    assert_eq!(e.sense(), (5, 0x3B, 0x0D), "{e}");
+    let e = lib.move_medium(70000, 1025).unwrap_err();
+    assert_eq!(e.code, REEL_E_INVALID_ARG);
+
+    // INITIALIZE ELEMENT STATUS is accepted and leaves the inventory as it was
+    lib.control(r#"{"op":"initialize_element_status"}"#)
+        .expect("initialize element status");
+    assert_eq!(lib.inventory().expect("inventory"), inv);
+}
+
+/// Records written, read back, located and spaced over on the second drive.
+fn records_on_drive_two(rig: &Rig, p: &Arc<Plugin>) {
+    let mut lib = LibraryHandle::open(p, &rig.config()).expect("library_open");
+    lib.move_medium(1025, 257).expect("GFS002L9 -> drive 257");
+    let inv = lib.inventory().expect("inventory");
+    assert_eq!(element(&inv, 257).barcode, "GFS002L9");
+    let mut d = lib.open_drive(1).expect("open drive 1");
+    d.load().expect("load");
+    let e = d.test_ready().unwrap_err();
+    assert_eq!(e.sense(), (6, 0x28, 0x00));
+    d.test_ready().expect("ready");
+    d.rewind().expect("rewind");
+    let pos = d.read_position().expect("position");
+    assert_eq!((pos.block, pos.file), (0, 0));
+    assert_ne!(pos.flags & REEL_POS_BOP, 0);
+
+    // three files of 20 records, sizes varying from 1 byte to 1 MiB
+    let record = |f: usize, r: usize| -> Vec<u8> {
+        let len = [1usize, 512, 65536, 262144, 1 << 20][(f * 20 + r) % 5];
+        (0..len).map(|i| (i * 31 + f * 7 + r * 13) as u8).collect()
+    };
+    for f in 0..3 {
+        for r in 0..20 {
+            d.write_record(&record(f, r), None).expect("write");
+        }
+        d.write_filemarks(1, f == 1).expect("filemark");
+    }
+    let eod = d.read_position().expect("position at EOD");
+    assert_eq!((eod.block, eod.file), (63, 3));
+
+    d.rewind().expect("rewind");
+    let mut buf = vec![0u8; (1 << 20) + 4096];
+    for f in 0..3 {
+        for r in 0..20 {
+            let got = d.read_record(&mut buf).expect("read");
+            assert_eq!(&buf[..got.len], &record(f, r)[..], "file {f} record {r}");
+        }
+        let e = d.read_record(&mut buf).unwrap_err();
+        assert_ne!(e.status.flags & REEL_FLAG_FILEMARK, 0, "{e}");
+    }
+    let e = d.read_record(&mut buf).unwrap_err();
+    assert_eq!(e.sense(), (8, 0x00, 0x05), "{e}");
+
+    // locate into the second file and read
+    d.locate(21 + 5).expect("locate");
+    let got = d.read_record(&mut buf).expect("read after locate");
+    assert_eq!(&buf[..got.len], &record(1, 5)[..]);
+    let pos = d.read_position().expect("position");
+    assert_eq!((pos.block, pos.file), (27, 1));
+    // space back over a filemark
+    d.space(REEL_SPACE_FILEMARKS, -1)
+        .expect("space -1 filemark");
+    let pos = d.read_position().expect("position");
+    assert_eq!((pos.block, pos.file), (20, 0));
+    d.space(REEL_SPACE_EOD, 0).expect("space EOD");
+    assert_eq!(d.read_position().expect("position").block, 63);
+
+    let st = d.statistics().expect("statistics");
+    assert_eq!(st.records_written, 60);
+    assert_eq!(st.records_read, 61);
+    d.unload().expect("unload");
+    drop(d);
+    lib.move_medium(257, 1025).expect("GFS002L9 back home");
+
+    // end of medium on a 64 MiB cartridge (patched tgtd): early warning is success with EOM,
+    // then VOLUME OVERFLOW with EOM and the residue, nothing written past it
+    lib.move_medium(1026, 257).expect("GFS003L9 -> drive 257");
+    let mut d = lib.open_drive(1).expect("open drive 1");
+    d.load().expect("load");
+    let _ = d.test_ready();
+    d.rewind().expect("rewind");
+    let rec = vec![0x5Au8; 1 << 20];
+    let (mut good, mut warned) = (0u64, None);
+    let overflow = loop {
+        match d.write_record(&rec, None) {
+            Ok(()) => {
+                good += 1;
+                if warned.is_none() && d.last_status().flags & REEL_FLAG_EOM != 0 {
+                    warned = Some(good);
+                }
+            }
+            Err(e) => break e,
+        }
+        assert!(
+            good < 200,
+            "no end of medium after {good} MiB on a 64 MiB cartridge"
+        );
+    };
+    let warned = warned.expect("early warning before the end");
+    assert!(
+        warned < good,
+        "early warning at record {warned}, last good record {good}"
+    );
+    assert_eq!(overflow.status.sense_key, 0x0D, "{overflow}");
+    assert!(overflow.has_flag(REEL_FLAG_EOM), "{overflow}");
+    assert!(overflow.has_flag(REEL_FLAG_RESIDUE_VALID), "{overflow}");
+    assert_eq!(overflow.status.residue, 1 << 20, "{overflow}");
+    let pos = d.read_position().expect("position at the end");
+    assert_eq!(pos.block, good);
+    assert_ne!(pos.flags & REEL_POS_EOP, 0);
+    d.rewind().expect("rewind");
+    d.unload().expect("unload");
+    drop(d);
+    lib.move_medium(257, 1026).expect("GFS003L9 back home");
+    let inv = lib.inventory().expect("inventory");
+    assert_eq!(element(&inv, 1025).barcode, "GFS002L9");
+    assert_eq!(element(&inv, 257).flags & REEL_ELEMENT_FULL, 0);
+}
+
+/// The plugin contract kit. tgt emulates neither MAM nor LBP: those checks must fail with
+/// the plugin's "not supported by this drive" error, every other check must pass.
+fn contract_kit(rig: &Rig, p: &Arc<Plugin>) {
+    let opts = KitOptions {
+        drive: 0,
+        scratch_barcode: Some("GFS001L9".into()),
+        worm_barcode: None,
+    };
+    let report = kit::run(p, &rig.config(), &opts);
+    eprintln!("{report}");
+    for c in &report.checks {
+        match (&c.outcome, c.name) {
+            (Outcome::Failed(why), "mam" | "records.lbp") => assert!(
+                why.contains("not supported by this drive"),
+                "{}: tgt lacks it, but the failure says something else: {why}",
+                c.name
+            ),
+            (Outcome::Failed(why), name) => panic!("kit check {name} failed: {why}\n{report}"),
+            _ => {}
+        }
+    }
+    assert_eq!(report.outcome("records"), Some(&Outcome::Passed));
+    assert_eq!(report.outcome("locate"), Some(&Outcome::Passed));
+}
+
+#[test]
+fn tgt_library() {
+    let Some(rig) = Rig::up() else {
+        return;
+    };
+    let p = plugin();
+    assert_eq!(p.name(), "reel-plugin-scsi");
+    changer_inventory_and_moves(&rig, &p);
+    records_on_drive_two(&rig, &p);
+    contract_kit(&rig, &p);
+}
