@@ -5,9 +5,15 @@
 //! or the power dies. It depends on `reel-plugin-abi` only; device plugins are loaded by path.
 //!
 //! - [`device`]: the device host (plugins, library actor, one OS thread per drive, typed errors).
-//! - [`format`]: the on-tape format (label, containers, footers) and its decoders.
+//! - [`format`](mod@format): the on-tape format (label, containers, footers) and its decoders.
 //! - [`catalogue`]: what is where, on SQLite or PostgreSQL.
+//! - [`session`]: what one drive does with one mounted cartridge (write, verify, recall,
+//!   intake, recovery, rebuild).
+//! - [`service`]: one host's tape service: whole archive, recall, verify, intake and rebuild
+//!   operations over its drives, with drive hand-out and cartridge leases.
 
 pub mod catalogue;
 pub mod device;
 pub mod format;
+pub mod service;
+pub mod session;

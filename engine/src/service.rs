@@ -30,8 +30,8 @@ use crate::session::recovery::{RecoveryReport, recover_cartridge};
 use crate::session::verify::{VerifyTarget, read_back};
 use crate::session::write::{ArchiveItem, WriteContext, write_session};
 use crate::session::{
-    CancelToken, Fence, NoFence, Progress, ProgressFn, SessionConfig, SessionError,
-    SessionSummary, destination,
+    CancelToken, Fence, NoFence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
+    destination,
 };
 
 /// A boxed future, for the object-safe lease trait.
@@ -40,7 +40,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Cartridge ownership across worker processes.
 pub trait CartridgeLeases: Send + Sync {
     /// Take the cartridge for this worker; the fence fails once the lease is lost.
-    fn acquire<'a>(&'a self, barcode: &'a str, drive: u32) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>>;
+    fn acquire<'a>(
+        &'a self,
+        barcode: &'a str,
+        drive: u32,
+    ) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>>;
     /// Give it back.
     fn release<'a>(&'a self, barcode: &'a str) -> BoxFuture<'a, ()>;
 }
@@ -50,7 +54,11 @@ pub trait CartridgeLeases: Send + Sync {
 pub struct LocalLeases;
 
 impl CartridgeLeases for LocalLeases {
-    fn acquire<'a>(&'a self, _barcode: &'a str, _drive: u32) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>> {
+    fn acquire<'a>(
+        &'a self,
+        _barcode: &'a str,
+        _drive: u32,
+    ) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>> {
         Box::pin(async { Ok(Arc::new(NoFence) as Arc<dyn Fence>) })
     }
     fn release<'a>(&'a self, _barcode: &'a str) -> BoxFuture<'a, ()> {
@@ -164,6 +172,9 @@ pub struct TapeService {
     leases: Arc<dyn CartridgeLeases>,
     /// Drive index → barcode mounted, kept beside the per-drive locks.
     mounted: std::sync::Mutex<HashMap<u32, String>>,
+    /// Held while a writer picks (and perhaps labels) a cartridge, so two copies or two jobs
+    /// never pick the same new cartridge.
+    allocation: Mutex<()>,
 }
 
 impl TapeService {
@@ -213,6 +224,7 @@ impl TapeService {
             options,
             leases,
             mounted: Default::default(),
+            allocation: Mutex::new(()),
         };
         svc.sync_inventory().await?;
         Ok(svc)
@@ -238,7 +250,10 @@ impl TapeService {
     /// Record every cartridge the library holds that the catalogue does not know.
     pub async fn sync_inventory(&self) -> Result<Vec<Cartridge>, SessionError> {
         let inv = self.library.inventory().await?;
-        for e in inv.iter().filter(|e| e.flags & REEL_ELEMENT_FULL != 0 && !e.barcode.is_empty()) {
+        for e in inv
+            .iter()
+            .filter(|e| e.flags & REEL_ELEMENT_FULL != 0 && !e.barcode.is_empty())
+        {
             self.catalogue
                 .add_cartridge(
                     &e.barcode,
@@ -291,7 +306,10 @@ impl TapeService {
 
     /// Which cartridge each of our drives holds, readable while drives are busy.
     fn mounted_map(&self) -> HashMap<u32, String> {
-        self.mounted.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.mounted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn set_mounted(&self, drive: u32, barcode: Option<&str>) {
@@ -332,7 +350,9 @@ impl TapeService {
                     }
                 };
                 self.catalogue.add_mount(barcode).await?;
-                if d.drive.plugin().has_cap(reel_plugin_abi::REEL_CAP_LBP) && self.options.session.lbp {
+                if d.drive.plugin().has_cap(reel_plugin_abi::REEL_CAP_LBP)
+                    && self.options.session.lbp
+                {
                     d.drive.set_lbp(REEL_LBP_CRC32C).await?;
                 }
                 g.mounted = Some(m.clone());
@@ -356,7 +376,10 @@ impl TapeService {
                 self.set_mounted(d.drive.index(), None);
                 mount::unmount(&self.library, &d.drive, Some(m.source_slot)).await?;
                 self.leases.release(&m.barcode).await;
-            } else if mount::mounted_barcode(&self.library, &d.drive).await?.is_some() {
+            } else if mount::mounted_barcode(&self.library, &d.drive)
+                .await?
+                .is_some()
+            {
                 mount::unmount(&self.library, &d.drive, None).await?;
             }
         }
@@ -364,7 +387,11 @@ impl TapeService {
     }
 
     /// Calibrate and label the given cartridges (all `New` ones when empty) into `pool`.
-    pub async fn intake(&self, barcodes: &[String], pool: &str) -> Result<Vec<(String, IntakeOutcome)>, SessionError> {
+    pub async fn intake(
+        &self,
+        barcodes: &[String],
+        pool: &str,
+    ) -> Result<Vec<(String, IntakeOutcome)>, SessionError> {
         self.catalogue.ensure_pool(pool).await?;
         let list: Vec<String> = if barcodes.is_empty() {
             self.sync_inventory()
@@ -387,7 +414,11 @@ impl TapeService {
 
     /// A writable cartridge of `pool`, labelling a new one when none is left.
     async fn writable(&self, pool: &str, exclude: &[String]) -> Result<Cartridge, SessionError> {
-        if let Some(c) = self.catalogue.writable_cartridge(pool, exclude, false).await? {
+        if let Some(c) = self
+            .catalogue
+            .writable_cartridge(pool, exclude, false)
+            .await?
+        {
             return Ok(c);
         }
         if self.options.auto_label {
@@ -396,7 +427,9 @@ impl TapeService {
                 .cartridges()
                 .await?
                 .into_iter()
-                .filter(|c| c.state == CartridgeState::New && !c.worm && !exclude.contains(&c.barcode))
+                .filter(|c| {
+                    c.state == CartridgeState::New && !c.worm && !exclude.contains(&c.barcode)
+                })
                 .collect();
             // Prefer calibrated spares: no first-load calibration on the write path.
             let pick = news.iter().find(|c| c.calibrated).or_else(|| news.first());
@@ -435,11 +468,16 @@ impl TapeService {
         let mut seen = HashSet::new();
         for (key, path) in items {
             if !seen.insert(key.clone()) {
-                return Err(SessionError::Other(format!("key {key} is given twice in one archive")));
+                return Err(SessionError::Other(format!(
+                    "key {key} is given twice in one archive"
+                )));
             }
             let meta = std::fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
             if !meta.is_file() {
-                return Err(SessionError::Other(format!("{} is not a regular file", path.display())));
+                return Err(SessionError::Other(format!(
+                    "{} is not a regular file",
+                    path.display()
+                )));
             }
             let generation = self.catalogue.next_generation(&key).await?;
             arch.push(ArchiveItem {
@@ -453,7 +491,8 @@ impl TapeService {
         let n = arch.len() as u64;
         let used: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
         let copies = class.pools.len().max(1);
-        let per_copy: Arc<std::sync::Mutex<Vec<Progress>>> = Arc::new(std::sync::Mutex::new(vec![Progress::default(); copies]));
+        let per_copy: Arc<std::sync::Mutex<Vec<Progress>>> =
+            Arc::new(std::sync::Mutex::new(vec![Progress::default(); copies]));
         let mut tasks = Vec::new();
         for (k, pool) in class.pools.iter().enumerate() {
             let items = arch.clone();
@@ -466,7 +505,11 @@ impl TapeService {
                     let mut v = per_copy.lock().unwrap_or_else(|e| e.into_inner());
                     v[k] = pr;
                     // Overall progress is the slowest copy's.
-                    let min = v.iter().copied().min_by_key(|p| p.bytes).unwrap_or_default();
+                    let min = v
+                        .iter()
+                        .copied()
+                        .min_by_key(|p| p.bytes)
+                        .unwrap_or_default();
                     progress(min);
                 });
                 self.archive_copy(items, pool, &used, &cancel, p).await
@@ -483,7 +526,12 @@ impl TapeService {
             report.cartridges.push(carts);
             report.summary.add(&sum);
         }
-        info!(objects = n, bytes = total_bytes, copies, "archive acknowledged");
+        info!(
+            objects = n,
+            bytes = total_bytes,
+            copies,
+            "archive acknowledged"
+        );
         Ok(report)
     }
 
@@ -503,15 +551,23 @@ impl TapeService {
             if cancel.is_cancelled() {
                 return Err(SessionError::Cancelled);
             }
-            let exclude: Vec<String> = used.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let cart = self.writable(pool, &exclude).await?;
-            used.lock().unwrap_or_else(|e| e.into_inner()).push(cart.barcode.clone());
+            let cart = {
+                let _pick = self.allocation.lock().await;
+                let exclude: Vec<String> = used.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let cart = self.writable(pool, &exclude).await?;
+                used.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(cart.barcode.clone());
+                cart
+            };
             let held = self.acquire(&cart.barcode).await?;
             sum.mount_s += held.mount.mount_s;
             // Crash rules first: a cartridge with pending containers is recovered.
             let cart = self.ensure_recovered(&held, &cart).await?;
             if let Err(e) = check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
-                self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Disabled).await?;
+                self.catalogue
+                    .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
+                    .await?;
                 warn!(barcode = %cart.barcode, error = %e, "cartridge disabled");
                 continue;
             }
@@ -539,7 +595,9 @@ impl TapeService {
                 carts.push(cart.barcode.clone());
             }
             if out.cartridge_full {
-                self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Full).await?;
+                self.catalogue
+                    .set_cartridge_state(&cart.barcode, CartridgeState::Full)
+                    .await?;
             }
             let progressed = !out.written.is_empty();
             remaining = out.remaining;
@@ -549,7 +607,9 @@ impl TapeService {
                     | SessionError::Device(DeviceError::DataProtect { .. })
                     | SessionError::Device(DeviceError::Worm { .. }) => {
                         warn!(barcode = %cart.barcode, error = %e, "write failed on this cartridge; it is disabled and the rest goes elsewhere");
-                        self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Disabled).await?;
+                        self.catalogue
+                            .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
+                            .await?;
                     }
                     _ => return Err(e),
                 }
@@ -569,7 +629,11 @@ impl TapeService {
 
     /// Apply the crash rules to a held cartridge if the catalogue has pending containers on it
     /// or its end of data is not where the catalogue says; returns the fresh catalogue row.
-    async fn ensure_recovered(&self, held: &HeldDrive, cart: &Cartridge) -> Result<Cartridge, SessionError> {
+    async fn ensure_recovered(
+        &self,
+        held: &HeldDrive,
+        cart: &Cartridge,
+    ) -> Result<Cartridge, SessionError> {
         let pending = self
             .catalogue
             .containers_on(&cart.barcode)
@@ -585,7 +649,9 @@ impl TapeService {
         if !pos_ok {
             let rep = recover_cartridge(&self.catalogue, &held.drive, cart).await?;
             if !rep.lost_durable.is_empty() {
-                self.catalogue.set_cartridge_state(&cart.barcode, CartridgeState::Broken).await?;
+                self.catalogue
+                    .set_cartridge_state(&cart.barcode, CartridgeState::Broken)
+                    .await?;
                 return Err(SessionError::Cartridge {
                     barcode: cart.barcode.clone(),
                     reason: format!(
@@ -598,16 +664,24 @@ impl TapeService {
         self.catalogue
             .cartridge(&cart.barcode)
             .await?
-            .ok_or_else(|| SessionError::Other(format!("cartridge {} vanished from the catalogue", cart.barcode)))
+            .ok_or_else(|| {
+                SessionError::Other(format!(
+                    "cartridge {} vanished from the catalogue",
+                    cart.barcode
+                ))
+            })
     }
 
     /// Recover every cartridge with pending containers (start-up after a crash).
     pub async fn recover_pending(&self) -> Result<Vec<(String, RecoveryReport)>, SessionError> {
         let pending = self.catalogue.pending_containers().await?;
-        let barcodes: std::collections::BTreeSet<String> = pending.into_iter().map(|c| c.barcode).collect();
+        let barcodes: std::collections::BTreeSet<String> =
+            pending.into_iter().map(|c| c.barcode).collect();
         let mut out = Vec::new();
         for b in barcodes {
-            let Some(cart) = self.catalogue.cartridge(&b).await? else { continue };
+            let Some(cart) = self.catalogue.cartridge(&b).await? else {
+                continue;
+            };
             let held = self.acquire(&b).await?;
             let r = recover_cartridge(&self.catalogue, &held.drive, &cart).await?;
             out.push((b, r));
@@ -636,7 +710,9 @@ impl TapeService {
         for r in requests {
             let dest = destination::safe_join(&r.root, &r.key)?;
             let Some(obj) = self.catalogue.object(&r.key).await? else {
-                report.failed.push((r.key.clone(), "no such object in the catalogue".into()));
+                report
+                    .failed
+                    .push((r.key.clone(), "no such object in the catalogue".into()));
                 continue;
             };
             let copies = self.catalogue.copies(&r.key, obj.generation).await?;
@@ -669,25 +745,42 @@ impl TapeService {
             };
             let mut votes: HashMap<String, usize> = HashMap::new();
             for &i in &open {
-                for c in wants[i].copies.iter().filter(|c| usable(c) && !wants[i].tried.contains(&c.barcode)) {
+                for c in wants[i]
+                    .copies
+                    .iter()
+                    .filter(|c| usable(c) && !wants[i].tried.contains(&c.barcode))
+                {
                     *votes.entry(c.barcode.clone()).or_default() += 1;
                 }
             }
-            let mut by_cart: BTreeMap<String, Vec<(usize, crate::catalogue::CopyLocation)>> = BTreeMap::new();
+            let mut by_cart: BTreeMap<String, Vec<(usize, crate::catalogue::CopyLocation)>> =
+                BTreeMap::new();
             let mut next_open = Vec::new();
             for &i in &open {
                 let best = wants[i]
                     .copies
                     .iter()
                     .filter(|c| usable(c) && !wants[i].tried.contains(&c.barcode))
-                    .max_by_key(|c| (mounted.contains(&c.barcode), votes.get(&c.barcode).copied().unwrap_or(0), std::cmp::Reverse(c.barcode.clone())));
+                    .max_by_key(|c| {
+                        (
+                            mounted.contains(&c.barcode),
+                            votes.get(&c.barcode).copied().unwrap_or(0),
+                            std::cmp::Reverse(c.barcode.clone()),
+                        )
+                    });
                 match best {
-                    Some(c) => by_cart.entry(c.barcode.clone()).or_default().push((i, c.clone())),
+                    Some(c) => by_cart
+                        .entry(c.barcode.clone())
+                        .or_default()
+                        .push((i, c.clone())),
                     None => {
                         let why = if wants[i].copies.is_empty() {
                             "no durable copy".to_string()
                         } else {
-                            format!("every copy failed or is on a disabled/broken cartridge ({} copies)", wants[i].copies.len())
+                            format!(
+                                "every copy failed or is on a disabled/broken cartridge ({} copies)",
+                                wants[i].copies.len()
+                            )
                         };
                         report.failed.push((wants[i].key.clone(), why));
                     }
@@ -747,7 +840,9 @@ impl TapeService {
                             report.objects += 1;
                             report.bytes += n;
                         }
-                        Err(RecallFailure::Destination(m)) => report.failed.push((wants[i].key.clone(), m)),
+                        Err(RecallFailure::Destination(m)) => {
+                            report.failed.push((wants[i].key.clone(), m))
+                        }
                         Err(RecallFailure::BadCopy(m)) | Err(RecallFailure::NotAttempted(m)) => {
                             report.bad_copies.push(BadCopy {
                                 key: wants[i].key.clone(),
@@ -766,7 +861,11 @@ impl TapeService {
     }
 
     /// Read back every durable container on `barcode` and mark each verified or dead.
-    pub async fn verify_cartridge(&self, barcode: &str, cancel: &CancelToken) -> Result<crate::session::verify::VerifyReport, SessionError> {
+    pub async fn verify_cartridge(
+        &self,
+        barcode: &str,
+        cancel: &CancelToken,
+    ) -> Result<crate::session::verify::VerifyReport, SessionError> {
         let containers = self.catalogue.containers_on(barcode).await?;
         let targets: Vec<VerifyTarget> = containers
             .iter()
@@ -787,27 +886,49 @@ impl TapeService {
         }
         let held = self.acquire(barcode).await?;
         let rep = read_back(&held.drive, barcode, &targets, cancel).await?;
-        let ok: Vec<i64> = rep.results.iter().filter(|(_, r)| r.is_ok()).map(|(i, _)| *i).collect();
-        let bad: Vec<i64> = rep.results.iter().filter(|(_, r)| r.is_err()).map(|(i, _)| *i).collect();
+        let ok: Vec<i64> = rep
+            .results
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(i, _)| *i)
+            .collect();
+        let bad: Vec<i64> = rep
+            .results
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .map(|(i, _)| *i)
+            .collect();
         if !ok.is_empty() {
-            self.catalogue.set_container_state(&ok, ContainerState::Verified).await?;
+            self.catalogue
+                .set_container_state(&ok, ContainerState::Verified)
+                .await?;
         }
         if !bad.is_empty() {
             warn!(barcode, bad = ?bad, "containers failed verification; their objects are read from other copies");
-            self.catalogue.set_container_state(&bad, ContainerState::Dead).await?;
+            self.catalogue
+                .set_container_state(&bad, ContainerState::Dead)
+                .await?;
         }
         Ok(rep)
     }
 
     /// Rebuild the catalogue entries of `barcodes` (every cartridge in the library when empty)
     /// from the tapes alone.
-    pub async fn rebuild(&self, barcodes: &[String], cancel: &CancelToken) -> Result<Vec<RebuildReport>, SessionError> {
+    pub async fn rebuild(
+        &self,
+        barcodes: &[String],
+        cancel: &CancelToken,
+    ) -> Result<Vec<RebuildReport>, SessionError> {
         let list: Vec<(String, bool)> = if barcodes.is_empty() {
             self.library
                 .inventory()
                 .await?
                 .into_iter()
-                .filter(|e| e.flags & REEL_ELEMENT_FULL != 0 && !e.barcode.is_empty() && e.kind == REEL_ELEMENT_SLOT)
+                .filter(|e| {
+                    e.flags & REEL_ELEMENT_FULL != 0
+                        && !e.barcode.is_empty()
+                        && e.kind == REEL_ELEMENT_SLOT
+                })
                 .map(|e| (e.barcode, e.flags & REEL_ELEMENT_WORM != 0))
                 .collect()
         } else {
@@ -816,7 +937,16 @@ impl TapeService {
         let mut out = Vec::new();
         for (b, worm) in list {
             let held = self.acquire(&b).await?;
-            match rebuild_cartridge(&self.catalogue, &held.drive, &b, self.options.default_capacity_bytes, worm, cancel).await {
+            match rebuild_cartridge(
+                &self.catalogue,
+                &held.drive,
+                &b,
+                self.options.default_capacity_bytes,
+                worm,
+                cancel,
+            )
+            .await
+            {
                 Ok(r) => out.push(r),
                 Err(SessionError::Cartridge { barcode, reason }) => {
                     info!(%barcode, %reason, "skipped");
@@ -829,8 +959,13 @@ impl TapeService {
 }
 
 fn usable(c: &crate::catalogue::CopyLocation) -> bool {
-    !matches!(c.cartridge_state, CartridgeState::Disabled | CartridgeState::Broken | CartridgeState::Exported)
-        && matches!(c.container_state, ContainerState::Durable | ContainerState::Verified)
+    !matches!(
+        c.cartridge_state,
+        CartridgeState::Disabled | CartridgeState::Broken | CartridgeState::Exported
+    ) && matches!(
+        c.container_state,
+        ContainerState::Durable | ContainerState::Verified
+    )
 }
 
 /// Default recall options from a session config.

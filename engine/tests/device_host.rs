@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use reel_engine::device::{DeviceError, Drive, Library, LoadError, Plugin, load_plugin};
+use reel_engine::format::{
+    ContainerBuilder, ContainerHeader, ContainerReader, Footer, Label, MIN_RECORD_SIZE, data_block,
+};
 use reel_plugin_abi::sdk::{self, Call, DriveInfo, Element, Fault, ReadRecord};
 use reel_plugin_abi::types::*;
 
@@ -133,6 +136,7 @@ impl sdk::Library for MemLib {
             loaded: false,
             block: 0,
             mam: HashMap::new(),
+            tape: Vec::new(),
         })
     }
 }
@@ -146,6 +150,19 @@ struct MemDrive {
     loaded: bool,
     block: u64,
     mam: HashMap<u16, Vec<u8>>,
+    /// The medium: records, `None` for a filemark; EOD after the last.
+    tape: Vec<Option<Vec<u8>>>,
+}
+
+impl MemDrive {
+    /// Writing at the current position discards everything after it (tape semantics).
+    fn append(&mut self, item: Option<Vec<u8>>) {
+        let at = self.block as usize;
+        self.tape.resize(at.max(self.tape.len()), None);
+        self.tape.truncate(at);
+        self.tape.push(item);
+        self.block += 1;
+    }
 }
 
 impl MemDrive {
@@ -248,12 +265,12 @@ impl sdk::Drive for MemDrive {
     }
     fn write_record(
         &mut self,
-        _data: &[u8],
+        data: &[u8],
         _crc: Option<u32>,
         _call: &mut Call,
     ) -> Result<(), Fault> {
         self.injected()?;
-        self.block += 1;
+        self.append(Some(data.to_vec()));
         Ok(())
     }
     fn write_filemarks(
@@ -263,16 +280,41 @@ impl sdk::Drive for MemDrive {
         _call: &mut Call,
     ) -> Result<(), Fault> {
         self.injected()?;
-        self.block += u64::from(count);
+        for _ in 0..count {
+            self.append(None);
+        }
         Ok(())
     }
-    fn read_record(&mut self, _buffer: &mut [u8], _call: &mut Call) -> Result<ReadRecord, Fault> {
+    fn read_record(&mut self, buffer: &mut [u8], _call: &mut Call) -> Result<ReadRecord, Fault> {
         self.injected()?;
-        Err(Fault::check(
-            sense_key::BLANK_CHECK,
-            asc::END_OF_DATA,
-            "end of data",
-        ))
+        let item = self.tape.get(self.block as usize).cloned();
+        match item {
+            None => Err(Fault::check(
+                sense_key::BLANK_CHECK,
+                asc::END_OF_DATA,
+                "end of data",
+            )),
+            Some(None) => {
+                self.block += 1;
+                Err(Fault::check(sense_key::NO_SENSE, asc::FILEMARK, "filemark")
+                    .with_flags(REEL_FLAG_FILEMARK))
+            }
+            Some(Some(rec)) => {
+                let n = rec.len().min(buffer.len());
+                buffer[..n].copy_from_slice(&rec[..n]);
+                self.block += 1;
+                if n < rec.len() {
+                    return Err(Fault::check(
+                        sense_key::NO_SENSE,
+                        asc::NONE,
+                        "record longer than the buffer",
+                    )
+                    .with_flags(REEL_FLAG_ILI)
+                    .with_transferred(n));
+                }
+                Ok(ReadRecord { len: n, crc: None })
+            }
+        }
     }
     fn mam_read(&mut self, attribute: u16, _call: &mut Call) -> Result<Vec<u8>, Fault> {
         self.injected()?;
@@ -452,6 +494,151 @@ async fn a_blocked_drive_blocks_neither_the_runtime_nor_other_drives_and_survive
     assert_eq!(d0.read_position().await.unwrap().block, GATE_BLOCK);
     d0.locate(4).await.unwrap();
     assert_eq!(d0.read_position().await.unwrap().block, 4);
+}
+
+#[tokio::test]
+async fn containers_written_through_a_drive_are_recalled_by_block_arithmetic() {
+    let lib = library("").await;
+    let d = lib.open_drive(0).await.unwrap();
+    d.load().await.unwrap();
+    let rs = MIN_RECORD_SIZE;
+    let objects: Vec<(String, Vec<u8>)> = [10, rs + 5, 3 * rs, 0, 77]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            (
+                format!("dir/obj{i}"),
+                (0..n).map(|j| (j * 13 + i) as u8).collect(),
+            )
+        })
+        .collect();
+    let label = Label {
+        barcode: "TST001L9".into(),
+        pool: "p".into(),
+        cartridge_uuid: uuid::Uuid::from_u128(77),
+        epoch: 1,
+        created_unix: 0,
+    };
+    let (objs, lab) = (objects.clone(), label.clone());
+    // Label, filemark, then two containers each closed by a filemark, as docs/FORMAT.md says.
+    let written = d
+        .run(move |h| -> Result<Vec<(u64, Footer)>, String> {
+            let s = |e: &dyn std::fmt::Display| e.to_string();
+            h.write_record(&lab.encode(), None).map_err(|e| s(&e))?;
+            h.write_filemarks(1, false).map_err(|e| s(&e))?;
+            let mut out = Vec::new();
+            for sequence in 1..=2u64 {
+                let first = h.read_position().map_err(|e| s(&e))?.block;
+                let mut b = ContainerBuilder::try_new(ContainerHeader {
+                    container_uuid: uuid::Uuid::from_u128(u128::from(sequence)),
+                    cartridge_uuid: lab.cartridge_uuid,
+                    barcode: lab.barcode.clone(),
+                    pool: lab.pool.clone(),
+                    record_size: rs as u32,
+                    sequence,
+                    created_unix: 0,
+                })
+                .map_err(|e| s(&e))?;
+                h.write_record(&b.header_record(), None)
+                    .map_err(|e| s(&e))?;
+                for (key, data) in &objs {
+                    b.begin_object(key, sequence).map_err(|e| s(&e))?;
+                    for rec in b.write(data) {
+                        h.write_record(&rec, None).map_err(|e| s(&e))?;
+                        b.recycle(rec);
+                    }
+                    b.end_object().map_err(|e| s(&e))?;
+                }
+                let (tail, footer) = b.finish();
+                for rec in &tail {
+                    h.write_record(rec, None).map_err(|e| s(&e))?;
+                }
+                h.write_filemarks(1, false).map_err(|e| s(&e))?;
+                out.push((first, footer));
+            }
+            Ok(out)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(written[0].0, 2, "the first container is file 1 at block 2");
+
+    // Block 0 is the label.
+    d.locate(0).await.unwrap();
+    let rec = d
+        .run(|h| {
+            let mut buf = vec![0u8; 4096];
+            let r = h.read_record(&mut buf).map_err(DeviceError::from)?;
+            buf.truncate(r.len);
+            Ok::<_, DeviceError>(buf)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(Label::decode(&rec).unwrap(), label);
+
+    // Recall: LOCATE to container_first_block + 1 + offset / R, skip offset % R, read length.
+    for (first, footer) in &written {
+        for (e, (key, data)) in footer.entries.iter().zip(&objects) {
+            assert_eq!(&e.key, key);
+            if e.length == 0 {
+                continue;
+            }
+            d.locate(data_block(*first, e.offset, rs as u32))
+                .await
+                .unwrap();
+            let (skip, length) = ((e.offset % rs as u64) as usize, e.length as usize);
+            let got = d
+                .run(move |h| -> Result<Vec<u8>, DeviceError> {
+                    let mut out = Vec::with_capacity(skip + length);
+                    let mut buf = vec![0u8; rs];
+                    while out.len() < skip + length {
+                        let r = h.read_record(&mut buf)?;
+                        out.extend_from_slice(&buf[..r.len]);
+                    }
+                    Ok(out[skip..skip + length].to_vec())
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(got == *data, "object {key} read back differs");
+        }
+    }
+
+    // Verify: the second container in one pass, header to filemark, with its index.
+    let (first, footer) = written[1].clone();
+    d.locate(first).await.unwrap();
+    let entries = footer.entries.clone();
+    let (header, read_footer) = d
+        .run(move |h| -> Result<(ContainerHeader, Footer), String> {
+            let mut reader = ContainerReader::with_index(entries).map_err(|e| e.to_string())?;
+            let mut buf = vec![0u8; rs];
+            loop {
+                match h.read_record(&mut buf).map_err(DeviceError::from) {
+                    Ok(r) => reader
+                        .push_record(&buf[..r.len])
+                        .map_err(|e| e.to_string())?,
+                    Err(DeviceError::Filemark { .. }) => break,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            reader.finish().map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(header.sequence, 2);
+    assert_eq!(read_footer, footer);
+    // Past the last container's filemark is end of data.
+    d.locate(first + 1 + footer.data_records + 1 + 1)
+        .await
+        .unwrap();
+    let e = d
+        .run(|h| h.read_record(&mut [0u8; 16]).map_err(DeviceError::from))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(e, DeviceError::EndOfData { .. }), "{e}");
 }
 
 /// Inject a fault on drive 0's next call and return the error that call gives.

@@ -1,1 +1,796 @@
-//! placeholder
+//! The `reel` command line: argument parsing (clap) and the commands that need only the queue
+//! and the catalogue. The tape-executing commands (`worker` drive loops with a real executor,
+//! `demo`, `library`, `serve`) are marked "not wired" until the engine's sessions land.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LoadedConfig;
+use crate::error::{JobsError, Result};
+use crate::job::{
+    ArchiveJob, ArchiveSource, IntakeJob, IntakeSelection, JobSpec, JobState, RebuildJob,
+    RecallJob, RecallSelection, VerifyJob, VerifyTarget,
+};
+use crate::queue::{JobQueue, JobRecord};
+use crate::worker::{self, NotWiredExecutor, Runtime};
+
+/// reel: a tape archive job engine.
+#[derive(Debug, Parser)]
+#[command(name = "reel", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Config file (default: $REEL_CONFIG, else DATA_DIR/reel.toml if present).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory; relative paths in the config resolve against it (default: $REEL_DATA_DIR, else ./reel-data).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Machine-readable output (one JSON document on stdout).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Archive files or a directory tree to tape.
+    Archive(ArchiveArgs),
+    /// Recall objects from tape into a directory.
+    Recall(RecallArgs),
+    /// Read back and check what is on tape.
+    Verify(VerifyArgs),
+    /// Take new cartridges into the library's catalogue.
+    Intake(IntakeArgs),
+    /// Inspect and manage jobs.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Look things up in the catalogue, or rebuild it from tapes.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Show the library (needs the device plugin).
+    #[command(subcommand)]
+    Library(LibraryCommand),
+    /// Run a worker: job handlers and drive loops for this host.
+    Worker,
+    /// Run the whole thing on the simulator in the data dir: archive, recall, verify, summary.
+    Demo,
+    /// Serve the HTTP API.
+    Serve,
+}
+
+/// Options shared by the submitting commands.
+#[derive(Debug, Args)]
+pub struct SubmitOpts {
+    /// Priority (higher first; default 50, verify 10).
+    #[arg(long)]
+    pub priority: Option<i32>,
+    /// Wait for the job to finish, with a progress bar.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// `reel archive`
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// Files, or one directory (archived as a tree).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Storage class (default: [archive] default_class).
+    #[arg(long)]
+    pub class: Option<String>,
+    /// Prefix of the object keys.
+    #[arg(long, default_value = "")]
+    pub key_prefix: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub submit: SubmitOpts,
+}
+
+/// `reel recall`
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// Keys to recall.
+    pub keys: Vec<String>,
+    /// Recall every key with this prefix instead.
+    #[arg(long, conflicts_with = "keys")]
+    pub prefix: Option<String>,
+    /// Destination directory.
+    #[arg(long)]
+    pub to: PathBuf,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub submit: SubmitOpts,
+}
+
+/// `reel verify`
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false, id = "what")]
+pub struct VerifyArgs {
+    /// Every container of this cartridge.
+    #[arg(long, group = "what")]
+    pub cartridge: Option<String>,
+    /// One container (catalogue id).
+    #[arg(long, group = "what")]
+    pub container: Option<i64>,
+    /// A sample: one container in N over the library.
+    #[arg(long, group = "what", value_name = "N")]
+    pub sample_every: Option<u64>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub submit: SubmitOpts,
+}
+
+/// `reel intake`
+#[derive(Debug, Args)]
+pub struct IntakeArgs {
+    /// Barcodes to take in.
+    #[arg(required_unless_present = "all_new")]
+    pub barcodes: Vec<String>,
+    /// Every cartridge the library has that the catalogue does not know.
+    #[arg(long, conflicts_with = "barcodes")]
+    pub all_new: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub submit: SubmitOpts,
+}
+
+/// `reel jobs …`
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// List jobs, newest first.
+    List {
+        /// Only jobs in this state (queued, running, done, failed, cancelled).
+        #[arg(long)]
+        state: Option<JobState>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Show one job in full.
+    Show {
+        /// Job id.
+        id: String,
+    },
+    /// Wait for jobs to finish (exit 1 if any failed or was cancelled).
+    Wait {
+        /// Job ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// Give up after this many seconds (exit 2).
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Cancel a job (a running one stops at its next record boundary).
+    Cancel {
+        /// Job id.
+        id: String,
+    },
+    /// Run a failed or cancelled job again.
+    Retry {
+        /// Job id.
+        id: String,
+    },
+}
+
+/// `reel catalog …`
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// List objects by key.
+    Ls {
+        /// Key prefix.
+        #[arg(default_value = "")]
+        prefix: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: u64,
+    },
+    /// Show where an object's copies are.
+    Find {
+        /// Object key.
+        key: String,
+    },
+    /// Rebuild catalogue entries by reading cartridges (all when none given).
+    Rebuild {
+        /// Cartridges to read.
+        cartridges: Vec<String>,
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        submit: SubmitOpts,
+    },
+}
+
+/// `reel library …`
+#[derive(Debug, Subcommand)]
+pub enum LibraryCommand {
+    /// Elements and barcodes as the library reports them.
+    Inventory,
+    /// Drives and what they hold.
+    Drives,
+    /// Cartridges the catalogue knows, with state and usage.
+    Cartridges,
+}
+
+/// What a command produced: a JSON document, and the text for humans.
+#[derive(Debug)]
+struct Output {
+    json: serde_json::Value,
+    text: String,
+    /// Non-zero exit status wanted (e.g. a waited job failed).
+    status: i32,
+}
+
+/// Run a parsed command; returns the process exit status.
+pub async fn run(cli: Cli) -> Result<i32> {
+    let loaded = LoadedConfig::load(cli.config.as_deref(), cli.data_dir.as_deref())?;
+    let json_mode = cli.json;
+    let out = dispatch(cli, &loaded).await?;
+    let mut stdout = std::io::stdout().lock();
+    let written = if json_mode {
+        writeln!(
+            stdout,
+            "{}",
+            serde_json::to_string_pretty(&out.json).unwrap_or_default()
+        )
+    } else if out.text.is_empty() {
+        Ok(())
+    } else {
+        writeln!(stdout, "{}", out.text.trim_end())
+    };
+    written.map_err(|source| JobsError::Io {
+        doing: "writing to",
+        path: "stdout".into(),
+        source,
+    })?;
+    Ok(out.status)
+}
+
+async fn ensure_data_dir(loaded: &LoadedConfig) -> Result<()> {
+    if !loaded.config.store.is_postgres() || loaded.config.store.jobs_url.starts_with("sqlite:") {
+        tokio::fs::create_dir_all(&loaded.data_dir)
+            .await
+            .map_err(|source| JobsError::Io {
+                doing: "creating the data directory",
+                path: loaded.data_dir.clone(),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+async fn open_queue(loaded: &LoadedConfig) -> Result<JobQueue> {
+    ensure_data_dir(loaded).await?;
+    JobQueue::open(&loaded.config).await
+}
+
+async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
+    let json = cli.json;
+    match cli.command {
+        Command::Archive(a) => {
+            let class = a
+                .class
+                .unwrap_or_else(|| loaded.config.archive.default_class.clone());
+            if loaded.config.pools_of(&class).is_none() {
+                return Err(JobsError::Config {
+                    origin: "--class".into(),
+                    message: format!("storage class `{class}` is not in [archive.storage_classes]"),
+                });
+            }
+            let source = archive_source(&a.paths)?;
+            let spec = JobSpec::Archive(ArchiveJob {
+                source,
+                key_prefix: a.key_prefix,
+                storage_class: class,
+            });
+            submit(loaded, spec, a.submit, json).await
+        }
+        Command::Recall(r) => {
+            let selection = match r.prefix {
+                Some(p) => RecallSelection::Prefix(p),
+                None => RecallSelection::Keys(r.keys),
+            };
+            let destination = absolute(&r.to)?;
+            submit(
+                loaded,
+                JobSpec::Recall(RecallJob {
+                    selection,
+                    destination,
+                }),
+                r.submit,
+                json,
+            )
+            .await
+        }
+        Command::Verify(v) => {
+            let target = match (v.cartridge, v.container, v.sample_every) {
+                (Some(c), _, _) => VerifyTarget::Cartridge(c),
+                (_, Some(id), _) => VerifyTarget::Container(id),
+                (_, _, Some(every)) => VerifyTarget::Sample { every },
+                _ => {
+                    return Err(JobsError::Config {
+                        origin: "reel verify".into(),
+                        message: "give --cartridge, --container or --sample-every".into(),
+                    });
+                }
+            };
+            submit(
+                loaded,
+                JobSpec::Verify(VerifyJob { target }),
+                v.submit,
+                json,
+            )
+            .await
+        }
+        Command::Intake(i) => {
+            let selection = if i.all_new {
+                IntakeSelection::AllNew
+            } else {
+                IntakeSelection::Barcodes(i.barcodes)
+            };
+            submit(
+                loaded,
+                JobSpec::Intake(IntakeJob { selection }),
+                i.submit,
+                json,
+            )
+            .await
+        }
+        Command::Jobs(j) => jobs(loaded, j, json).await,
+        Command::Catalog(CatalogCommand::Rebuild {
+            cartridges,
+            submit: s,
+        }) => submit(loaded, JobSpec::Rebuild(RebuildJob { cartridges }), s, json).await,
+        Command::Catalog(c) => catalog(loaded, c).await,
+        Command::Library(_) => Err(library_not_wired()),
+        Command::Worker => run_worker(loaded).await,
+        Command::Demo => Err(demo_not_wired()),
+        Command::Serve => Err(JobsError::NotWired("`reel serve` (the HTTP API)")),
+    }
+}
+
+/// `reel library`: filled in when the device host is wired to the CLI.
+pub fn library_not_wired() -> JobsError {
+    JobsError::NotWired("`reel library` (needs the device host to load the plugin)")
+}
+
+/// `reel demo`: filled in when the simulator, sessions and worker are wired together.
+pub fn demo_not_wired() -> JobsError {
+    JobsError::NotWired("`reel demo` (needs the simulator plugin and the engine's sessions)")
+}
+
+/// `reel worker`: runs the job handlers and drive loops with the tape executor. Until the
+/// engine's sessions are wired the executor is [`NotWiredExecutor`]: jobs that need tape fail
+/// with a "not wired yet" error (not retried), the rest of the machinery runs.
+async fn run_worker(loaded: &LoadedConfig) -> Result<Output> {
+    let queue = open_queue(loaded).await?;
+    let shutdown = CancellationToken::new();
+    let rt = Runtime::new(
+        loaded.config.clone(),
+        queue,
+        Arc::new(NotWiredExecutor),
+        shutdown.clone(),
+    );
+    let name = rt.name.clone();
+    eprintln!(
+        "reel worker {name}: running (store {}); stop with Ctrl-C or SIGTERM",
+        crate::db::redact(&loaded.config.store.url)
+    );
+    let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone()));
+    let result = worker::run(rt).await;
+    shutdown.cancel();
+    let _ = signals.await;
+    result?;
+    Ok(Output {
+        json: json!({"worker": name, "stopped": true}),
+        text: format!("worker {name} stopped"),
+        status: 0,
+    })
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).map_err(|source| JobsError::Io {
+        doing: "resolving",
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+fn archive_source(paths: &[PathBuf]) -> Result<ArchiveSource> {
+    let abs: Vec<PathBuf> = paths.iter().map(|p| absolute(p)).collect::<Result<_>>()?;
+    for p in &abs {
+        if !p.exists() {
+            return Err(JobsError::Io {
+                doing: "archiving",
+                path: p.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file or directory; check the path",
+                ),
+            });
+        }
+    }
+    match abs.as_slice() {
+        [one] if one.is_dir() => Ok(ArchiveSource::Tree(one.clone())),
+        _ => match abs.iter().find(|p| p.is_dir()) {
+            Some(d) => Err(JobsError::Config {
+                origin: "reel archive".into(),
+                message: format!(
+                    "{} is a directory: archive one directory alone, or list files",
+                    d.display()
+                ),
+            }),
+            None => Ok(ArchiveSource::Files(abs)),
+        },
+    }
+}
+
+async fn submit(
+    loaded: &LoadedConfig,
+    spec: JobSpec,
+    opts: SubmitOpts,
+    json: bool,
+) -> Result<Output> {
+    let queue = open_queue(loaded).await?;
+    let rec = queue.submit(spec, opts.priority).await?;
+    if opts.wait {
+        let mut out = wait(&queue, std::slice::from_ref(&rec.id), None, json).await?;
+        out.text = format!("submitted {} job {}\n{}", rec.kind, rec.id, out.text);
+        return Ok(out);
+    }
+    Ok(Output {
+        json: json!({"id": rec.id, "kind": rec.kind, "state": rec.state, "priority": rec.priority}),
+        text: format!(
+            "{}\n(submitted {} job; follow it with `reel jobs wait {}`)",
+            rec.id, rec.kind, rec.id
+        ),
+        status: 0,
+    })
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn job_line(r: &JobRecord) -> String {
+    let p = &r.progress;
+    format!(
+        "{}  {:<8} {:<9} prio {:>3}  {}/{} objects  {}/{}{}",
+        r.id,
+        r.kind.as_str(),
+        r.state.as_str(),
+        r.priority,
+        p.objects_done,
+        p.objects_total,
+        human_bytes(p.bytes_done),
+        human_bytes(p.bytes_total),
+        r.error
+            .as_deref()
+            .map(|e| format!("  error: {e}"))
+            .unwrap_or_default()
+    )
+}
+
+async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Output> {
+    let queue = open_queue(loaded).await?;
+    match cmd {
+        JobsCommand::List { state, limit } => {
+            let list = queue.store().list(state, limit).await?;
+            let text = if list.is_empty() {
+                "no jobs".to_string()
+            } else {
+                list.iter().map(job_line).collect::<Vec<_>>().join("\n")
+            };
+            Ok(Output {
+                json: json!(list),
+                text,
+                status: 0,
+            })
+        }
+        JobsCommand::Show { id } => {
+            let r = queue.store().require(&id).await?;
+            let text = serde_json::to_string_pretty(&r).unwrap_or_default();
+            Ok(Output {
+                json: json!(r),
+                text,
+                status: 0,
+            })
+        }
+        JobsCommand::Wait { ids, timeout } => {
+            wait(&queue, &ids, timeout.map(Duration::from_secs), json).await
+        }
+        JobsCommand::Cancel { id } => {
+            let r = queue.cancel(&id).await?;
+            let text = match r.state {
+                JobState::Cancelled => format!("{id} cancelled"),
+                _ => format!("{id} will stop at its next record boundary (cancel requested)"),
+            };
+            Ok(Output {
+                json: json!(r),
+                text,
+                status: 0,
+            })
+        }
+        JobsCommand::Retry { id } => {
+            let r = queue.retry(&id).await?;
+            Ok(Output {
+                json: json!(r),
+                text: format!("{id} queued again"),
+                status: 0,
+            })
+        }
+    }
+}
+
+/// Wait for jobs, with one progress bar each (hidden under --json or without a terminal).
+async fn wait(
+    queue: &JobQueue,
+    ids: &[String],
+    timeout: Option<Duration>,
+    json: bool,
+) -> Result<Output> {
+    for id in ids {
+        queue.store().require(id).await?;
+    }
+    let multi = MultiProgress::new();
+    if json {
+        multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let style = ProgressStyle::with_template("{prefix:.bold} {bar:30} {pos}/{len} objects {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let bars: Vec<ProgressBar> = ids
+        .iter()
+        .map(|id| {
+            let b = multi.add(ProgressBar::new(0));
+            b.set_style(style.clone());
+            b.set_prefix(id.chars().take(8).collect::<String>());
+            b
+        })
+        .collect();
+    let start = tokio::time::Instant::now();
+    loop {
+        let mut records = Vec::with_capacity(ids.len());
+        for (id, bar) in ids.iter().zip(&bars) {
+            let r = queue.store().require(id).await?;
+            bar.set_length(r.progress.objects_total);
+            bar.set_position(r.progress.objects_done);
+            bar.set_message(format!(
+                "{} {}",
+                r.state,
+                human_bytes(r.progress.bytes_done)
+            ));
+            records.push(r);
+        }
+        if records.iter().all(|r| r.state.is_final()) {
+            for b in &bars {
+                b.finish();
+            }
+            let bad = records.iter().filter(|r| r.state != JobState::Done).count();
+            let text = records.iter().map(job_line).collect::<Vec<_>>().join("\n");
+            return Ok(Output {
+                json: json!(records),
+                text,
+                status: if bad > 0 { 1 } else { 0 },
+            });
+        }
+        if let Some(t) = timeout
+            && start.elapsed() >= t
+        {
+            for b in &bars {
+                b.abandon();
+            }
+            let text = format!(
+                "{}\ntimed out after {} s; the jobs keep running (is a `reel worker` up?)",
+                records.iter().map(job_line).collect::<Vec<_>>().join("\n"),
+                t.as_secs()
+            );
+            return Ok(Output {
+                json: json!({"timed_out": true, "jobs": records}),
+                text,
+                status: 2,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
+    ensure_data_dir(loaded).await?;
+    let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+    match cmd {
+        CatalogCommand::Ls { prefix, limit } => {
+            let objs = cat.list_objects(&prefix, limit).await?;
+            let text = if objs.is_empty() {
+                format!("no objects under `{prefix}`")
+            } else {
+                objs.iter()
+                    .map(|o| {
+                        format!(
+                            "{}  gen {}  {}  sha256 {}",
+                            o.key,
+                            o.generation,
+                            human_bytes(o.size),
+                            hex::encode(o.sha256)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let json = json!(objs.iter().map(|o| json!({"key": o.key, "generation": o.generation, "size": o.size, "sha256": hex::encode(o.sha256), "created_unix": o.created_unix})).collect::<Vec<_>>());
+            Ok(Output {
+                json,
+                text,
+                status: 0,
+            })
+        }
+        CatalogCommand::Find { key } => {
+            let Some(obj) = cat.object(&key).await? else {
+                return Err(JobsError::NotFound {
+                    what: format!("no durable object with key `{key}`"),
+                    hint: "list keys with `reel catalog ls PREFIX`".into(),
+                });
+            };
+            let copies = cat.copies(&key, obj.generation).await?;
+            let mut text = format!(
+                "{}  gen {}  {}\n",
+                obj.key,
+                obj.generation,
+                human_bytes(obj.size)
+            );
+            for c in &copies {
+                text.push_str(&format!(
+                    "  copy on {} ({:?}) container {} file {} block {} offset {} length {}\n",
+                    c.barcode,
+                    c.cartridge_state,
+                    c.container_id,
+                    c.file_number,
+                    c.container_first_block,
+                    c.offset,
+                    c.length
+                ));
+            }
+            let json = json!({"key": obj.key, "generation": obj.generation, "size": obj.size, "sha256": hex::encode(obj.sha256), "copies": copies});
+            Ok(Output {
+                json,
+                text,
+                status: 0,
+            })
+        }
+        CatalogCommand::Rebuild { .. } => Err(JobsError::Tape(
+            "internal: rebuild is submitted as a job".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_the_documented_forms() {
+        let c = Cli::try_parse_from([
+            "reel",
+            "--json",
+            "--data-dir",
+            "/d",
+            "recall",
+            "a",
+            "b",
+            "--to",
+            "/out",
+        ])
+        .unwrap();
+        assert!(c.json);
+        assert!(matches!(c.command, Command::Recall(ref r) if r.keys == ["a", "b"]));
+        let c = Cli::try_parse_from(["reel", "jobs", "list", "--state", "failed"]).unwrap();
+        assert!(matches!(
+            c.command,
+            Command::Jobs(JobsCommand::List {
+                state: Some(JobState::Failed),
+                ..
+            })
+        ));
+        assert!(
+            Cli::try_parse_from(["reel", "verify"]).is_err(),
+            "verify needs a target"
+        );
+        assert!(
+            Cli::try_parse_from(["reel", "intake"]).is_err(),
+            "intake needs barcodes or --all-new"
+        );
+        assert!(
+            Cli::try_parse_from(["reel", "recall", "k", "--prefix", "p", "--to", "/o"]).is_err()
+        );
+    }
+
+    #[test]
+    fn archive_source_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, b"x").unwrap();
+        assert_eq!(
+            archive_source(&[dir.path().to_path_buf()]).unwrap(),
+            ArchiveSource::Tree(dir.path().to_path_buf())
+        );
+        assert_eq!(
+            archive_source(std::slice::from_ref(&f)).unwrap(),
+            ArchiveSource::Files(vec![f.clone()])
+        );
+        assert!(archive_source(&[f.clone(), dir.path().to_path_buf()]).is_err());
+        assert!(archive_source(&[dir.path().join("missing")]).is_err());
+    }
+
+    #[test]
+    fn bytes_are_human() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+
+    /// Submit → list → cancel → retry → show through the command layer, on SQLite.
+    #[tokio::test]
+    async fn job_commands_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let parse = |args: &[&str]| {
+            let mut v = vec!["reel", "--data-dir", dir.path().to_str().unwrap()];
+            v.extend_from_slice(args);
+            Cli::try_parse_from(v).unwrap()
+        };
+        let loaded = LoadedConfig::load_with(None, Some(dir.path()), &Default::default()).unwrap();
+        let out = dispatch(parse(&["intake", "A00001", "A00002"]), &loaded)
+            .await
+            .unwrap();
+        let id = out.json["id"].as_str().unwrap().to_string();
+        let out = dispatch(parse(&["jobs", "list"]), &loaded).await.unwrap();
+        assert_eq!(out.json.as_array().unwrap().len(), 1);
+        let out = dispatch(parse(&["jobs", "cancel", &id]), &loaded)
+            .await
+            .unwrap();
+        assert_eq!(out.json["state"], "cancelled");
+        let out = dispatch(parse(&["jobs", "wait", &id]), &loaded)
+            .await
+            .unwrap();
+        assert_eq!(out.status, 1, "a cancelled job makes wait fail");
+        let out = dispatch(parse(&["jobs", "retry", &id]), &loaded)
+            .await
+            .unwrap();
+        assert_eq!(out.json["state"], "queued");
+        let out = dispatch(parse(&["jobs", "wait", &id, "--timeout", "0"]), &loaded)
+            .await
+            .unwrap();
+        assert_eq!(out.status, 2, "no worker: wait times out");
+        let err = dispatch(parse(&["jobs", "show", "nope"]), &loaded)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("reel jobs list"), "{err}");
+        let err = dispatch(parse(&["library", "drives"]), &loaded)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("not wired"), "{err}");
+        assert!(dir.path().join("reel.db").exists() && dir.path().join("jobs.db").exists());
+    }
+}

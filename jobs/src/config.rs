@@ -16,7 +16,15 @@ use crate::error::{JobsError, Result};
 pub const DEFAULT_DATA_DIR: &str = "./reel-data";
 /// Name of the config file looked up in the data directory.
 pub const CONFIG_FILE_NAME: &str = "reel.toml";
-const SECTIONS: &[&str] = &["store", "library", "archive", "recall", "intake", "worker", "scheduler"];
+const SECTIONS: &[&str] = &[
+    "store",
+    "library",
+    "archive",
+    "recall",
+    "intake",
+    "worker",
+    "scheduler",
+];
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -51,7 +59,10 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { url: "sqlite:reel.db".into(), jobs_url: "sqlite:jobs.db".into() }
+        StoreConfig {
+            url: "sqlite:reel.db".into(),
+            jobs_url: "sqlite:jobs.db".into(),
+        }
     }
 }
 
@@ -133,7 +144,10 @@ pub struct RecallConfig {
 
 impl Default for RecallConfig {
     fn default() -> Self {
-        RecallConfig { writer_threads: 8, read_through_gap_bytes: 256 << 20 }
+        RecallConfig {
+            writer_threads: 8,
+            read_through_gap_bytes: 256 << 20,
+        }
     }
 }
 
@@ -245,7 +259,11 @@ pub struct LoadedConfig {
 /// Resolve the data dir: the flag, else `$REEL_DATA_DIR`, else [`DEFAULT_DATA_DIR`].
 pub fn data_dir_from(flag: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     flag.map(Path::to_path_buf)
-        .or_else(|| env("REEL_DATA_DIR").filter(|s| !s.is_empty()).map(PathBuf::from))
+        .or_else(|| {
+            env("REEL_DATA_DIR")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR))
 }
 
@@ -276,8 +294,11 @@ impl LoadedConfig {
         };
         let (mut table, origin) = match &file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| JobsError::ConfigRead { path: path.clone(), source })?;
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| JobsError::ConfigRead {
+                        path: path.clone(),
+                        source,
+                    })?;
                 let table: toml::Table = toml::from_str(&text).map_err(|e| JobsError::Config {
                     origin: path.display().to_string(),
                     message: e.to_string(),
@@ -292,13 +313,19 @@ impl LoadedConfig {
         let mut config = parse(&table, &format!("{origin} with REEL_* overrides"))?;
         config.validate(&origin)?;
         config.resolve_paths(&data_dir);
-        Ok(LoadedConfig { config, data_dir, file })
+        Ok(LoadedConfig {
+            config,
+            data_dir,
+            file,
+        })
     }
 }
 
 fn parse(table: &toml::Table, origin: &str) -> Result<Config> {
-    Config::deserialize(toml::Value::Table(table.clone()))
-        .map_err(|e| JobsError::Config { origin: origin.to_string(), message: e.to_string() })
+    Config::deserialize(toml::Value::Table(table.clone())).map_err(|e| JobsError::Config {
+        origin: origin.to_string(),
+        message: e.to_string(),
+    })
 }
 
 /// Overlay `REEL_<SECTION>_<KEY>` variables. Variables of other shapes (`REEL_DATA_DIR`,
@@ -310,9 +337,14 @@ fn apply_env(table: &mut toml::Table, vars: &BTreeMap<String, String>) -> Result
         _ => toml::Table::new(),
     };
     for (name, raw) in vars {
-        let Some(rest) = name.strip_prefix("REEL_") else { continue };
+        let Some(rest) = name.strip_prefix("REEL_") else {
+            continue;
+        };
         let lower = rest.to_ascii_lowercase();
-        let Some(section) = SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_"))) else {
+        let Some(section) = SECTIONS
+            .iter()
+            .find(|s| lower.starts_with(&format!("{s}_")))
+        else {
             continue;
         };
         let key = &lower[section.len() + 1..];
@@ -323,7 +355,9 @@ fn apply_env(table: &mut toml::Table, vars: &BTreeMap<String, String>) -> Result
         if !known {
             return Err(JobsError::Config {
                 origin: format!("environment variable {name}"),
-                message: format!("[{section}] has no key `{key}`; see `reel.toml` keys in the docs"),
+                message: format!(
+                    "[{section}] has no key `{key}`; see `reel.toml` keys in the docs"
+                ),
             });
         }
         let value = parse_env_value(raw);
@@ -348,7 +382,9 @@ fn apply_env(table: &mut toml::Table, vars: &BTreeMap<String, String>) -> Result
 /// A variable's value as TOML (`42`, `true`, `["a","b"]`, `{x=1}`), else as a plain string.
 fn parse_env_value(raw: &str) -> toml::Value {
     match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
         Err(_) => toml::Value::String(raw.to_string()),
     }
 }
@@ -357,48 +393,93 @@ impl Config {
     /// Check cross-key rules. `origin` names where the values came from.
     pub fn validate(&self, origin: &str) -> Result<()> {
         let bad = |key: &str, why: String| {
-            Err(JobsError::Config { origin: origin.to_string(), message: format!("{key}: {why}") })
+            Err(JobsError::Config {
+                origin: origin.to_string(),
+                message: format!("{key}: {why}"),
+            })
         };
         let w = &self.worker;
         // apalis stores worker heartbeats in whole seconds and computes the orphan window with
         // `Duration::as_secs()`: below 1 s the window is 0 and every live worker's jobs are stolen.
         if w.heartbeat_ms < 1000 {
-            return bad("[worker] heartbeat_ms", format!("{} is below 1000 (apalis keeps whole seconds)", w.heartbeat_ms));
+            return bad(
+                "[worker] heartbeat_ms",
+                format!(
+                    "{} is below 1000 (apalis keeps whole seconds)",
+                    w.heartbeat_ms
+                ),
+            );
         }
         if w.lease_ms < 2 * w.heartbeat_ms {
-            return bad("[worker] lease_ms", format!("{} must be at least twice heartbeat_ms ({})", w.lease_ms, w.heartbeat_ms));
+            return bad(
+                "[worker] lease_ms",
+                format!(
+                    "{} must be at least twice heartbeat_ms ({})",
+                    w.lease_ms, w.heartbeat_ms
+                ),
+            );
         }
         if w.poll_interval_ms == 0 || w.poll_interval_ms > 1000 {
-            return bad("[worker] poll_interval_ms", format!("{} must be 1..=1000 so an idle worker starts a job within a second", w.poll_interval_ms));
+            return bad(
+                "[worker] poll_interval_ms",
+                format!(
+                    "{} must be 1..=1000 so an idle worker starts a job within a second",
+                    w.poll_interval_ms
+                ),
+            );
         }
         if w.max_attempts == 0 {
             return bad("[worker] max_attempts", "must be at least 1".into());
         }
         if w.backoff_base_ms == 0 || w.backoff_max_ms < w.backoff_base_ms {
-            return bad("[worker] backoff_base_ms", "must be > 0 and <= backoff_max_ms".into());
+            return bad(
+                "[worker] backoff_base_ms",
+                "must be > 0 and <= backoff_max_ms".into(),
+            );
         }
         if w.concurrency == 0 {
             return bad("[worker] concurrency", "must be at least 1".into());
         }
         let a = &self.archive;
-        if a.record_size < 4096 || a.record_size % 4096 != 0 {
-            return bad("[archive] record_size", format!("{} must be a positive multiple of 4096", a.record_size));
+        if a.record_size < 4096 || !a.record_size.is_multiple_of(4096) {
+            return bad(
+                "[archive] record_size",
+                format!("{} must be a positive multiple of 4096", a.record_size),
+            );
         }
         if a.verify == VerifyMode::Sampled && a.sample_every == 0 {
-            return bad("[archive] sample_every", "must be at least 1 with verify = \"sampled\"".into());
+            return bad(
+                "[archive] sample_every",
+                "must be at least 1 with verify = \"sampled\"".into(),
+            );
         }
         if !a.storage_classes.contains_key(&a.default_class) {
-            return bad("[archive] default_class", format!("`{}` is not in [archive.storage_classes]", a.default_class));
+            return bad(
+                "[archive] default_class",
+                format!("`{}` is not in [archive.storage_classes]", a.default_class),
+            );
         }
         if let Some((name, _)) = a.storage_classes.iter().find(|(_, pools)| pools.is_empty()) {
-            return bad("[archive] storage_classes", format!("class `{name}` has no pools"));
+            return bad(
+                "[archive] storage_classes",
+                format!("class `{name}` has no pools"),
+            );
         }
         if self.recall.writer_threads == 0 {
             return bad("[recall] writer_threads", "must be at least 1".into());
         }
         for url in [&self.store.url, &self.store.jobs_url] {
-            if !(url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-                return bad("[store] url", format!("`{}` is neither sqlite:PATH nor postgres://…", crate::db::redact(url)));
+            if !(url.starts_with("sqlite:")
+                || url.starts_with("postgres://")
+                || url.starts_with("postgresql://"))
+            {
+                return bad(
+                    "[store] url",
+                    format!(
+                        "`{}` is neither sqlite:PATH nor postgres://…",
+                        crate::db::redact(url)
+                    ),
+                );
             }
         }
         Ok(())
@@ -431,7 +512,10 @@ mod tests {
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -439,16 +523,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[])).unwrap();
         assert_eq!(c.file, None);
-        assert_eq!(c.config.store.url, format!("sqlite:{}", dir.path().join("reel.db").display()));
-        assert_eq!(c.config.store.jobs_url, format!("sqlite:{}", dir.path().join("jobs.db").display()));
+        assert_eq!(
+            c.config.store.url,
+            format!("sqlite:{}", dir.path().join("reel.db").display())
+        );
+        assert_eq!(
+            c.config.store.jobs_url,
+            format!("sqlite:{}", dir.path().join("jobs.db").display())
+        );
     }
 
     #[test]
     fn data_dir_precedence_flag_env_default() {
         let env = |k: &str| (k == "REEL_DATA_DIR").then(|| "/from/env".to_string());
-        assert_eq!(data_dir_from(Some(Path::new("/flag")), &env), PathBuf::from("/flag"));
+        assert_eq!(
+            data_dir_from(Some(Path::new("/flag")), &env),
+            PathBuf::from("/flag")
+        );
         assert_eq!(data_dir_from(None, &env), PathBuf::from("/from/env"));
-        assert_eq!(data_dir_from(None, &|_| None), PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(
+            data_dir_from(None, &|_| None),
+            PathBuf::from(DEFAULT_DATA_DIR)
+        );
     }
 
     #[test]
@@ -460,8 +556,14 @@ mod tests {
         )
         .unwrap();
         let c = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[])).unwrap();
-        assert_eq!(c.file.as_deref(), Some(dir.path().join("reel.toml").as_path()));
-        assert_eq!(c.config.library.plugin, dir.path().join("plugins/libsim.so").display().to_string());
+        assert_eq!(
+            c.file.as_deref(),
+            Some(dir.path().join("reel.toml").as_path())
+        );
+        assert_eq!(
+            c.config.library.plugin,
+            dir.path().join("plugins/libsim.so").display().to_string()
+        );
         assert_eq!(c.config.library.drives, vec!["d0".to_string()]);
         assert_eq!(c.config.archive.verify, VerifyMode::Sampled);
     }
@@ -487,7 +589,10 @@ mod tests {
         assert_eq!(c.config.worker.heartbeat_ms, 3000);
         assert_eq!(c.config.worker.lease_ms, 10000);
         assert_eq!(c.config.scheduler.min_files, 7);
-        assert_eq!(c.config.library.drives, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(
+            c.config.library.drives,
+            vec!["a".to_string(), "b".to_string()]
+        );
         assert_eq!(c.config.store.url, "postgres://u@h/db");
         assert!(c.config.store.is_postgres());
     }
@@ -497,7 +602,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("bad.toml");
         std::fs::write(&f, "[worker]\npoll_intervall_ms = 5\n").unwrap();
-        let err = LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[])).unwrap_err().to_string();
+        let err = LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("poll_intervall_ms"), "{err}");
         assert!(err.contains("bad.toml"), "{err}");
     }
@@ -505,36 +612,52 @@ mod tests {
     #[test]
     fn unknown_env_key_names_variable() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[("REEL_WORKER_HEARTBEAT", "1")]))
-            .unwrap_err()
-            .to_string();
+        let err = LoadedConfig::load_with(
+            None,
+            Some(dir.path()),
+            &vars(&[("REEL_WORKER_HEARTBEAT", "1")]),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("REEL_WORKER_HEARTBEAT"), "{err}");
     }
 
     #[test]
     fn bad_env_value_type_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[("REEL_WORKER_LEASE_MS", "soon")]))
-            .unwrap_err()
-            .to_string();
+        let err = LoadedConfig::load_with(
+            None,
+            Some(dir.path()),
+            &vars(&[("REEL_WORKER_LEASE_MS", "soon")]),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("REEL_*") && err.contains("lease_ms"), "{err}");
     }
 
     #[test]
     fn sub_second_heartbeat_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[("REEL_WORKER_HEARTBEAT_MS", "200")]))
-            .unwrap_err()
-            .to_string();
+        let err = LoadedConfig::load_with(
+            None,
+            Some(dir.path()),
+            &vars(&[("REEL_WORKER_HEARTBEAT_MS", "200")]),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("heartbeat_ms"), "{err}");
     }
 
     #[test]
     fn missing_config_file_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LoadedConfig::load_with(Some(&dir.path().join("nope.toml")), Some(dir.path()), &vars(&[]))
-            .unwrap_err()
-            .to_string();
+        let err = LoadedConfig::load_with(
+            Some(&dir.path().join("nope.toml")),
+            Some(dir.path()),
+            &vars(&[]),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("nope.toml"), "{err}");
     }
 
@@ -548,8 +671,13 @@ mod tests {
              [scheduler.groups.vo1]\npools = [\"p1\"]\nmax_read_drives = 1\n",
         )
         .unwrap();
-        let c = LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[])).unwrap().config;
-        assert_eq!(c.pools_of("two").unwrap(), ["p1".to_string(), "p2".to_string()]);
+        let c = LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[]))
+            .unwrap()
+            .config;
+        assert_eq!(
+            c.pools_of("two").unwrap(),
+            ["p1".to_string(), "p2".to_string()]
+        );
         assert_eq!(c.scheduler.groups["vo1"].max_read_drives, 1);
         // default_class must name a class.
         std::fs::write(&f, "[archive]\ndefault_class = \"nope\"\n").unwrap();

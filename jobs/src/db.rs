@@ -115,20 +115,35 @@ impl Db {
     }
 
     /// Build the error for a failed statement on a named backend.
-    pub(crate) fn err_static(backend: &'static str, doing: &'static str) -> impl FnOnce(sqlx::Error) -> JobsError {
-        move |source| JobsError::Database { backend, doing: doing.to_string(), source }
+    pub(crate) fn err_static(
+        backend: &'static str,
+        doing: &'static str,
+    ) -> impl FnOnce(sqlx::Error) -> JobsError {
+        move |source| JobsError::Database {
+            backend,
+            doing: doing.to_string(),
+            source,
+        }
     }
 
     /// Build the error for a failed statement.
     pub(crate) fn err(&self, doing: impl Into<String>) -> impl FnOnce(sqlx::Error) -> JobsError {
         let backend = self.backend();
         let doing = doing.into();
-        move |source| JobsError::Database { backend, doing, source }
+        move |source| JobsError::Database {
+            backend,
+            doing,
+            source,
+        }
     }
 }
 
 pub(crate) fn db_err(backend: &'static str, doing: String, source: sqlx::Error) -> JobsError {
-    JobsError::Database { backend, doing, source }
+    JobsError::Database {
+        backend,
+        doing,
+        source,
+    }
 }
 
 /// Hide the password of a database URL before printing it.
@@ -172,7 +187,11 @@ pub(crate) mod testdb {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = format!("sqlite:{}", dir.path().join("reel.db").display());
         let db = Db::connect(&url).await.expect("open sqlite");
-        TestDb { db, url, _dir: Some(dir) }
+        TestDb {
+            db,
+            url,
+            _dir: Some(dir),
+        }
     }
 
     /// A fresh PostgreSQL database, or `None` (with a loud SKIPPED) when
@@ -182,11 +201,15 @@ pub(crate) mod testdb {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("REEL_TEST_POSTGRES_URL is unset under CI=true: {test} needs PostgreSQL");
             }
-            eprintln!("*** SKIPPED {test} on PostgreSQL: set REEL_TEST_POSTGRES_URL=postgres://… ***");
+            eprintln!(
+                "*** SKIPPED {test} on PostgreSQL: set REEL_TEST_POSTGRES_URL=postgres://… ***"
+            );
             return None;
         };
         let name = format!("reel_jobs_t_{}", uuid::Uuid::new_v4().simple());
-        let admin = sqlx::PgPool::connect(&base).await.expect("connect REEL_TEST_POSTGRES_URL");
+        let admin = sqlx::PgPool::connect(&base)
+            .await
+            .expect("connect REEL_TEST_POSTGRES_URL");
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&admin)
             .await
@@ -194,7 +217,11 @@ pub(crate) mod testdb {
         admin.close().await;
         let url = replace_db_name(&base, &name);
         let db = Db::connect(&url).await.expect("open postgres test db");
-        Some(TestDb { db, url, _dir: None })
+        Some(TestDb {
+            db,
+            url,
+            _dir: None,
+        })
     }
 
     /// Swap the database name in a PostgreSQL URL.
@@ -245,7 +272,9 @@ mod tests {
 
     #[tokio::test]
     async fn postgres_migrations_apply_twice() {
-        let Some(t) = testdb::postgres("postgres_migrations_apply_twice").await else { return };
+        let Some(t) = testdb::postgres("postgres_migrations_apply_twice").await else {
+            return;
+        };
         let again = Db::connect(&t.url).await.expect("reopen");
         assert_eq!(again.backend(), "postgres");
     }

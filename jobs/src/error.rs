@@ -6,7 +6,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum JobsError {
     /// The config file could not be read.
-    #[error("cannot read config file {path}: {source}; check the path given to --config or REEL_CONFIG")]
+    #[error(
+        "cannot read config file {path}: {source}; check the path given to --config or REEL_CONFIG"
+    )]
     ConfigRead {
         /// The file.
         path: PathBuf,
@@ -22,7 +24,9 @@ pub enum JobsError {
         message: String,
     },
     /// A database operation failed.
-    #[error("job store ({backend}) failed while {doing}: {source}; check that the database at the configured [store] url is reachable and writable")]
+    #[error(
+        "job store ({backend}) failed while {doing}: {source}; check that the database at the configured [store] url is reachable and writable"
+    )]
     Database {
         /// `sqlite` or `postgres`.
         backend: &'static str,
@@ -32,7 +36,9 @@ pub enum JobsError {
         source: sqlx::Error,
     },
     /// Applying reel's job-table migrations failed.
-    #[error("cannot migrate reel's job tables: {0}; the database may hold a newer schema (upgrade reel) or be read-only")]
+    #[error(
+        "cannot migrate reel's job tables: {0}; the database may hold a newer schema (upgrade reel) or be read-only"
+    )]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The apalis queue failed.
     #[error("job queue (apalis, {backend}) failed while {doing}: {message}")]
@@ -47,6 +53,14 @@ pub enum JobsError {
     /// No job with that id.
     #[error("no job with id {0}; list jobs with `reel jobs list`")]
     NoSuchJob(String),
+    /// Something looked up does not exist.
+    #[error("{what}; {hint}")]
+    NotFound {
+        /// What was not found.
+        what: String,
+        /// What to do.
+        hint: String,
+    },
     /// The job is not in a state that allows the operation.
     #[error("job {id} is {state}: {hint}")]
     BadJobState {
@@ -58,7 +72,9 @@ pub enum JobsError {
         hint: String,
     },
     /// A stored job payload could not be decoded.
-    #[error("job {id} has an unreadable payload ({source}); it was written by an incompatible reel version: cancel it and submit again")]
+    #[error(
+        "job {id} has an unreadable payload ({source}); it was written by an incompatible reel version: cancel it and submit again"
+    )]
     Payload {
         /// The job.
         id: String,
@@ -74,7 +90,9 @@ pub enum JobsError {
         holder: String,
     },
     /// The fencing check failed: this worker lost its lease and must not write.
-    #[error("lease on {resource} lost (held epoch {held}, current epoch {current}, holder {holder}): stop writing and release the drive; another worker took over")]
+    #[error(
+        "lease on {resource} lost (held epoch {held}, current epoch {current}, holder {holder}): stop writing and release the drive; another worker took over"
+    )]
     Fenced {
         /// The drive or cartridge.
         resource: String,
@@ -94,6 +112,9 @@ pub enum JobsError {
     /// The tape executor reported a failure.
     #[error("tape work failed: {0}")]
     Tape(String),
+    /// The catalogue failed.
+    #[error(transparent)]
+    Catalogue(#[from] reel_engine::catalogue::CatalogueError),
     /// An I/O error on a local path.
     #[error("{doing} {path}: {source}")]
     Io {

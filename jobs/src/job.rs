@@ -29,8 +29,13 @@ pub enum JobKind {
 
 impl JobKind {
     /// Every kind.
-    pub const ALL: [JobKind; 5] =
-        [JobKind::Archive, JobKind::Recall, JobKind::Verify, JobKind::Intake, JobKind::Rebuild];
+    pub const ALL: [JobKind; 5] = [
+        JobKind::Archive,
+        JobKind::Recall,
+        JobKind::Verify,
+        JobKind::Intake,
+        JobKind::Rebuild,
+    ];
 
     /// Lower-case name.
     pub fn as_str(self) -> &'static str {
@@ -61,7 +66,9 @@ impl FromStr for JobKind {
         JobKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown job kind `{s}` (archive, recall, verify, intake, rebuild)"))
+            .ok_or_else(|| {
+                format!("unknown job kind `{s}` (archive, recall, verify, intake, rebuild)")
+            })
     }
 }
 
@@ -95,7 +102,10 @@ impl JobState {
 
     /// Done, failed or cancelled.
     pub fn is_final(self) -> bool {
-        matches!(self, JobState::Done | JobState::Failed | JobState::Cancelled)
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
     }
 }
 
@@ -108,10 +118,16 @@ impl fmt::Display for JobState {
 impl FromStr for JobState {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        [JobState::Queued, JobState::Running, JobState::Done, JobState::Failed, JobState::Cancelled]
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown job state `{s}`"))
+        [
+            JobState::Queued,
+            JobState::Running,
+            JobState::Done,
+            JobState::Failed,
+            JobState::Cancelled,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+        .ok_or_else(|| format!("unknown job state `{s}`"))
     }
 }
 
@@ -245,14 +261,17 @@ impl JobSpec {
                     return Err("archive needs a storage class".into());
                 }
                 match &a.source {
-                    ArchiveSource::Files(f) if f.is_empty() => Err("archive needs at least one file".into()),
+                    ArchiveSource::Files(f) if f.is_empty() => {
+                        Err("archive needs at least one file".into())
+                    }
                     ArchiveSource::Files(f) => match f.iter().find(|p| p.is_relative()) {
                         Some(p) => Err(format!("archive path {} must be absolute", p.display())),
                         None => Ok(()),
                     },
-                    ArchiveSource::Tree(t) if t.is_relative() => {
-                        Err(format!("archive directory {} must be absolute", t.display()))
-                    }
+                    ArchiveSource::Tree(t) if t.is_relative() => Err(format!(
+                        "archive directory {} must be absolute",
+                        t.display()
+                    )),
                     ArchiveSource::Tree(_) => Ok(()),
                 }
             }
@@ -263,16 +282,19 @@ impl JobSpec {
                     return Err("recall needs at least one key (or a --prefix)".into());
                 }
                 if r.destination.is_relative() {
-                    return Err(format!("recall destination {} must be absolute", r.destination.display()));
+                    return Err(format!(
+                        "recall destination {} must be absolute",
+                        r.destination.display()
+                    ));
                 }
                 Ok(())
             }
-            JobSpec::Verify(VerifyJob { target: VerifyTarget::Sample { every: 0 } }) => {
-                Err("verify sample period must be at least 1".into())
-            }
-            JobSpec::Intake(IntakeJob { selection: IntakeSelection::Barcodes(b) }) if b.is_empty() => {
-                Err("intake needs at least one barcode (or --all-new)".into())
-            }
+            JobSpec::Verify(VerifyJob {
+                target: VerifyTarget::Sample { every: 0 },
+            }) => Err("verify sample period must be at least 1".into()),
+            JobSpec::Intake(IntakeJob {
+                selection: IntakeSelection::Barcodes(b),
+            }) if b.is_empty() => Err("intake needs at least one barcode (or --all-new)".into()),
             _ => Ok(()),
         }
     }
@@ -296,7 +318,9 @@ mod tests {
 
     #[test]
     fn verify_defaults_to_low_priority() {
-        let v = JobSpec::Verify(VerifyJob { target: VerifyTarget::Cartridge("A00001".into()) });
+        let v = JobSpec::Verify(VerifyJob {
+            target: VerifyTarget::Cartridge("A00001".into()),
+        });
         let r = JobSpec::Rebuild(RebuildJob { cartridges: vec![] });
         assert!(v.default_priority() < r.default_priority());
     }
@@ -309,9 +333,14 @@ mod tests {
             storage_class: "default".into(),
         });
         assert!(bad.validate().unwrap_err().contains("absolute"));
-        let empty = JobSpec::Recall(RecallJob { selection: RecallSelection::Keys(vec![]), destination: "/d".into() });
+        let empty = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Keys(vec![]),
+            destination: "/d".into(),
+        });
         assert!(empty.validate().is_err());
-        let ok = JobSpec::Intake(IntakeJob { selection: IntakeSelection::AllNew });
+        let ok = JobSpec::Intake(IntakeJob {
+            selection: IntakeSelection::AllNew,
+        });
         assert!(ok.validate().is_ok());
     }
 

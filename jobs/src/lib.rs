@@ -14,6 +14,8 @@
 //! - [`worker`]: the worker process and the [`worker::TapeExecutor`] trait the engine implements.
 //! - [`cli`]: the `reel` command line.
 
+#![deny(missing_docs)]
+
 pub mod cli;
 pub mod config;
 pub mod db;

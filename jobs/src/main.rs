@@ -1,2 +1,38 @@
 //! The `reel` command.
-fn main() {}
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> std::process::ExitCode {
+    let cli = reel_jobs::cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("REEL_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("warn,reel_jobs=info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("reel: cannot start the async runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let json = cli.json;
+    let result: anyhow::Result<i32> =
+        runtime.block_on(async { Ok(reel_jobs::cli::run(cli).await?) });
+    match result {
+        Ok(status) => std::process::ExitCode::from(status.clamp(0, 255) as u8),
+        Err(e) => {
+            if json {
+                println!("{}", serde_json::json!({"error": format!("{e:#}")}));
+            }
+            eprintln!("reel: error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -177,7 +177,10 @@ impl Policy {
     }
 
     fn cap(&self, group: &str, mode: MountMode) -> u32 {
-        self.caps.get(group).map(|&(r, w)| if mode == MountMode::Read { r } else { w }).unwrap_or(0)
+        self.caps
+            .get(group)
+            .map(|&(r, w)| if mode == MountMode::Read { r } else { w })
+            .unwrap_or(0)
     }
 }
 
@@ -213,12 +216,15 @@ fn order(a: &QueueSummary, b: &QueueSummary) -> Ordering {
 ///    one drive at most; a pool may get several drives (thresholds divide by its mounts).
 /// 3. A drive with nothing to do unloads once it has been mounted `min_mount`, else waits.
 pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec<Decision> {
-    let by_target: BTreeMap<&MountTarget, &QueueSummary> = queues.iter().map(|q| (&q.target, q)).collect();
+    let by_target: BTreeMap<&MountTarget, &QueueSummary> =
+        queues.iter().map(|q| (&q.target, q)).collect();
     let mut decided: BTreeMap<String, Decision> = BTreeMap::new();
     let mut mounts_of: BTreeMap<MountTarget, u64> = BTreeMap::new();
     let mut group_use: BTreeMap<(String, MountMode), u32> = BTreeMap::new();
     let mut in_drives: BTreeSet<String> = BTreeSet::new();
-    let count = |group_use: &mut BTreeMap<(String, MountMode), u32>, pool: Option<&String>, mode: MountMode| {
+    let count = |group_use: &mut BTreeMap<(String, MountMode), u32>,
+                 pool: Option<&String>,
+                 mode: MountMode| {
         if let Some(g) = p.group(pool) {
             *group_use.entry((g.clone(), mode)).or_default() += 1;
         }
@@ -237,7 +243,13 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             && let Some(q) = by_target.get(&m.target)
             && q.files > 0
         {
-            decided.insert(d.name.clone(), Decision::Stay { drive: d.name.clone(), target: m.target.clone() });
+            decided.insert(
+                d.name.clone(),
+                Decision::Stay {
+                    drive: d.name.clone(),
+                    target: m.target.clone(),
+                },
+            );
             *mounts_of.entry(m.target.clone()).or_default() += 1;
             count(&mut group_use, q.pool.as_ref(), m.target.mode());
         }
@@ -247,7 +259,9 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
     let mut candidates: Vec<&QueueSummary> = queues
         .iter()
         .filter(|q| match &q.target {
-            MountTarget::Read { barcode } => !in_drives.contains(barcode) && !mounts_of.contains_key(&q.target),
+            MountTarget::Read { barcode } => {
+                !in_drives.contains(barcode) && !mounts_of.contains_key(&q.target)
+            }
             MountTarget::Write { .. } => true,
         })
         .collect();
@@ -260,7 +274,8 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
     // Empty drives first, then mounted ones (longest mounted first), then by name.
     free.sort_by(|a, b| {
         let age = |d: &DriveState| d.mounted.as_ref().map(|m| m.mounted_for);
-        a.mounted.is_some()
+        a.mounted
+            .is_some()
             .cmp(&b.mounted.is_some())
             .then(age(b).cmp(&age(a)))
             .then(a.name.cmp(&b.name))
@@ -268,7 +283,9 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
 
     for q in candidates {
         let existing = mounts_of.get(&q.target).copied().unwrap_or(0);
-        let Some(reason) = worth_mounting(p, q, existing) else { continue };
+        let Some(reason) = worth_mounting(p, q, existing) else {
+            continue;
+        };
         let mode = q.target.mode();
         if let Some(g) = p.group(q.pool.as_ref()) {
             let cap = p.cap(g, mode);
@@ -285,11 +302,14 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             Some(i) => free.remove(i).name.clone(),
             None => {
                 let victim = decided.iter().find_map(|(name, dec)| {
-                    let Decision::Stay { target, .. } = dec else { return None };
+                    let Decision::Stay { target, .. } = dec else {
+                        return None;
+                    };
                     let cur = by_target.get(target)?;
                     let d = drives.iter().find(|d| &d.name == name)?;
                     let m = d.mounted.as_ref()?;
-                    (cur.priority < q.priority && m.mounted_for >= p.min_mount).then(|| name.clone())
+                    (cur.priority < q.priority && m.mounted_for >= p.min_mount)
+                        .then(|| name.clone())
                 });
                 match victim {
                     Some(v) => v,
@@ -304,9 +324,16 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             .and_then(|d| d.mounted.as_ref())
             .is_some_and(|m| m.target == q.target);
         let dec = if already {
-            Decision::Stay { drive: drive.clone(), target: q.target.clone() }
+            Decision::Stay {
+                drive: drive.clone(),
+                target: q.target.clone(),
+            }
         } else {
-            Decision::Mount { drive: drive.clone(), target: q.target.clone(), reason }
+            Decision::Mount {
+                drive: drive.clone(),
+                target: q.target.clone(),
+                reason,
+            }
         };
         decided.insert(drive, dec);
         *mounts_of.entry(q.target.clone()).or_default() += 1;
@@ -318,8 +345,12 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
         .iter()
         .map(|d| {
             decided.remove(&d.name).unwrap_or_else(|| match &d.mounted {
-                Some(m) if !d.unavailable && m.mounted_for >= p.min_mount => Decision::Unmount { drive: d.name.clone() },
-                _ => Decision::Idle { drive: d.name.clone() },
+                Some(m) if !d.unavailable && m.mounted_for >= p.min_mount => Decision::Unmount {
+                    drive: d.name.clone(),
+                },
+                _ => Decision::Idle {
+                    drive: d.name.clone(),
+                },
             })
         })
         .collect()
@@ -342,7 +373,9 @@ mod tests {
 
     fn read(barcode: &str, bytes: u64, files: u64, age_s: u64, prio: i32) -> QueueSummary {
         QueueSummary {
-            target: MountTarget::Read { barcode: barcode.into() },
+            target: MountTarget::Read {
+                barcode: barcode.into(),
+            },
             pool: Some("p".into()),
             bytes,
             files,
@@ -363,7 +396,11 @@ mod tests {
     }
 
     fn empty(name: &str) -> DriveState {
-        DriveState { name: name.into(), mounted: None, unavailable: false }
+        DriveState {
+            name: name.into(),
+            mounted: None,
+            unavailable: false,
+        }
     }
 
     fn holding(name: &str, target: MountTarget, secs: u64) -> DriveState {
@@ -371,7 +408,15 @@ mod tests {
             MountTarget::Read { barcode } => barcode.clone(),
             MountTarget::Write { pool } => format!("W-{pool}"),
         };
-        DriveState { name: name.into(), mounted: Some(Mounted { barcode, target, mounted_for: Duration::from_secs(secs) }), unavailable: false }
+        DriveState {
+            name: name.into(),
+            mounted: Some(Mounted {
+                barcode,
+                target,
+                mounted_for: Duration::from_secs(secs),
+            }),
+            unavailable: false,
+        }
     }
 
     /// 50 jobs, each recalling 4 objects spread over 5 cartridges, 2 drives: the queue is
@@ -399,19 +444,32 @@ mod tests {
                 e.0 += b;
                 e.1 += 1;
             }
-            let queues: Vec<_> = sums.iter().map(|(c, (b, f))| read(c, *b, *f, 1, 50)).collect();
-            assert!(queues.len() <= 5, "one summary per cartridge, whatever the number of jobs");
+            let queues: Vec<_> = sums
+                .iter()
+                .map(|(c, (b, f))| read(c, *b, *f, 1, 50))
+                .collect();
+            assert!(
+                queues.len() <= 5,
+                "one summary per cartridge, whatever the number of jobs"
+            );
             let decisions = decide(&p, &queues, &drives);
             for d in decisions {
                 match d {
-                    Decision::Mount { drive, target: MountTarget::Read { barcode }, .. } => {
+                    Decision::Mount {
+                        drive,
+                        target: MountTarget::Read { barcode },
+                        ..
+                    } => {
                         mounts += 1;
                         // One mount serves every request for that cartridge, from all jobs.
                         rows.retain(|(_, c, _)| c != &barcode);
                         let i = drives.iter().position(|x| x.name == drive).unwrap();
                         drives[i] = holding(&drive, MountTarget::Read { barcode }, 0);
                     }
-                    Decision::Stay { target: MountTarget::Read { barcode }, .. } => {
+                    Decision::Stay {
+                        target: MountTarget::Read { barcode },
+                        ..
+                    } => {
                         rows.retain(|(_, c, _)| c != &barcode);
                     }
                     Decision::Unmount { drive } | Decision::Idle { drive } => {
@@ -431,9 +489,15 @@ mod tests {
     #[test]
     fn higher_priority_wins_the_only_drive() {
         let p = policy();
-        let q = vec![read("LOW", 10_000_000, 500, 900, 10), read("HIGH", 2_000_000, 200, 5, 90)];
+        let q = vec![
+            read("LOW", 10_000_000, 500, 900, 10),
+            read("HIGH", 2_000_000, 200, 5, 90),
+        ];
         let d = decide(&p, &q, &[empty("d0")]);
-        assert!(matches!(&d[0], Decision::Mount { target: MountTarget::Read { barcode }, .. } if barcode == "HIGH"), "{d:?}");
+        assert!(
+            matches!(&d[0], Decision::Mount { target: MountTarget::Read { barcode }, .. } if barcode == "HIGH"),
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -442,47 +506,139 @@ mod tests {
         // Below both thresholds, but older than max_age: mounted for age.
         let q = vec![read("SMALL", 10, 1, 601, 50)];
         let d = decide(&p, &q, &[empty("d0")]);
-        assert_eq!(d[0], Decision::Mount { drive: "d0".into(), target: MountTarget::Read { barcode: "SMALL".into() }, reason: "age" });
+        assert_eq!(
+            d[0],
+            Decision::Mount {
+                drive: "d0".into(),
+                target: MountTarget::Read {
+                    barcode: "SMALL".into()
+                },
+                reason: "age"
+            }
+        );
         // Young and small: waits.
         let q = vec![read("SMALL", 10, 1, 5, 50)];
-        assert_eq!(decide(&p, &q, &[empty("d0")])[0], Decision::Idle { drive: "d0".into() });
+        assert_eq!(
+            decide(&p, &q, &[empty("d0")])[0],
+            Decision::Idle { drive: "d0".into() }
+        );
     }
 
     #[test]
     fn mounted_cartridge_with_work_stays_no_thrash() {
         let p = policy();
-        let q = vec![read("A", 10_000_000, 200, 5, 50), read("B", 50_000_000, 900, 900, 50)];
+        let q = vec![
+            read("A", 10_000_000, 200, 5, 50),
+            read("B", 50_000_000, 900, 900, 50),
+        ];
         // d0 holds A (10 s, below min mount): A still has work, so d0 stays even though B is bigger.
-        let d = decide(&p, &q, &[holding("d0", MountTarget::Read { barcode: "A".into() }, 10)]);
-        assert_eq!(d[0], Decision::Stay { drive: "d0".into(), target: MountTarget::Read { barcode: "A".into() } });
+        let d = decide(
+            &p,
+            &q,
+            &[holding(
+                "d0",
+                MountTarget::Read {
+                    barcode: "A".into(),
+                },
+                10,
+            )],
+        );
+        assert_eq!(
+            d[0],
+            Decision::Stay {
+                drive: "d0".into(),
+                target: MountTarget::Read {
+                    barcode: "A".into()
+                }
+            }
+        );
     }
 
     #[test]
     fn preemption_only_for_higher_priority_after_min_mount() {
         let p = policy();
-        let q = vec![read("A", 10_000_000, 200, 5, 10), read("URGENT", 10_000_000, 200, 5, 90)];
-        let young = decide(&p, &q, &[holding("d0", MountTarget::Read { barcode: "A".into() }, 10)]);
+        let q = vec![
+            read("A", 10_000_000, 200, 5, 10),
+            read("URGENT", 10_000_000, 200, 5, 90),
+        ];
+        let young = decide(
+            &p,
+            &q,
+            &[holding(
+                "d0",
+                MountTarget::Read {
+                    barcode: "A".into(),
+                },
+                10,
+            )],
+        );
         assert!(matches!(young[0], Decision::Stay { .. }), "{young:?}");
-        let old = decide(&p, &q, &[holding("d0", MountTarget::Read { barcode: "A".into() }, 301)]);
-        assert!(matches!(&old[0], Decision::Mount { target: MountTarget::Read { barcode }, .. } if barcode == "URGENT"), "{old:?}");
+        let old = decide(
+            &p,
+            &q,
+            &[holding(
+                "d0",
+                MountTarget::Read {
+                    barcode: "A".into(),
+                },
+                301,
+            )],
+        );
+        assert!(
+            matches!(&old[0], Decision::Mount { target: MountTarget::Read { barcode }, .. } if barcode == "URGENT"),
+            "{old:?}"
+        );
     }
 
     #[test]
     fn idle_mounted_drive_waits_for_min_mount_then_unloads() {
         let p = policy();
-        let t = MountTarget::Read { barcode: "A".into() };
-        assert_eq!(decide(&p, &[], &[holding("d0", t.clone(), 10)])[0], Decision::Idle { drive: "d0".into() });
-        assert_eq!(decide(&p, &[], &[holding("d0", t, 400)])[0], Decision::Unmount { drive: "d0".into() });
+        let t = MountTarget::Read {
+            barcode: "A".into(),
+        };
+        assert_eq!(
+            decide(&p, &[], &[holding("d0", t.clone(), 10)])[0],
+            Decision::Idle { drive: "d0".into() }
+        );
+        assert_eq!(
+            decide(&p, &[], &[holding("d0", t, 400)])[0],
+            Decision::Unmount { drive: "d0".into() }
+        );
     }
 
     #[test]
     fn reads_and_writes_never_share_a_mount() {
         let p = policy();
         // d0 writes pool P; a read queue for a cartridge of P appears: it needs another drive.
-        let q = vec![write("P", 5_000_000, 200, 5, 50), read("R1", 5_000_000, 200, 5, 50)];
-        let d = decide(&p, &q, &[holding("d0", MountTarget::Write { pool: "P".into() }, 10), empty("d1")]);
-        assert_eq!(d[0], Decision::Stay { drive: "d0".into(), target: MountTarget::Write { pool: "P".into() } });
-        assert!(matches!(&d[1], Decision::Mount { target: MountTarget::Read { .. }, .. }), "{d:?}");
+        let q = vec![
+            write("P", 5_000_000, 200, 5, 50),
+            read("R1", 5_000_000, 200, 5, 50),
+        ];
+        let d = decide(
+            &p,
+            &q,
+            &[
+                holding("d0", MountTarget::Write { pool: "P".into() }, 10),
+                empty("d1"),
+            ],
+        );
+        assert_eq!(
+            d[0],
+            Decision::Stay {
+                drive: "d0".into(),
+                target: MountTarget::Write { pool: "P".into() }
+            }
+        );
+        assert!(
+            matches!(
+                &d[1],
+                Decision::Mount {
+                    target: MountTarget::Read { .. },
+                    ..
+                }
+            ),
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -490,9 +646,15 @@ mod tests {
         let mut p = policy();
         p.group_of_pool.insert("p".into(), "vo".into());
         p.caps.insert("vo".into(), (1, 0));
-        let q = vec![read("A", 5_000_000, 200, 5, 50), read("B", 5_000_000, 200, 5, 50)];
+        let q = vec![
+            read("A", 5_000_000, 200, 5, 50),
+            read("B", 5_000_000, 200, 5, 50),
+        ];
         let d = decide(&p, &q, &[empty("d0"), empty("d1")]);
-        let mounts = d.iter().filter(|d| matches!(d, Decision::Mount { .. })).count();
+        let mounts = d
+            .iter()
+            .filter(|d| matches!(d, Decision::Mount { .. }))
+            .count();
         assert_eq!(mounts, 1, "read cap 1 for the group: {d:?}");
     }
 
@@ -501,13 +663,40 @@ mod tests {
         let p = policy();
         let one = vec![write("P", 1_500_000, 150, 5, 50)];
         let d = decide(&p, &one, &[empty("d0"), empty("d1")]);
-        assert_eq!(d.iter().filter(|d| matches!(d, Decision::Mount { .. })).count(), 1, "{d:?}");
+        assert_eq!(
+            d.iter()
+                .filter(|d| matches!(d, Decision::Mount { .. }))
+                .count(),
+            1,
+            "{d:?}"
+        );
         let big = vec![write("P", 2_500_000, 250, 5, 50)];
         let d = decide(&p, &big, &[empty("d0"), empty("d1")]);
         // Candidates are considered once per round; the second drive follows next round.
-        let d2 = decide(&p, &big, &[holding("d0", MountTarget::Write { pool: "P".into() }, 0), empty("d1")]);
-        assert_eq!(d.iter().filter(|d| matches!(d, Decision::Mount { .. })).count(), 1);
-        assert!(matches!(&d2[1], Decision::Mount { target: MountTarget::Write { .. }, .. }), "{d2:?}");
+        let d2 = decide(
+            &p,
+            &big,
+            &[
+                holding("d0", MountTarget::Write { pool: "P".into() }, 0),
+                empty("d1"),
+            ],
+        );
+        assert_eq!(
+            d.iter()
+                .filter(|d| matches!(d, Decision::Mount { .. }))
+                .count(),
+            1
+        );
+        assert!(
+            matches!(
+                &d2[1],
+                Decision::Mount {
+                    target: MountTarget::Write { .. },
+                    ..
+                }
+            ),
+            "{d2:?}"
+        );
     }
 
     #[test]
@@ -516,6 +705,9 @@ mod tests {
         let q = vec![read("A", 5_000_000, 200, 5, 50)];
         let mut d0 = empty("d0");
         d0.unavailable = true;
-        assert_eq!(decide(&p, &q, &[d0])[0], Decision::Idle { drive: "d0".into() });
+        assert_eq!(
+            decide(&p, &q, &[d0])[0],
+            Decision::Idle { drive: "d0".into() }
+        );
     }
 }

@@ -16,7 +16,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use apalis::prelude::{BackendExt, BoxDynError, Data, PollSnapshot, PollStrategy, TaskId, WorkerBuilder, WorkerBuilderExt};
+use apalis::prelude::{
+    BackendExt, BoxDynError, Data, PollSnapshot, PollStrategy, TaskId, WorkerBuilder,
+    WorkerBuilderExt,
+};
 use futures::Stream;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -26,7 +29,7 @@ use crate::db::now_ms;
 use crate::error::{JobsError, Result};
 use crate::job::{ArchiveJob, IntakeJob, JobKind, JobSpec, RebuildJob, RecallJob, VerifyJob};
 use crate::queue::apalis_bridge::ApalisDb;
-use crate::queue::lease::{Fence, LeaseManager, drive_resource};
+use crate::queue::lease::{Fence, LeaseManager, drive_resource, job_resource};
 use crate::queue::requests::{ClaimLimit, NewTapeRequest, TapeRequest, TapeRequests};
 use crate::queue::store::{FailOutcome, JobRecord, JobStore, Progress, StartOutcome};
 use crate::queue::{JobQueue, Ticket};
@@ -54,10 +57,18 @@ pub trait TapeExecutor: Send + Sync + 'static {
     fn drives(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// Expand an archive job into write requests (one per object, per copy/pool).
-    fn plan_archive(&self, job_id: &str, job: &ArchiveJob) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
+    fn plan_archive(
+        &self,
+        job_id: &str,
+        job: &ArchiveJob,
+    ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
     /// Expand a recall job into read requests (one per object copy chosen, by cartridge).
-    fn plan_recall(&self, job_id: &str, job: &RecallJob) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
+    fn plan_recall(
+        &self,
+        job_id: &str,
+        job: &RecallJob,
+    ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
     /// Load a cartridge for `target` into `drive` (for writes the executor picks a writable
     /// cartridge of the pool). Returns the barcode loaded.
@@ -139,25 +150,68 @@ impl TapeExecutor for NotWiredExecutor {
     async fn plan_recall(&self, _: &str, _: &RecallJob) -> Result<Vec<NewTapeRequest>> {
         Err(JobsError::NotWired("recall planning"))
     }
-    async fn mount(&self, _: &str, _: &MountTarget, _: &Fence, _: &CancellationToken) -> Result<String> {
+    async fn mount(
+        &self,
+        _: &str,
+        _: &MountTarget,
+        _: &Fence,
+        _: &CancellationToken,
+    ) -> Result<String> {
         Err(JobsError::NotWired("mount"))
     }
     async fn unmount(&self, _: &str, _: &Fence) -> Result<()> {
         Err(JobsError::NotWired("unmount"))
     }
-    async fn write_batch(&self, _: &str, _: &str, _: &[TapeRequest], _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<BatchOutcome> {
+    async fn write_batch(
+        &self,
+        _: &str,
+        _: &str,
+        _: &[TapeRequest],
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<BatchOutcome> {
         Err(JobsError::NotWired("tape write"))
     }
-    async fn read_batch(&self, _: &str, _: &str, _: &[TapeRequest], _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<BatchOutcome> {
+    async fn read_batch(
+        &self,
+        _: &str,
+        _: &str,
+        _: &[TapeRequest],
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<BatchOutcome> {
         Err(JobsError::NotWired("tape read"))
     }
-    async fn verify(&self, _: &str, _: &VerifyJob, _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<serde_json::Value> {
+    async fn verify(
+        &self,
+        _: &str,
+        _: &VerifyJob,
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<serde_json::Value> {
         Err(JobsError::NotWired("verify"))
     }
-    async fn intake(&self, _: &str, _: &IntakeJob, _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<serde_json::Value> {
+    async fn intake(
+        &self,
+        _: &str,
+        _: &IntakeJob,
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<serde_json::Value> {
         Err(JobsError::NotWired("intake"))
     }
-    async fn rebuild(&self, _: &str, _: &RebuildJob, _: &Fence, _: &CancellationToken, _: &ProgressFn) -> Result<serde_json::Value> {
+    async fn rebuild(
+        &self,
+        _: &str,
+        _: &RebuildJob,
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<serde_json::Value> {
         Err(JobsError::NotWired("catalog rebuild"))
     }
 }
@@ -187,7 +241,11 @@ pub struct SteadyPoll<S> {
 impl<S> SteadyPoll<S> {
     /// Wake every `interval`, and whenever `stream` yields (e.g. PostgreSQL LISTEN/NOTIFY).
     pub fn new(interval: Duration, stream: Option<S>) -> Self {
-        SteadyPoll { interval, sleep: Box::pin(tokio::time::sleep(interval)), stream }
+        SteadyPoll {
+            interval,
+            sleep: Box::pin(tokio::time::sleep(interval)),
+            stream,
+        }
     }
 }
 
@@ -212,7 +270,11 @@ impl<S: Stream + Unpin> PollStrategy for SteadyPoll<S> {
             let next = tokio::time::Instant::now() + self.interval;
             self.sleep.as_mut().reset(next);
         }
-        if fired { Poll::Ready(Some(())) } else { Poll::Pending }
+        if fired {
+            Poll::Ready(Some(()))
+        } else {
+            Poll::Pending
+        }
     }
 }
 
@@ -236,13 +298,17 @@ pub struct Runtime<E> {
 
 impl<E> std::fmt::Debug for Runtime<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("Runtime")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
 /// How a job attempt ended.
 enum Ending {
     Done(serde_json::Value),
+    /// Tape requests are queued; the job finishes when they do (see `finalize_waiting`).
+    Waiting,
     Cancelled,
     Interrupted,
     Failed(JobsError),
@@ -250,7 +316,12 @@ enum Ending {
 
 impl<E: TapeExecutor> Runtime<E> {
     /// Build a runtime with a fresh unique name.
-    pub fn new(config: Config, queue: JobQueue, executor: Arc<E>, shutdown: CancellationToken) -> Arc<Runtime<E>> {
+    pub fn new(
+        config: Config,
+        queue: JobQueue,
+        executor: Arc<E>,
+        shutdown: CancellationToken,
+    ) -> Arc<Runtime<E>> {
         let db = queue.store().db().clone();
         Arc::new(Runtime {
             name: unique_name(&config.worker.name_prefix),
@@ -285,20 +356,77 @@ impl<E: TapeExecutor> Runtime<E> {
     }
 
     async fn run_ticket_inner(self: &Arc<Self>, ticket: &Ticket, task_id: &str) -> Result<()> {
+        // One runner per job: the job lease. A duplicate delivery (apalis re-enqueued the task
+        // while its runner is alive) waits for the runner to finish or its lease to lapse.
+        let Some(job_fence) = self.acquire_job_lease(&ticket.job_id).await? else {
+            return Ok(());
+        };
+        let out = self.run_leased(ticket, task_id, &job_fence).await;
+        if let Err(e) = self.leases.release(&job_fence).await {
+            tracing::warn!(job = %ticket.job_id, error = %e, "cannot release the job lease; it lapses by itself");
+        }
+        out
+    }
+
+    /// Take the job lease, waiting at most twice the lease time for a live holder; `None` when
+    /// the job is final meanwhile or the other runner is still alive after that.
+    async fn acquire_job_lease(&self, id: &str) -> Result<Option<Fence>> {
+        let ttl = self.lease_ttl();
+        let deadline = tokio::time::Instant::now() + 2 * ttl;
+        loop {
+            match self
+                .leases
+                .acquire(&job_resource(id), &self.name, ttl)
+                .await
+            {
+                Ok(f) => return Ok(Some(f)),
+                Err(JobsError::LeaseBusy { holder, .. }) => {
+                    let final_now = self
+                        .store()
+                        .get(id)
+                        .await?
+                        .is_none_or(|r| r.state.is_final());
+                    if final_now
+                        || tokio::time::Instant::now() >= deadline
+                        || self.shutdown.is_cancelled()
+                    {
+                        tracing::debug!(job = %id, %holder, "job is run by another worker; ticket dropped");
+                        return Ok(None);
+                    }
+                    idle(self, Duration::from_millis(self.config.worker.heartbeat_ms)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn run_leased(
+        self: &Arc<Self>,
+        ticket: &Ticket,
+        task_id: &str,
+        job_fence: &Fence,
+    ) -> Result<()> {
         // apalis keeps run_at in whole seconds, so a delayed ticket can arrive up to a second
         // before the job's `not_before` (ms): wait it out rather than drop the ticket.
         let mut tries = 0;
         let record = loop {
-            match self.store().start(&ticket.job_id, &self.name, task_id).await? {
+            match self
+                .store()
+                .start(&ticket.job_id, &self.name, task_id)
+                .await?
+            {
                 StartOutcome::Run { record } => break *record,
                 StartOutcome::NotYet { not_before_ms } if tries < 3 => {
                     tries += 1;
-                    let wait = Duration::from_millis((not_before_ms - now_ms()).clamp(1, 5_000) as u64);
+                    let wait =
+                        Duration::from_millis((not_before_ms - now_ms()).clamp(1, 5_000) as u64);
                     idle(self, wait).await;
                 }
                 StartOutcome::NotYet { .. } => {
                     // Still early: unlink the ticket; maintenance re-pushes with the right delay.
-                    self.store().unlink_apalis_task(&ticket.job_id, task_id).await?;
+                    self.store()
+                        .unlink_apalis_task(&ticket.job_id, task_id)
+                        .await?;
                     return Ok(());
                 }
                 other => {
@@ -313,13 +441,18 @@ impl<E: TapeExecutor> Runtime<E> {
         let cancel = self.shutdown.child_token();
         let user_cancel = CancellationToken::new();
         let watcher = self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone());
-        let ending = self.execute(&record, &cancel, &user_cancel).await;
+        let beat = self.spawn_lease_heartbeat(job_fence.clone(), cancel.clone());
+        let ending = self
+            .execute(&record, job_fence, &cancel, &user_cancel)
+            .await;
+        beat.abort();
         watcher.abort();
         match ending {
             Ending::Done(v) => {
                 self.store().finish(&record.id, &v).await?;
                 tracing::info!("job done");
             }
+            Ending::Waiting => tracing::info!("tape requests queued; the drives take it from here"),
             Ending::Cancelled => {
                 self.requests.cancel_job(&record.id).await?;
                 self.store().mark_cancelled(&record.id).await?;
@@ -333,9 +466,16 @@ impl<E: TapeExecutor> Runtime<E> {
                 tracing::info!("job handed back to the queue (shutdown)");
             }
             Ending::Failed(e) => {
-                let retryable = !matches!(e, JobsError::NotWired(_) | JobsError::Payload { .. } | JobsError::Config { .. });
+                let retryable = !matches!(
+                    e,
+                    JobsError::NotWired(_) | JobsError::Payload { .. } | JobsError::Config { .. }
+                );
                 let delay = self.queue.backoff().delay(record.attempts);
-                match self.store().fail_attempt(&record.id, &e.to_string(), retryable, delay).await? {
+                match self
+                    .store()
+                    .fail_attempt(&record.id, &e.to_string(), retryable, delay)
+                    .await?
+                {
                     FailOutcome::Retry { delay, .. } => {
                         let rec = self.store().require(&record.id).await?;
                         self.queue.push(&rec, delay).await?;
@@ -350,7 +490,12 @@ impl<E: TapeExecutor> Runtime<E> {
     }
 
     /// Poll `cancel_requested` and trip the tokens when a user cancels.
-    fn spawn_cancel_watch(&self, id: &str, cancel: CancellationToken, user: CancellationToken) -> tokio::task::JoinHandle<()> {
+    fn spawn_cancel_watch(
+        &self,
+        id: &str,
+        cancel: CancellationToken,
+        user: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         let store = self.store().clone();
         let id = id.to_string();
         let every = self.poll();
@@ -369,14 +514,29 @@ impl<E: TapeExecutor> Runtime<E> {
         })
     }
 
-    async fn execute(self: &Arc<Self>, rec: &JobRecord, cancel: &CancellationToken, user: &CancellationToken) -> Ending {
+    async fn execute(
+        self: &Arc<Self>,
+        rec: &JobRecord,
+        job_fence: &Fence,
+        cancel: &CancellationToken,
+        user: &CancellationToken,
+    ) -> Ending {
         let result = match &rec.spec {
-            JobSpec::Archive(a) => self.run_via_requests(rec, cancel, self.executor.plan_archive(&rec.id, a)).await,
-            JobSpec::Recall(r) => self.run_via_requests(rec, cancel, self.executor.plan_recall(&rec.id, r)).await,
-            JobSpec::Verify(_) | JobSpec::Intake(_) | JobSpec::Rebuild(_) => self.run_on_drive(rec, cancel).await,
+            JobSpec::Archive(a) => self
+                .plan_once(rec, self.executor.plan_archive(&rec.id, a))
+                .await
+                .map(|_| None),
+            JobSpec::Recall(r) => self
+                .plan_once(rec, self.executor.plan_recall(&rec.id, r))
+                .await
+                .map(|_| None),
+            JobSpec::Verify(_) | JobSpec::Intake(_) | JobSpec::Rebuild(_) => {
+                self.run_on_drive(rec, job_fence, cancel).await.map(Some)
+            }
         };
         match result {
-            Ok(v) => Ending::Done(v),
+            Ok(Some(v)) => Ending::Done(v),
+            Ok(None) => Ending::Waiting,
             Err(_) if user.is_cancelled() => Ending::Cancelled,
             Err(_) if cancel.is_cancelled() => Ending::Interrupted,
             Err(JobsError::Cancelled(_)) => Ending::Cancelled,
@@ -384,48 +544,157 @@ impl<E: TapeExecutor> Runtime<E> {
         }
     }
 
-    /// Archive and recall: plan requests once (the checkpoint records it, so a resumed attempt
-    /// does not plan twice), then follow their completion by the drive loops.
-    async fn run_via_requests(
+    /// Archive and recall: plan the tape requests once. The checkpoint records it, so a
+    /// re-delivered attempt does not plan twice. The apalis slot is then free: a job waiting
+    /// for tape holds no worker concurrency; [`Runtime::finalize_waiting`] ends it.
+    async fn plan_once(
         &self,
         rec: &JobRecord,
-        cancel: &CancellationToken,
         plan: impl Future<Output = Result<Vec<NewTapeRequest>>>,
-    ) -> Result<serde_json::Value> {
-        let planned = rec.checkpoint.as_ref().and_then(|c| c.get("planned")).and_then(|v| v.as_bool()).unwrap_or(false);
+    ) -> Result<()> {
+        let planned = rec
+            .checkpoint
+            .as_ref()
+            .and_then(|c| c.get("planned"))
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
         if !planned {
             let reqs = plan.await?;
+            let bytes: u64 = reqs.iter().map(|r| r.bytes).sum();
             self.requests.add(&rec.id, &reqs).await?;
-            self.store().set_checkpoint(&rec.id, &serde_json::json!({"planned": true, "requests": reqs.len()})).await?;
-        }
-        loop {
-            let c = self.requests.counts(&rec.id).await?;
             self.store()
-                .set_progress(&rec.id, Progress { objects_done: c.done, objects_total: c.total, bytes_done: c.bytes_done, bytes_total: c.bytes_total })
+                .set_checkpoint(
+                    &rec.id,
+                    &serde_json::json!({"planned": true, "requests": reqs.len()}),
+                )
                 .await?;
-            if c.done + c.failed >= c.total {
-                if c.failed > 0 {
-                    return Err(JobsError::Tape(format!("{} of {} objects failed; see `reel jobs show {}`", c.failed, c.total, rec.id)));
-                }
-                return Ok(serde_json::json!({"objects": c.total, "bytes": c.bytes_total}));
+            self.store()
+                .set_progress(
+                    &rec.id,
+                    Progress {
+                        objects_done: 0,
+                        objects_total: reqs.len() as u64,
+                        bytes_done: 0,
+                        bytes_total: bytes,
+                    },
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Bring every running archive/recall job up to date with its tape requests: progress,
+    /// cancel (drop its queued requests), done when all are done, failed when any failed.
+    /// Runs on every worker (idempotent), after each drive batch and on each heartbeat.
+    pub async fn finalize_waiting(&self) -> Result<()> {
+        for rec in self
+            .store()
+            .list(Some(crate::job::JobState::Running), 10_000)
+            .await?
+        {
+            if !matches!(rec.kind, JobKind::Archive | JobKind::Recall) {
+                continue;
             }
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(JobsError::Cancelled(rec.id.clone())),
-                _ = tokio::time::sleep(self.poll()) => {}
+            let planned = rec
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.get("planned"))
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+            if !planned {
+                continue;
+            }
+            if rec.cancel_requested {
+                self.requests.cancel_job(&rec.id).await?;
+                self.store().mark_cancelled(&rec.id).await?;
+                continue;
+            }
+            let c = self.requests.counts(&rec.id).await?;
+            let p = Progress {
+                objects_done: c.done,
+                objects_total: c.total,
+                bytes_done: c.bytes_done,
+                bytes_total: c.bytes_total,
+            };
+            if p != rec.progress {
+                self.store().set_progress(&rec.id, p).await?;
+            }
+            if c.done + c.failed < c.total {
+                continue;
+            }
+            if c.failed > 0 {
+                let msg = format!(
+                    "{} of {} objects failed; see the failed requests with `reel jobs show {}`, then `reel jobs retry`",
+                    c.failed, c.total, rec.id
+                );
+                self.store()
+                    .fail_attempt(&rec.id, &msg, false, Duration::ZERO)
+                    .await?;
+            } else {
+                self.store().set_progress(&rec.id, p).await?;
+                self.store()
+                    .finish(
+                        &rec.id,
+                        &serde_json::json!({"objects": c.total, "bytes": c.bytes_total}),
+                    )
+                    .await?;
             }
         }
+        Ok(())
     }
 
     /// Verify, intake, rebuild: take a free drive of this host, run under its lease, release.
-    async fn run_on_drive(&self, rec: &JobRecord, cancel: &CancellationToken) -> Result<serde_json::Value> {
-        let (drive, fence) = self.take_drive(rec, cancel).await?;
+    async fn run_on_drive(
+        &self,
+        rec: &JobRecord,
+        job_fence: &Fence,
+        cancel: &CancellationToken,
+    ) -> Result<serde_json::Value> {
+        let Some((drive, fence)) = self.take_drive(rec, cancel).await? else {
+            // The executor needs no drive: the job lease guards its writes.
+            let progress = self.progress_sink(&rec.id);
+            return match &rec.spec {
+                JobSpec::Verify(v) => {
+                    self.executor
+                        .verify("", v, job_fence, cancel, &*progress)
+                        .await
+                }
+                JobSpec::Intake(i) => {
+                    self.executor
+                        .intake("", i, job_fence, cancel, &*progress)
+                        .await
+                }
+                JobSpec::Rebuild(r) => {
+                    self.executor
+                        .rebuild("", r, job_fence, cancel, &*progress)
+                        .await
+                }
+                JobSpec::Archive(_) | JobSpec::Recall(_) => Err(JobsError::Tape(
+                    "archive and recall run through tape requests".into(),
+                )),
+            };
+        };
         let progress = self.progress_sink(&rec.id);
         let beat = self.spawn_lease_heartbeat(fence.clone(), cancel.clone());
         let out = match &rec.spec {
-            JobSpec::Verify(v) => self.executor.verify(&drive, v, &fence, cancel, &*progress).await,
-            JobSpec::Intake(i) => self.executor.intake(&drive, i, &fence, cancel, &*progress).await,
-            JobSpec::Rebuild(r) => self.executor.rebuild(&drive, r, &fence, cancel, &*progress).await,
-            JobSpec::Archive(_) | JobSpec::Recall(_) => Err(JobsError::Tape("archive and recall run through tape requests".into())),
+            JobSpec::Verify(v) => {
+                self.executor
+                    .verify(&drive, v, &fence, cancel, &*progress)
+                    .await
+            }
+            JobSpec::Intake(i) => {
+                self.executor
+                    .intake(&drive, i, &fence, cancel, &*progress)
+                    .await
+            }
+            JobSpec::Rebuild(r) => {
+                self.executor
+                    .rebuild(&drive, r, &fence, cancel, &*progress)
+                    .await
+            }
+            JobSpec::Archive(_) | JobSpec::Recall(_) => Err(JobsError::Tape(
+                "archive and recall run through tape requests".into(),
+            )),
         };
         beat.abort();
         if let Err(e) = self.leases.release(&fence).await {
@@ -434,18 +703,24 @@ impl<E: TapeExecutor> Runtime<E> {
         out
     }
 
-    /// A free drive of this host and its lease; with no drives (an executor that needs none),
-    /// a lease on the job itself so the fence still guards its writes.
-    async fn take_drive(&self, rec: &JobRecord, cancel: &CancellationToken) -> Result<(String, Fence)> {
+    /// A free drive of this host and its lease; `None` when the executor has no drives.
+    async fn take_drive(
+        &self,
+        rec: &JobRecord,
+        cancel: &CancellationToken,
+    ) -> Result<Option<(String, Fence)>> {
         let drives = self.executor.drives().await?;
         if drives.is_empty() {
-            let fence = self.leases.acquire(&format!("job:{}", rec.id), &self.name, self.lease_ttl()).await?;
-            return Ok((String::new(), fence));
+            return Ok(None);
         }
         loop {
             for d in &drives {
-                if let Ok(fence) = self.leases.acquire(&drive_resource(d), &self.name, self.lease_ttl()).await {
-                    return Ok((d.clone(), fence));
+                if let Ok(fence) = self
+                    .leases
+                    .acquire(&drive_resource(d), &self.name, self.lease_ttl())
+                    .await
+                {
+                    return Ok(Some((d.clone(), fence)));
                 }
             }
             tokio::select! {
@@ -469,7 +744,11 @@ impl<E: TapeExecutor> Runtime<E> {
         })
     }
 
-    fn spawn_lease_heartbeat(&self, fence: Fence, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    fn spawn_lease_heartbeat(
+        &self,
+        fence: Fence,
+        cancel: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         let leases = self.leases.clone();
         let ttl = self.lease_ttl();
         let every = Duration::from_millis(self.config.worker.heartbeat_ms);
@@ -488,13 +767,20 @@ impl<E: TapeExecutor> Runtime<E> {
 
 /// The apalis handler: hand the ticket to the runtime. Always `Ok`, so apalis never retries on
 /// its own (its storage retry has no delay); reel's bookkeeping decides about retries.
-async fn handle_ticket<E: TapeExecutor>(ticket: Ticket, task_id: TaskId, rt: Data<Arc<Runtime<E>>>) -> std::result::Result<(), BoxDynError> {
+async fn handle_ticket<E: TapeExecutor>(
+    ticket: Ticket,
+    task_id: TaskId,
+    rt: Data<Arc<Runtime<E>>>,
+) -> std::result::Result<(), BoxDynError> {
     rt.0.run_ticket(ticket, task_id.to_string()).await;
     Ok(())
 }
 
 /// Start the apalis worker of one job kind; it stops when the runtime's shutdown token fires.
-pub fn spawn_kind_worker<E: TapeExecutor>(rt: Arc<Runtime<E>>, kind: JobKind) -> tokio::task::JoinHandle<()> {
+pub fn spawn_kind_worker<E: TapeExecutor>(
+    rt: Arc<Runtime<E>>,
+    kind: JobKind,
+) -> tokio::task::JoinHandle<()> {
     let name = format!("{}.{}", rt.name, kind);
     let w = rt.config.worker.clone();
     let poll = Duration::from_millis(w.poll_interval_ms);
@@ -524,7 +810,8 @@ pub fn spawn_kind_worker<E: TapeExecutor>(rt: Arc<Runtime<E>>, kind: JobKind) ->
             // LISTEN/NOTIFY wakes at once for jobs due now; the timer catches delayed retries
             // (the insert trigger only notifies when run_at <= now()).
             let notify = apalis_postgres::Pubsub::new(pool.clone(), kind.queue());
-            let backend = ApalisDb::postgres_storage(&pool, kind, &w).poll_with_strategy(SteadyPoll::new(poll, Some(notify)));
+            let backend = ApalisDb::postgres_storage(&pool, kind, &w)
+                .poll_with_strategy(SteadyPoll::new(poll, Some(notify)));
             let worker = WorkerBuilder::new(name.clone())
                 .backend(backend)
                 .concurrency(w.concurrency)
@@ -546,9 +833,16 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     tracing::info!(worker = %rt.name, backend = rt.queue.apalis().backend(), "worker starting");
     rt.queue.reconcile().await?;
     rt.requests.requeue_orphaned_claims().await?;
-    let mut tasks: Vec<tokio::task::JoinHandle<()>> = JobKind::ALL.into_iter().map(|k| spawn_kind_worker(rt.clone(), k)).collect();
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = JobKind::ALL
+        .into_iter()
+        .map(|k| spawn_kind_worker(rt.clone(), k))
+        .collect();
     tasks.push(tokio::spawn(maintenance(rt.clone())));
-    let drives = if rt.config.library.drives.is_empty() { rt.executor.drives().await? } else { rt.config.library.drives.clone() };
+    let drives = if rt.config.library.drives.is_empty() {
+        rt.executor.drives().await?
+    } else {
+        rt.config.library.drives.clone()
+    };
     for d in drives {
         tasks.push(tokio::spawn(drive_loop(rt.clone(), d)));
     }
@@ -557,7 +851,9 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     let grace = Duration::from_millis(rt.config.worker.lease_ms);
     for t in tasks {
         if tokio::time::timeout(grace, t).await.is_err() {
-            tracing::warn!("a task did not stop within the lease time; its work is re-delivered after the lease window");
+            tracing::warn!(
+                "a task did not stop within the lease time; its work is re-delivered after the lease window"
+            );
         }
     }
     let released = rt.leases.release_all(&rt.name).await?;
@@ -568,7 +864,11 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
 /// Trip `token` on SIGTERM or SIGINT.
 pub async fn cancel_on_signals(token: CancellationToken) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let io = |source| JobsError::Io { doing: "installing the signal handler for", path: "SIGTERM".into(), source };
+    let io = |source| JobsError::Io {
+        doing: "installing the signal handler for",
+        path: "SIGTERM".into(),
+        source,
+    };
     let mut term = signal(SignalKind::terminate()).map_err(io)?;
     let mut int = signal(SignalKind::interrupt()).map_err(io)?;
     tokio::select! {
@@ -591,6 +891,9 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
             _ = tokio::time::sleep(every) => {}
         }
         ticks += 1;
+        if let Err(e) = rt.finalize_waiting().await {
+            tracing::warn!(error = %e, "updating waiting jobs failed");
+        }
         if let Err(e) = rt.queue.reconcile().await {
             tracing::warn!(error = %e, "reconcile failed");
         }
@@ -600,7 +903,9 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
         // Pruning is cheap but need not run every heartbeat.
         if ticks % 60 == 1 {
             match rt.queue.prune(retention).await {
-                Ok((jobs, tasks)) if jobs + tasks > 0 => tracing::info!(jobs, tasks, "pruned finished jobs"),
+                Ok((jobs, tasks)) if jobs + tasks > 0 => {
+                    tracing::info!(jobs, tasks, "pruned finished jobs")
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "pruning failed"),
             }
@@ -612,13 +917,20 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
 pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
     let policy = Policy::from_config(&rt.config.scheduler);
     let poll = rt.poll();
-    let limit = ClaimLimit { max_files: rt.config.scheduler.min_files.max(1), max_bytes: rt.config.archive.barrier_bytes.max(1) };
+    let limit = ClaimLimit {
+        max_files: rt.config.scheduler.min_files.max(1),
+        max_bytes: rt.config.archive.barrier_bytes.max(1),
+    };
     let mut mounted: Option<(String, MountTarget, tokio::time::Instant)> = None;
     let mut lease: Option<(Fence, CancellationToken)> = None;
     while !rt.shutdown.is_cancelled() {
         let (fence, cancel) = match &lease {
             Some((f, c)) if !c.is_cancelled() => (f.clone(), c.clone()),
-            _ => match rt.leases.acquire(&drive_resource(&drive), &rt.name, rt.lease_ttl()).await {
+            _ => match rt
+                .leases
+                .acquire(&drive_resource(&drive), &rt.name, rt.lease_ttl())
+                .await
+            {
                 Ok(f) => {
                     let c = rt.shutdown.child_token();
                     rt.spawn_lease_heartbeat(f.clone(), c.clone());
@@ -633,7 +945,8 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 }
             },
         };
-        if let Err(e) = drive_step(&rt, &drive, &policy, limit, &fence, &cancel, &mut mounted).await {
+        if let Err(e) = drive_step(&rt, &drive, &policy, limit, &fence, &cancel, &mut mounted).await
+        {
             tracing::warn!(drive = %drive, error = %e, "drive step failed");
             idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
         }
@@ -668,10 +981,16 @@ async fn drive_step<E: TapeExecutor>(
     let queues = rt.requests.summaries().await?;
     let state = DriveState {
         name: drive.to_string(),
-        mounted: mounted.as_ref().map(|(b, t, since)| Mounted { barcode: b.clone(), target: t.clone(), mounted_for: since.elapsed() }),
+        mounted: mounted.as_ref().map(|(b, t, since)| Mounted {
+            barcode: b.clone(),
+            target: t.clone(),
+            mounted_for: since.elapsed(),
+        }),
         unavailable: false,
     };
-    let decision = scheduler::decide(policy, &queues, &[state]).into_iter().next();
+    let decision = scheduler::decide(policy, &queues, &[state])
+        .into_iter()
+        .next();
     let target = match decision {
         Some(Decision::Stay { target, .. }) => target,
         Some(Decision::Mount { target, reason, .. }) => {
@@ -693,15 +1012,25 @@ async fn drive_step<E: TapeExecutor>(
             return Ok(());
         }
     };
-    let Some((barcode, _, _)) = mounted.as_ref() else { return Ok(()) };
+    let Some((barcode, _, _)) = mounted.as_ref() else {
+        return Ok(());
+    };
     let batch = rt.requests.claim(&target, fence, limit).await?;
     if batch.is_empty() {
         return Ok(());
     }
     let progress: Box<ProgressFn> = Box::new(|_| {});
     let outcome = match target {
-        MountTarget::Read { .. } => rt.executor.read_batch(drive, barcode, &batch, fence, cancel, &*progress).await,
-        MountTarget::Write { .. } => rt.executor.write_batch(drive, barcode, &batch, fence, cancel, &*progress).await,
+        MountTarget::Read { .. } => {
+            rt.executor
+                .read_batch(drive, barcode, &batch, fence, cancel, &*progress)
+                .await
+        }
+        MountTarget::Write { .. } => {
+            rt.executor
+                .write_batch(drive, barcode, &batch, fence, cancel, &*progress)
+                .await
+        }
     };
     let ids: Vec<i64> = batch.iter().map(|r| r.id).collect();
     match outcome {
@@ -710,10 +1039,15 @@ async fn drive_step<E: TapeExecutor>(
             for (id, why) in &o.failed {
                 rt.requests.fail(&[*id], fence, why).await?;
             }
-            let finished: std::collections::BTreeSet<i64> = o.done.iter().copied().chain(o.failed.iter().map(|f| f.0)).collect();
+            let finished: std::collections::BTreeSet<i64> = o
+                .done
+                .iter()
+                .copied()
+                .chain(o.failed.iter().map(|f| f.0))
+                .collect();
             let rest: Vec<i64> = ids.into_iter().filter(|i| !finished.contains(i)).collect();
             rt.requests.unclaim(&rest, fence).await?;
-            Ok(())
+            rt.finalize_waiting().await
         }
         Err(e) => {
             rt.requests.unclaim(&ids, fence).await?;
@@ -726,3 +1060,7 @@ async fn drive_step<E: TapeExecutor>(
 pub fn started_ms() -> i64 {
     now_ms()
 }
+
+#[cfg(test)]
+#[path = "worker_tests.rs"]
+mod tests;

@@ -55,7 +55,9 @@ pub fn postgres_url(test: &str) -> Option<String> {
         Ok(u) if !u.is_empty() => Some(u),
         _ => {
             if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-                panic!("{test}: CI=true but REEL_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run in CI");
+                panic!(
+                    "{test}: CI=true but REEL_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run in CI"
+                );
             }
             eprintln!("SKIPPED (PostgreSQL half of {test}): REEL_TEST_POSTGRES_URL unset");
             None
@@ -63,7 +65,8 @@ pub fn postgres_url(test: &str) -> Option<String> {
     }
 }
 
-/// A PostgreSQL schema of its own for one test; dropped when this guard is dropped.
+/// A PostgreSQL schema of its own for one test (the catalogue's `?schema=` URL parameter);
+/// dropped when this guard is dropped.
 pub struct PgSchema {
     base: String,
     /// The schema's name.
@@ -76,13 +79,11 @@ impl PgSchema {
     /// Create a fresh schema on the server at `base`.
     pub async fn create(base: &str) -> PgSchema {
         let schema = format!("reel_t_{}", uuid::Uuid::new_v4().simple());
-        let mut c = connect(base).await;
-        sqlx::query(&format!("CREATE SCHEMA {schema}"))
-            .execute(&mut c)
-            .await
-            .expect("create schema");
+        // Reachability first, so a missing server fails here with a clear message.
+        drop(connect(base).await);
+        // The catalogue creates the schema named by `?schema=` and works only inside it.
         let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        let url = format!("{base}{sep}schema={schema}");
         PgSchema {
             base: base.to_string(),
             schema,
@@ -95,7 +96,9 @@ async fn connect(url: &str) -> sqlx::PgConnection {
     use sqlx::Connection;
     match sqlx::PgConnection::connect(url).await {
         Ok(c) => c,
-        Err(e) => panic!("cannot connect to PostgreSQL at {url}: {e}; start it or unset REEL_TEST_POSTGRES_URL"),
+        Err(e) => panic!(
+            "cannot connect to PostgreSQL at {url}: {e}; start it or unset REEL_TEST_POSTGRES_URL"
+        ),
     }
 }
 
@@ -105,12 +108,17 @@ impl Drop for PgSchema {
         let schema = self.schema.clone();
         // Best effort, on a thread of its own: Drop may run inside a runtime.
         let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 rt.block_on(async {
                     let mut c = connect(&base).await;
-                    let _ = sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-                        .execute(&mut c)
-                        .await;
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP SCHEMA IF EXISTS {schema} CASCADE"
+                    )))
+                    .execute(&mut c)
+                    .await;
                 });
             }
         })
@@ -154,7 +162,10 @@ pub async fn backends(test: &str) -> Vec<Backend> {
 
 /// A simulator configuration string for a library in `dir` on the INSTANT clock.
 pub fn sim_config(dir: &Path, extra: &[(&str, &str)]) -> String {
-    let mut s = format!("dir={}\nsim.clock=instant\nsim.calibrated=true\n", dir.display());
+    let mut s = format!(
+        "dir={}\nsim.clock=instant\nsim.calibrated=true\n",
+        dir.display()
+    );
     for (k, v) in extra {
         s.push_str(&format!("{k}={v}\n"));
     }
@@ -167,7 +178,8 @@ pub fn write_random_file(path: &Path, size: u64, seed: u64) -> [u8; 32] {
     if let Some(p) = path.parent() {
         std::fs::create_dir_all(p).expect("mkdir");
     }
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("create"));
+    let mut f =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("create"));
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -202,4 +214,14 @@ pub fn sha256_file(path: &Path) -> [u8; 32] {
 /// Hex of a digest.
 pub fn hex32(d: &[u8; 32]) -> String {
     hex::encode(d)
+}
+
+/// Send the engine's tracing to the test's output when `RUST_LOG` is set.
+pub fn init_tracing() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
 }

@@ -7,6 +7,10 @@ use reel_engine::format::ContainerHeader;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(header) = ContainerHeader::decode(data) {
-        assert_eq!(header.encode(), data, "an accepted header re-encodes to the same record");
+        assert_eq!(
+            header.encode(),
+            data,
+            "an accepted header re-encodes to the same record"
+        );
     }
 });

@@ -8,6 +8,10 @@ use reel_engine::format::Label;
 fuzz_target!(|data: &[u8]| {
     let _ = Label::looks_like_reel(data);
     if let Ok(label) = Label::decode(data) {
-        assert_eq!(label.encode(), data, "an accepted label re-encodes to the same record");
+        assert_eq!(
+            label.encode(),
+            data,
+            "an accepted label re-encodes to the same record"
+        );
     }
 });

@@ -49,29 +49,39 @@ macro_rules! on_pool {
 pub(crate) use on_pool;
 
 /// Run `$body` in a write transaction bound to `$tx`, and commit it; the body's value is the
-/// macro's value. Leaving the body early with `?` rolls the transaction back. On SQLite the
-/// transaction starts with `BEGIN IMMEDIATE`, so it holds the write lock from its first read and
-/// never fails half-way on a lock upgrade; on PostgreSQL it is a plain `BEGIN` (read committed)
-/// and the body takes row locks with its first `UPDATE`.
+/// macro's value. The body runs in an async block: leaving it with `?` or `return Err(..)` rolls
+/// the transaction back at once (releasing its locks) and returns the error from the enclosing
+/// function. On SQLite the transaction starts with `BEGIN IMMEDIATE`, so it holds the write lock
+/// from its first read and never fails half-way on a lock upgrade; on PostgreSQL it is a plain
+/// `BEGIN` (read committed) and the body takes row locks with its first `UPDATE`.
 macro_rules! in_write_tx {
+    (@run $tx:ident, $op:expr, $body:expr) => {{
+        let outcome: $crate::catalogue::error::Result<_> = async { Ok($body) }.await;
+        match outcome {
+            Ok(value) => {
+                $crate::catalogue::error::DbContext::ctx($tx.commit().await, $op)?;
+                value
+            }
+            Err(e) => {
+                if let Err(rollback) = $tx.rollback().await {
+                    ::tracing::warn!(op = $op, error = %rollback, "rollback failed; the connection is dropped");
+                }
+                return Err(e);
+            }
+        }
+    }};
     ($backend:expr, $op:expr, |$tx:ident| $body:expr) => {
         match $backend {
             $crate::catalogue::backend::Backend::Sqlite(pool) => {
-                #[allow(unused_mut)]
                 let mut $tx = $crate::catalogue::error::DbContext::ctx(
                     pool.begin_with("BEGIN IMMEDIATE").await,
                     $op,
                 )?;
-                let value = $body;
-                $crate::catalogue::error::DbContext::ctx($tx.commit().await, $op)?;
-                value
+                $crate::catalogue::backend::in_write_tx!(@run $tx, $op, $body)
             }
             $crate::catalogue::backend::Backend::Postgres(pool) => {
-                #[allow(unused_mut)]
                 let mut $tx = $crate::catalogue::error::DbContext::ctx(pool.begin().await, $op)?;
-                let value = $body;
-                $crate::catalogue::error::DbContext::ctx($tx.commit().await, $op)?;
-                value
+                $crate::catalogue::backend::in_write_tx!(@run $tx, $op, $body)
             }
         }
     };

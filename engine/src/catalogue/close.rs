@@ -265,3 +265,212 @@ fn close_refused(
     };
     CatalogueError::ContainerRefused { id, reason }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::test_support::{
+        TestResult, cat, container_with, copy, labelled, on_both_backends, sha,
+    };
+    use crate::catalogue::testing::TestCatalogue;
+    use crate::catalogue::{ContainerState, NewCopy};
+    use uuid::Uuid;
+
+    on_both_backends!(
+        ten_thousand_copies_close_in_one_batched_transaction,
+        a_conflict_in_the_last_chunk_writes_nothing,
+        bad_copies_and_bad_containers_are_refused,
+        a_second_copy_shares_the_object,
+    );
+
+    /// 10 000 small objects back to back.
+    fn many(n: u32, prefix: &str) -> Vec<NewCopy> {
+        (0..n)
+            .map(|i| copy(&format!("{prefix}/{i:05}"), 1, u64::from(i) * 100, 100, i))
+            .collect()
+    }
+
+    #[test]
+    fn statement_count_grows_per_chunk_not_per_copy() {
+        assert_eq!(close_statements(0), 1);
+        assert_eq!(close_statements(1), 4);
+        assert_eq!(close_statements(ROWS_PER_STATEMENT), 4);
+        assert_eq!(close_statements(ROWS_PER_STATEMENT + 1), 7);
+        assert_eq!(close_statements(10_000), 1 + 3 * 25);
+    }
+
+    async fn ten_thousand_copies_close_in_one_batched_transaction(
+        db: &TestCatalogue,
+    ) -> TestResult {
+        let c = cat(db);
+        labelled(c, "BULK01", "p").await?;
+        let copies = many(10_000, "bulk");
+        let id = c
+            .create_container(Uuid::new_v4(), "BULK01", 1, 2, 1 << 20)
+            .await?;
+        let statements = c
+            .close_container_counted(id, 3, 1_000_000, sha(7), &copies)
+            .await?;
+        assert_eq!(statements, close_statements(10_000));
+        assert!(
+            statements < 100,
+            "{statements} statements for 10 000 copies"
+        );
+        assert_eq!(c.container_object_count(id).await?, 10_000);
+        // Not visible until durable.
+        assert_eq!(c.count_objects().await?, 0);
+        c.set_container_state(&[id], ContainerState::Durable)
+            .await?;
+        assert_eq!(c.count_objects().await?, 10_000);
+        let k = c.container(id).await?.ok_or("missing")?;
+        assert_eq!(
+            (k.last_block, k.bytes, k.sha256),
+            (Some(3), 1_000_000, Some(sha(7)))
+        );
+        let o = c.object("bulk/09999").await?.ok_or("missing")?;
+        assert_eq!((o.generation, o.size, o.sha256), (1, 100, sha(9999)));
+        let loc = c.copies("bulk/09999", 1).await?;
+        assert_eq!(loc.len(), 1);
+        assert_eq!(
+            (loc[0].offset, loc[0].length, loc[0].container_id),
+            (999_900, 100, id)
+        );
+        Ok(())
+    }
+
+    async fn a_conflict_in_the_last_chunk_writes_nothing(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "ATOM01", "p").await?;
+        // "atom/09999" generation 1 is already catalogued with other content.
+        container_with(
+            c,
+            "ATOM01",
+            &[copy("atom/09999", 1, 0, 100, 424_242)],
+            ContainerState::Durable,
+        )
+        .await?;
+        let copies = many(10_000, "atom");
+        let cart = c.cartridge("ATOM01").await?.ok_or("missing")?;
+        let id = c
+            .create_container(
+                Uuid::new_v4(),
+                "ATOM01",
+                cart.next_file,
+                cart.eod_block,
+                1 << 20,
+            )
+            .await?;
+        let e = c
+            .close_container(id, cart.eod_block + 3, 1_000_000, sha(1), &copies)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, CatalogueError::ObjectConflict { ref key, generation: 1, .. } if key == "atom/09999"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("next_generation"), "{e}");
+        // One transaction: the container is still open and none of the other 9 999 objects exist.
+        let k = c.container(id).await?.ok_or("missing")?;
+        assert_eq!(
+            (k.state, k.last_block, k.bytes, k.sha256),
+            (ContainerState::Pending, None, 0, None)
+        );
+        assert_eq!(c.next_generation("atom/00000").await?, 1);
+        assert_eq!(c.next_generation("atom/09998").await?, 1);
+        assert_eq!(c.container_object_count(id).await?, 0);
+        // The same container closes once the caller takes a new generation.
+        let mut fixed = copies;
+        if let Some(last) = fixed.last_mut() {
+            last.generation = c.next_generation("atom/09999").await?;
+        }
+        c.close_container(id, cart.eod_block + 3, 1_000_000, sha(1), &fixed)
+            .await?;
+        assert_eq!(c.container_object_count(id).await?, 10_000);
+        Ok(())
+    }
+
+    async fn bad_copies_and_bad_containers_are_refused(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "BAD01", "p").await?;
+        let id = c
+            .create_container(Uuid::new_v4(), "BAD01", 1, 2, 1 << 20)
+            .await?;
+        let cases: Vec<(Vec<NewCopy>, &str)> = vec![
+            (vec![copy("", 1, 0, 1, 1)], "empty"),
+            (vec![copy("a\0b", 1, 0, 1, 1)], "NUL"),
+            (vec![copy(&"k".repeat(4097), 1, 0, 1, 1)], "4097 bytes"),
+            (vec![copy("g0", 0, 0, 1, 1)], "generations start at 1"),
+            (
+                vec![copy("d", 1, 0, 1, 1), copy("d", 1, 1, 1, 2)],
+                "listed twice",
+            ),
+            (vec![copy("past", 1, 95, 10, 1)], "run past"),
+            (
+                vec![copy("o1", 1, 0, 10, 1), copy("o2", 1, 5, 10, 2)],
+                "overlap",
+            ),
+            (vec![copy("huge", 1, u64::MAX, 2, 1)], "run past"),
+        ];
+        for (copies, expect) in cases {
+            let e = c
+                .close_container(id, 5, 100, sha(1), &copies)
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains(expect), "{expect}: {e}");
+            assert_eq!(c.container(id).await?.ok_or("missing")?.last_block, None);
+        }
+        // Zero-length objects may share an offset.
+        let ok = vec![
+            copy("e1", 1, 0, 0, 1),
+            copy("e2", 1, 0, 0, 2),
+            copy("f", 1, 0, 100, 3),
+        ];
+        let e = c
+            .close_container(id, 1, 100, sha(1), &ok)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("before its first block"), "{e}");
+        let e = c
+            .close_container(4242, 9, 100, sha(1), &ok)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, CatalogueError::UnknownContainer { id: 4242 }),
+            "{e}"
+        );
+        c.close_container(id, 5, 100, sha(1), &ok).await?;
+        let e = c
+            .close_container(id, 5, 100, sha(1), &ok)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("already closed"), "{e}");
+        c.set_container_state(&[id], ContainerState::Dead).await?;
+        let e = c
+            .close_container(id, 5, 100, sha(1), &ok)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("it is dead"), "{e}");
+        Ok(())
+    }
+
+    async fn a_second_copy_shares_the_object(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "P1C001", "p1").await?;
+        labelled(c, "P2C001", "p2").await?;
+        let one = [copy("shared", 1, 0, 50, 9)];
+        let a = container_with(c, "P1C001", &one, ContainerState::Durable).await?;
+        let b = container_with(
+            c,
+            "P2C001",
+            &[copy("shared", 1, 100, 50, 9)],
+            ContainerState::Durable,
+        )
+        .await?;
+        let locs = c.copies("shared", 1).await?;
+        let mut got: Vec<(i64, u64)> = locs.iter().map(|l| (l.container_id, l.offset)).collect();
+        got.sort();
+        assert_eq!(got, [(a, 0), (b, 100)]);
+        assert_eq!(c.count_objects().await?, 1);
+        Ok(())
+    }
+}

@@ -439,3 +439,285 @@ fn transition_error(chunk: &[i64], found: &[Container], to: ContainerState) -> C
         reason: format!("its state changed while moving it to {to}; retry"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::CartridgeState;
+    use crate::catalogue::test_support::{
+        TestResult, cat, container_with, copy, labelled, on_both_backends, sha,
+    };
+    use crate::catalogue::testing::TestCatalogue;
+
+    on_both_backends!(
+        containers_are_created_only_at_end_of_data,
+        state_moves_are_checked_all_or_nothing,
+        containers_are_listed_per_cartridge,
+    );
+
+    #[test]
+    fn state_names_round_trip() {
+        for s in ContainerState::ALL {
+            assert_eq!(s.as_str().parse::<ContainerState>().unwrap(), s);
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::Value::String(s.to_string())
+            );
+        }
+        assert!("DEAD".parse::<ContainerState>().is_err());
+        let visible: Vec<_> = ContainerState::ALL
+            .into_iter()
+            .filter(|s| s.is_visible())
+            .collect();
+        assert_eq!(visible, [ContainerState::Durable, ContainerState::Verified]);
+    }
+
+    async fn containers_are_created_only_at_end_of_data(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        let e = c
+            .create_container(Uuid::new_v4(), "NOPE", 1, 2, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, CatalogueError::UnknownCartridge { .. }), "{e}");
+        c.add_cartridge("C1", false, 1000).await?;
+        let e = c
+            .create_container(Uuid::new_v4(), "C1", 1, 2, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("unlabelled"), "{e}");
+        labelled(c, "C2", "p").await?;
+        let e = c
+            .create_container(Uuid::new_v4(), "C2", 1, 2, 0)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CatalogueError::InvalidInput {
+                    what: "record size",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // Before end of data (block 2, file 1 after labelling).
+        let e = c
+            .create_container(Uuid::new_v4(), "C2", 1, 1, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("before end of data"), "{e}");
+        let e = c
+            .create_container(Uuid::new_v4(), "C2", 0, 2, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("before end of data"), "{e}");
+        let u = Uuid::new_v4();
+        let a = c.create_container(u, "C2", 1, 2, 1 << 20).await?;
+        let k = c.container(a).await?.ok_or("missing")?;
+        assert_eq!(
+            (
+                k.uuid,
+                k.barcode.as_str(),
+                k.file_number,
+                k.first_block,
+                k.last_block,
+                k.bytes,
+                k.record_size,
+                k.sha256,
+                k.state
+            ),
+            (
+                u,
+                "C2",
+                1,
+                2,
+                None,
+                0,
+                1 << 20,
+                None,
+                ContainerState::Pending
+            )
+        );
+        // Group commit: the next container follows the pending one, before any new end of data.
+        let e = c
+            .create_container(Uuid::new_v4(), "C2", 1, 9, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("would not follow"), "{e}");
+        let e = c
+            .create_container(Uuid::new_v4(), "C2", 2, 2, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("would not follow"), "{e}");
+        c.close_container(a, 10, 5, sha(1), &[copy("k", 1, 0, 5, 1)])
+            .await?;
+        let e = c
+            .create_container(Uuid::new_v4(), "C2", 2, 10, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("would not follow"), "{e}");
+        let b = c
+            .create_container(Uuid::new_v4(), "C2", 2, 12, 1 << 20)
+            .await?;
+        assert!(b > a);
+        // UUIDs are unique.
+        let e = c
+            .create_container(u, "C2", 3, 20, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CatalogueError::InvalidInput {
+                    what: "container UUID",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // After a crash the pending tail is dead; its file number is written again.
+        c.set_container_state(&[a, b], ContainerState::Dead).await?;
+        let again = c
+            .create_container(Uuid::new_v4(), "C2", 1, 2, 1 << 20)
+            .await?;
+        assert!(again > b);
+        // Not on a cartridge that is not active.
+        c.set_cartridge_state("C2", CartridgeState::Full).await?;
+        let e = c
+            .create_container(Uuid::new_v4(), "C2", 5, 50, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("it is full"), "{e}");
+        Ok(())
+    }
+
+    async fn state_moves_are_checked_all_or_nothing(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "T1", "p").await?;
+        let closed =
+            container_with(c, "T1", &[copy("a", 1, 0, 4, 1)], ContainerState::Pending).await?;
+        let open = c
+            .create_container(Uuid::new_v4(), "T1", 2, 100, 1 << 20)
+            .await?;
+        c.set_container_state(&[], ContainerState::Durable).await?;
+        // An open container cannot become durable; the closed one in the same call is unchanged.
+        let e = c
+            .set_container_state(&[closed, open], ContainerState::Durable)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, CatalogueError::ContainerRefused { id, .. } if id == open),
+            "{e}"
+        );
+        assert!(e.to_string().contains("not closed"), "{e}");
+        assert_eq!(
+            c.container(closed).await?.ok_or("missing")?.state,
+            ContainerState::Pending
+        );
+        let e = c
+            .set_container_state(&[closed, 999_999], ContainerState::Durable)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, CatalogueError::UnknownContainer { id: 999_999 }),
+            "{e}"
+        );
+        assert_eq!(
+            c.container(closed).await?.ok_or("missing")?.state,
+            ContainerState::Pending
+        );
+
+        // Duplicates in the list are fine; moving to the same state is a no-op.
+        c.set_container_state(&[closed, closed], ContainerState::Durable)
+            .await?;
+        c.set_container_state(&[closed], ContainerState::Durable)
+            .await?;
+        let e = c
+            .set_container_state(&[closed], ContainerState::Pending)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("from durable back to pending"),
+            "{e}"
+        );
+        c.set_container_state(&[closed], ContainerState::Verified)
+            .await?;
+        let e = c
+            .set_container_state(&[closed], ContainerState::Durable)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("from verified back to durable"),
+            "{e}"
+        );
+        // Dead is final.
+        c.set_container_state(&[closed, open], ContainerState::Dead)
+            .await?;
+        for s in [
+            ContainerState::Pending,
+            ContainerState::Durable,
+            ContainerState::Verified,
+        ] {
+            let e = c.set_container_state(&[closed], s).await.unwrap_err();
+            assert!(
+                e.to_string().contains("dead and can never become"),
+                "{s}: {e}"
+            );
+        }
+        // A rebuild reads a container back before any barrier: pending → verified.
+        let rebuilt =
+            container_with(c, "T1", &[copy("b", 1, 0, 4, 2)], ContainerState::Verified).await?;
+        assert_eq!(
+            c.container(rebuilt).await?.ok_or("missing")?.state,
+            ContainerState::Verified
+        );
+
+        // Many ids (more than one statement's worth) in one call.
+        let mut ids = Vec::new();
+        for i in 0..(IDS_PER_STATEMENT as u32 + 20) {
+            let key = format!("m{i}");
+            ids.push(
+                container_with(c, "T1", &[copy(&key, 1, 0, 1, i)], ContainerState::Pending).await?,
+            );
+        }
+        c.set_container_state(&ids, ContainerState::Durable).await?;
+        let durable = c
+            .containers_on("T1")
+            .await?
+            .into_iter()
+            .filter(|k| k.state == ContainerState::Durable)
+            .count();
+        assert_eq!(durable, ids.len());
+        assert_eq!(c.container_object_count(ids[0]).await?, 1);
+        assert_eq!(c.container_object_count(open).await?, 0);
+        Ok(())
+    }
+
+    async fn containers_are_listed_per_cartridge(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "A1", "p").await?;
+        labelled(c, "B1", "p").await?;
+        let a1 = container_with(c, "A1", &[copy("x", 1, 0, 3, 1)], ContainerState::Durable).await?;
+        let b1 = container_with(c, "B1", &[copy("y", 1, 0, 3, 2)], ContainerState::Pending).await?;
+        let a2 = container_with(c, "A1", &[copy("z", 1, 0, 3, 3)], ContainerState::Pending).await?;
+        c.set_container_state(&[a2], ContainerState::Dead).await?;
+        let a3 = container_with(c, "A1", &[copy("z", 1, 0, 3, 3)], ContainerState::Pending).await?;
+        let on_a: Vec<(i64, u64)> = c
+            .containers_on("A1")
+            .await?
+            .into_iter()
+            .map(|k| (k.id, k.file_number))
+            .collect();
+        assert_eq!(on_a, [(a1, 1), (a2, 2), (a3, 2)]);
+        assert!(c.containers_on("NOPE").await?.is_empty());
+        let pending: Vec<i64> = c
+            .pending_containers()
+            .await?
+            .into_iter()
+            .map(|k| k.id)
+            .collect();
+        assert_eq!(pending, [a3, b1]);
+        assert_eq!(c.container(-1).await?, None);
+        Ok(())
+    }
+}

@@ -348,3 +348,275 @@ impl Catalogue {
         from_db("object count", n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::test_support::{
+        TestResult, cat, container_with, copy, labelled, on_both_backends, sha,
+    };
+    use crate::catalogue::testing::TestCatalogue;
+
+    on_both_backends!(
+        objects_are_visible_only_through_durable_containers,
+        generations_count_past_invisible_ones,
+        listing_uses_byte_order_and_exact_prefixes,
+        keys_are_any_utf8_without_nul,
+        copies_on_healthy_cartridges_come_first,
+    );
+
+    #[test]
+    fn key_validation_says_which_key_and_why() {
+        assert!(validate_key("a").is_ok());
+        assert!(validate_key(&"é".repeat(2048)).is_ok()); // 4096 bytes
+        let e = validate_key(&"é".repeat(2049)).unwrap_err();
+        assert!(e.to_string().contains("4098 bytes long"), "{e}");
+        let e = validate_key("dir/a\0b").unwrap_err();
+        assert!(
+            e.to_string().contains("\"dir/a\\0b\"") && e.to_string().contains("byte 5"),
+            "{e}"
+        );
+        let e = validate_key("").unwrap_err();
+        assert!(e.to_string().contains("empty"), "{e}");
+    }
+
+    #[test]
+    fn prefix_bounds_cover_exactly_the_prefix() {
+        assert_eq!(prefix_upper_bound("abc").as_deref(), Some("abd"));
+        assert_eq!(
+            prefix_upper_bound("a\u{D7FF}").as_deref(),
+            Some("a\u{E000}")
+        );
+        assert_eq!(prefix_upper_bound("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_upper_bound("\u{10FFFF}\u{10FFFF}"), None);
+        assert_eq!(prefix_upper_bound(""), None);
+        // Byte order of UTF-8 is code point order: every key with the prefix sorts between.
+        for (p, k) in [
+            ("ab", "ab\u{10FFFF}zz"),
+            ("é", "éé"),
+            ("a\u{D7FF}", "a\u{D7FF}\u{10FFFF}"),
+        ] {
+            let up = prefix_upper_bound(p).unwrap();
+            assert!(k >= p && k.as_bytes() < up.as_bytes(), "{p:?} {k:?} {up:?}");
+        }
+    }
+
+    async fn objects_are_visible_only_through_durable_containers(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "V1", "p").await?;
+        let id = container_with(
+            c,
+            "V1",
+            &[copy("v/a", 1, 0, 10, 1), copy("v/b", 1, 10, 5, 2)],
+            ContainerState::Pending,
+        )
+        .await?;
+        // Closed but not durable: nothing is reported as archived.
+        assert_eq!(c.object("v/a").await?, None);
+        assert!(c.copies("v/a", 1).await?.is_empty());
+        assert!(c.list_objects("", 100).await?.is_empty());
+        assert_eq!(c.count_objects().await?, 0);
+        c.set_container_state(&[id], ContainerState::Durable)
+            .await?;
+        let a = c.object("v/a").await?.ok_or("missing")?;
+        assert_eq!(
+            (a.key.as_str(), a.generation, a.size, a.sha256),
+            ("v/a", 1, 10, sha(1))
+        );
+        assert!(a.created_unix > 0);
+        assert_eq!(c.count_objects().await?, 2);
+        assert_eq!(c.list_objects("v/", 100).await?.len(), 2);
+        c.set_container_state(&[id], ContainerState::Verified)
+            .await?;
+        assert_eq!(c.count_objects().await?, 2);
+        // A dead container reports nothing again.
+        c.set_container_state(&[id], ContainerState::Dead).await?;
+        assert_eq!(c.object("v/a").await?, None);
+        assert!(c.copies("v/b", 1).await?.is_empty());
+        assert_eq!(c.count_objects().await?, 0);
+        assert!(c.list_objects("", 10).await?.is_empty());
+        Ok(())
+    }
+
+    async fn generations_count_past_invisible_ones(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "G1", "p").await?;
+        assert_eq!(c.next_generation("g").await?, 1);
+        container_with(c, "G1", &[copy("g", 1, 0, 10, 1)], ContainerState::Durable).await?;
+        assert_eq!(c.next_generation("g").await?, 2);
+        // Generation 2 closed but pending: the object is still generation 1, the next is 3.
+        let pending =
+            container_with(c, "G1", &[copy("g", 2, 0, 20, 2)], ContainerState::Pending).await?;
+        assert_eq!(c.next_generation("g").await?, 3);
+        assert_eq!(c.object("g").await?.map(|o| o.generation), Some(1));
+        let listed: Vec<(String, u64)> = c
+            .list_objects("g", 10)
+            .await?
+            .into_iter()
+            .map(|o| (o.key, o.generation))
+            .collect();
+        assert_eq!(listed, [("g".to_string(), 1)]);
+        c.set_container_state(&[pending], ContainerState::Durable)
+            .await?;
+        let g = c.object("g").await?.ok_or("missing")?;
+        assert_eq!((g.generation, g.size), (2, 20));
+        assert_eq!(c.list_objects("g", 10).await?.len(), 1, "one row per key");
+        assert_eq!(
+            c.count_objects().await?,
+            1,
+            "keys are counted, not generations"
+        );
+        // Both generations keep their own copies.
+        assert_eq!(c.copies("g", 1).await?.len(), 1);
+        assert_eq!(c.copies("g", 2).await?[0].sha256, sha(2));
+        assert!(c.copies("g", 3).await?.is_empty());
+        Ok(())
+    }
+
+    async fn listing_uses_byte_order_and_exact_prefixes(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "O1", "p").await?;
+        let keys = [
+            "a%c",
+            "a_c",
+            "abc",
+            "ab",
+            "A",
+            "B",
+            "é/x",
+            "é/y",
+            "z\u{10FFFF}",
+            "a",
+            "a/b/c",
+        ];
+        let copies: Vec<NewCopy> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| copy(k, 1, i as u64 * 10, 10, i as u32))
+            .collect();
+        container_with(c, "O1", &copies, ContainerState::Durable).await?;
+        let list = |p: &'static str, n: u64| async move {
+            c.list_objects(p, n)
+                .await
+                .map(|v| v.into_iter().map(|o| o.key).collect::<Vec<_>>())
+        };
+        // Byte order on both backends: upper case before lower case before non-ASCII.
+        assert_eq!(
+            list("", 100).await?,
+            [
+                "A",
+                "B",
+                "a",
+                "a%c",
+                "a/b/c",
+                "a_c",
+                "ab",
+                "abc",
+                "z\u{10FFFF}",
+                "é/x",
+                "é/y"
+            ]
+        );
+        // Prefixes are exact: % and _ are not wildcards, case matters.
+        assert_eq!(list("a%", 100).await?, ["a%c"]);
+        assert_eq!(list("a_", 100).await?, ["a_c"]);
+        assert_eq!(list("ab", 100).await?, ["ab", "abc"]);
+        assert_eq!(list("A", 100).await?, ["A"]);
+        assert_eq!(list("é/", 100).await?, ["é/x", "é/y"]);
+        assert_eq!(list("z\u{10FFFF}", 100).await?, ["z\u{10FFFF}"]);
+        assert!(list("nothing", 100).await?.is_empty());
+        assert_eq!(list("a", 3).await?, ["a", "a%c", "a/b/c"]);
+        assert!(list("a", 0).await?.is_empty());
+        assert_eq!(c.list_objects("a", u64::MAX).await?.len(), 6);
+        let e = c.list_objects("bad\0", 10).await.unwrap_err();
+        assert!(matches!(e, CatalogueError::InvalidKey { .. }), "{e}");
+        Ok(())
+    }
+
+    async fn keys_are_any_utf8_without_nul(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "K1", "p").await?;
+        let long = "ü".repeat(2048); // 4096 bytes
+        let odd = "../etc/passwd\n\t 'quoted' \"dq\" \\ 🦀 日本語";
+        container_with(
+            c,
+            "K1",
+            &[copy(&long, 1, 0, 1, 1), copy(odd, 1, 1, 1, 2)],
+            ContainerState::Durable,
+        )
+        .await?;
+        assert_eq!(c.object(&long).await?.map(|o| o.key), Some(long.clone()));
+        assert_eq!(c.object(odd).await?.map(|o| o.sha256), Some(sha(2)));
+        for bad in ["", "a\0", &"x".repeat(4097)] {
+            assert!(
+                matches!(c.object(bad).await, Err(CatalogueError::InvalidKey { .. })),
+                "{bad:?}"
+            );
+            assert!(
+                matches!(
+                    c.next_generation(bad).await,
+                    Err(CatalogueError::InvalidKey { .. })
+                ),
+                "{bad:?}"
+            );
+            assert!(
+                matches!(
+                    c.copies(bad, 1).await,
+                    Err(CatalogueError::InvalidKey { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        Ok(())
+    }
+
+    async fn copies_on_healthy_cartridges_come_first(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        for b in ["C1", "C2", "C3", "C4"] {
+            labelled(c, b, &format!("pool-{b}")).await?;
+        }
+        let one = |off| [copy("k", 1, off, 10, 5)];
+        let k1 = container_with(c, "C1", &one(0), ContainerState::Durable).await?;
+        let k2 = container_with(c, "C2", &one(10), ContainerState::Durable).await?;
+        let k3 = container_with(c, "C3", &one(20), ContainerState::Verified).await?;
+        let k4 = container_with(c, "C4", &one(30), ContainerState::Verified).await?;
+        c.set_cartridge_state("C1", CartridgeState::Disabled)
+            .await?;
+        c.set_cartridge_state("C2", CartridgeState::Full).await?;
+        c.set_cartridge_state("C4", CartridgeState::Broken).await?;
+        let locs = c.copies("k", 1).await?;
+        let order: Vec<i64> = locs.iter().map(|l| l.container_id).collect();
+        // Active/full first (verified before durable), then the others (verified first).
+        assert_eq!(order, [k3, k2, k4, k1]);
+        let l = &locs[0];
+        assert_eq!(
+            (
+                l.barcode.as_str(),
+                l.cartridge_state,
+                l.container_state,
+                l.file_number,
+                l.container_first_block,
+                l.record_size,
+                l.offset,
+                l.length
+            ),
+            (
+                "C3",
+                CartridgeState::Active,
+                ContainerState::Verified,
+                1,
+                2,
+                1 << 20,
+                20,
+                10
+            )
+        );
+        let json = serde_json::to_value(l)?;
+        assert_eq!(
+            json["sha256"],
+            serde_json::Value::String(hex::encode(sha(5)))
+        );
+        assert_eq!(json["cartridge_state"], "active");
+        Ok(())
+    }
+}

@@ -81,6 +81,14 @@ impl TestCatalogue {
         self.catalogue.backend()
     }
 
+    /// The temporary directory holding the SQLite file (None on PostgreSQL); removed on drop.
+    pub fn sqlite_dir(&self) -> Option<&std::path::Path> {
+        match &self.place {
+            Place::Sqlite(dir) => Some(dir.path()),
+            Place::Postgres { .. } => None,
+        }
+    }
+
     /// The PostgreSQL schema of this catalogue (None on SQLite).
     pub fn schema(&self) -> Option<&str> {
         match &self.place {
@@ -118,8 +126,7 @@ fn drop_schema_blocking(admin_url: &str, schema: &str) {
         rt.block_on(async {
             match PgConnection::connect(&admin_url).await {
                 Ok(mut conn) => {
-                    let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-                    if let Err(e) = sqlx::query(AssertSqlSafe(sql)).execute(&mut conn).await {
+                    if let Err(e) = drop_schema(&mut conn, &schema).await {
                         tracing::warn!(%schema, error = %e, "cannot drop test schema");
                     }
                     let _ = conn.close().await;
@@ -132,6 +139,27 @@ fn drop_schema_blocking(admin_url: &str, schema: &str) {
     if joined.is_err() {
         tracing::warn!("the thread dropping a test schema panicked");
     }
+}
+
+/// End the test catalogue's own sessions (tagged with the schema as `application_name`: a
+/// transaction a failed test left open would block the drop), then drop the schema.
+async fn drop_schema(conn: &mut PgConnection, schema: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SET lock_timeout = '10s'")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(schema)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// A fresh SQLite catalogue in a new temporary directory.
@@ -190,7 +218,7 @@ pub async fn postgres() -> Result<Option<TestCatalogue>, HarnessError> {
         })?;
     let _ = conn.close().await;
     let sep = if admin_url.contains('?') { '&' } else { '?' };
-    let url = format!("{admin_url}{sep}schema={schema}");
+    let url = format!("{admin_url}{sep}schema={schema}&application_name={schema}");
     let catalogue = match Catalogue::open(&url).await {
         Ok(c) => c,
         Err(e) => {

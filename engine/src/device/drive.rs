@@ -25,6 +25,9 @@ const BECOMING_READY_PAUSE: Duration = Duration::from_millis(500);
 pub struct Drive {
     index: u32,
     actor: Actor<DriveHandle>,
+    plugin: std::sync::Arc<reel_plugin_abi::host::Plugin>,
+    /// Whether logical block protection was switched on through [`Drive::set_lbp`].
+    lbp: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Drive {
@@ -35,8 +38,14 @@ impl std::fmt::Debug for Drive {
 
 impl Drive {
     pub(crate) fn spawn(index: u32, handle: DriveHandle) -> Result<Drive, DeviceError> {
+        let plugin = handle.plugin().clone();
         let actor = Actor::spawn(format!("reel-drive-{index}"), handle)?;
-        Ok(Drive { index, actor })
+        Ok(Drive {
+            index,
+            actor,
+            plugin,
+            lbp: Default::default(),
+        })
     }
 
     /// The drive's index in its library.
@@ -44,8 +53,21 @@ impl Drive {
         self.index
     }
 
+    /// The plugin driving it (its capability bits say what it can do).
+    pub fn plugin(&self) -> &std::sync::Arc<reel_plugin_abi::host::Plugin> {
+        &self.plugin
+    }
+
+    /// Whether LBP (CRC32C per record) is on: records written need their CRC, and records read
+    /// come with the stored CRC to check.
+    pub fn lbp_enabled(&self) -> bool {
+        self.lbp.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Run a closure on the drive thread with exclusive access to the handle (for streaming
-    /// loops). Map its `CallError`s with [`DeviceError::from_call`].
+    /// loops). Map its `CallError`s with [`DeviceError::from_call`]. Early warning arrives as
+    /// CHECK CONDITION 0/00/02 with `REEL_FLAG_EOM` (the data written, docs/ABI.md); a write
+    /// loop also honours `REEL_FLAG_EOM` on a successful write from a lax plugin.
     pub async fn run<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut DriveHandle) -> R + Send + 'static,
@@ -127,7 +149,12 @@ impl Drive {
     /// Set the logical block protection mode (`REEL_LBP_*`).
     pub async fn set_lbp(&self, mode: u32) -> Result<(), DeviceError> {
         self.call("drive_set_lbp", move |h| typed(h.set_lbp(mode)))
-            .await
+            .await?;
+        self.lbp.store(
+            mode != reel_plugin_abi::REEL_LBP_OFF,
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        Ok(())
     }
 
     /// READ ATTRIBUTE: one MAM attribute's value.

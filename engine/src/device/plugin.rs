@@ -13,7 +13,8 @@ static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<Plugin>>>> = OnceLock::new();
 
 /// Load the plugin at `path`, or return the one already loaded from the same file (paths are
 /// compared after resolving symlinks and `..`). Errors name the file and say what to do. A
-/// failed load is not remembered: fix the file and call again.
+/// failed load is not remembered: fix the file and call again. Blocks while the library loads
+/// (its initialisers run); call it at start-up or from a blocking context.
 pub fn load_plugin(path: &Path) -> Result<Arc<Plugin>, DeviceError> {
     let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut loaded = LOADED

@@ -269,11 +269,11 @@ fn decode_trailer(last_record: &[u8]) -> Result<(FooterTrailer, u32), FormatErro
     if footer_records == 0 {
         return Err(c.invalid("footer_records", at, "is 0".into()));
     }
-    c.skip(4, "reserved")?;
+    reserved_zero(&mut c)?;
     let data_bytes = c.u64("data_bytes")?;
     let data_records = c.u64("data_records")?;
     let index_crc = c.u32("index_crc32c")?;
-    c.skip(4, "reserved")?;
+    reserved_zero(&mut c)?;
     c.finish()?;
     Ok((
         FooterTrailer {
@@ -283,6 +283,14 @@ fn decode_trailer(last_record: &[u8]) -> Result<(FooterTrailer, u32), FormatErro
         },
         index_crc,
     ))
+}
+
+fn reserved_zero(c: &mut Cursor<'_>) -> Result<(), FormatError> {
+    let at = c.pos();
+    match c.u32("reserved")? {
+        0 => Ok(()),
+        v => Err(c.invalid("reserved", at, format!("is {v:#x}, must be 0"))),
+    }
 }
 
 /// Check the index CRC, parse the index and cross-check it with the trailer.

@@ -484,6 +484,24 @@ mod tests {
     }
 
     #[test]
+    fn an_object_left_open_at_finish_is_dead_space_not_an_entry() {
+        let mut b = ContainerBuilder::new(header(MIN_RECORD_SIZE));
+        let mut recs = vec![b.header_record()];
+        b.begin_object("kept", 1).unwrap();
+        recs.extend(b.write(&[1u8; 100]));
+        b.end_object().unwrap();
+        b.begin_object("cut-short", 1).unwrap();
+        recs.extend(b.write(&[2u8; 50]));
+        let (tail, footer) = b.finish();
+        recs.extend(tail);
+        assert_eq!(footer.entries.len(), 1);
+        assert_eq!(footer.entries[0].key, "kept");
+        assert_eq!(footer.data_bytes, 150);
+        let (_, f) = read(&recs, Some(footer.entries.clone())).unwrap();
+        assert_eq!(f, footer);
+    }
+
+    #[test]
     fn expected_objects_must_be_in_the_footer() {
         let (recs, footer) = build(MIN_RECORD_SIZE, &objects(&[10, 20]), 7);
         let mut wrong = footer.entries.clone();

@@ -14,6 +14,8 @@ use super::{MAX_RECORD_SIZE, MIN_RECORD_SIZE};
 /// Bytes copied and hashed per step: small enough to stay in L2 between the copy and the two
 /// hash passes.
 const STEP: usize = 64 << 10;
+/// Writes at least this long hash the object on a second thread.
+const PARALLEL_HASH_MIN: usize = 1 << 20;
 /// Spare record buffers kept for reuse.
 const MAX_SPARE: usize = 16;
 
@@ -125,7 +127,46 @@ impl ContainerBuilder {
     /// Append bytes of the open object; returns the data records that became full, ready to
     /// go to tape in order. Bytes written with no object open are framed and counted in the
     /// container's hash but belong to no index entry (dead space).
-    pub fn write(&mut self, mut data: &[u8]) -> Vec<Vec<u8>> {
+    ///
+    /// Writes of at least 1 MiB hash the object on a second (scoped) thread while this one
+    /// copies and hashes the container stream, so framing runs at about the speed of one
+    /// SHA-256 pass; write in large slices (a few MiB) on the hot path.
+    pub fn write(&mut self, data: &[u8]) -> Vec<Vec<u8>> {
+        if data.len() >= PARALLEL_HASH_MIN
+            && let Some(mut object) = self.object.take()
+        {
+            let framed = std::thread::scope(|s| {
+                let hasher = &mut object.hasher;
+                let helper = std::thread::Builder::new()
+                    .name("reel-hash".into())
+                    .spawn_scoped(s, move || hasher.update(data));
+                match helper {
+                    Ok(h) => {
+                        let full = self.frame(data);
+                        // A panic inside SHA-256 would be a bug in sha2: re-raise it rather
+                        // than index a wrong digest.
+                        if let Err(p) = h.join() {
+                            std::panic::resume_unwind(p);
+                        }
+                        Some(full)
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "no hashing thread, hashing inline");
+                        None
+                    }
+                }
+            });
+            self.object = Some(object);
+            if let Some(full) = framed {
+                return full;
+            }
+        }
+        self.frame(data)
+    }
+
+    /// Copy `data` into record buffers, hashing the container stream (and the open object, if
+    /// it is still in `self.object`) one cache-sized step at a time.
+    fn frame(&mut self, mut data: &[u8]) -> Vec<Vec<u8>> {
         let mut full = Vec::new();
         while !data.is_empty() {
             let room = self.record_size - self.current.len();
@@ -254,6 +295,31 @@ mod tests {
         all.extend_from_slice(&tail[0]);
         assert_eq!(footer.sha256, <[u8; 32]>::from(Sha256::digest(&all)));
         assert_eq!(Footer::decode(&tail[1..]).unwrap(), footer);
+    }
+
+    #[test]
+    fn large_writes_hashed_on_two_threads_give_the_same_digests() {
+        let data: Vec<u8> = (0..3 * PARALLEL_HASH_MIN + 12345)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let run = |slice: usize| {
+            let mut b = ContainerBuilder::new(header(MIN_RECORD_SIZE as u32));
+            let mut recs = Vec::new();
+            b.begin_object("big", 1).unwrap();
+            for part in data.chunks(slice) {
+                recs.extend(b.write(part));
+            }
+            let e = b.end_object().unwrap();
+            let (tail, footer) = b.finish();
+            recs.extend(tail);
+            (recs, e, footer)
+        };
+        let (big_recs, big_entry, big_footer) = run(2 * PARALLEL_HASH_MIN);
+        let (small_recs, small_entry, small_footer) = run(4096);
+        assert_eq!(big_entry.sha256, <[u8; 32]>::from(Sha256::digest(&data)));
+        assert_eq!(big_entry, small_entry);
+        assert_eq!(big_footer, small_footer);
+        assert_eq!(big_recs, small_recs);
     }
 
     #[test]

@@ -46,12 +46,14 @@ pub fn safe_join(root: &Path, key: &str) -> Result<PathBuf, SessionError> {
 /// Create the parent directories of `path` and check, after symlinks are resolved, that the
 /// parent is still under `root`.
 pub fn prepare_parent(root: &Path, path: &Path) -> Result<(), SessionError> {
-    let parent = path
-        .parent()
-        .ok_or_else(|| SessionError::Other(format!("{} has no parent directory", path.display())))?;
+    let parent = path.parent().ok_or_else(|| {
+        SessionError::Other(format!("{} has no parent directory", path.display()))
+    })?;
     std::fs::create_dir_all(parent).map_err(|e| SessionError::io(parent, e))?;
     let root_c = root.canonicalize().map_err(|e| SessionError::io(root, e))?;
-    let parent_c = parent.canonicalize().map_err(|e| SessionError::io(parent, e))?;
+    let parent_c = parent
+        .canonicalize()
+        .map_err(|e| SessionError::io(parent, e))?;
     if !parent_c.starts_with(&root_c) {
         return Err(SessionError::UnsafeKey {
             key: path.display().to_string(),
@@ -72,7 +74,10 @@ mod tests {
     #[test]
     fn ordinary_keys_join() {
         let r = Path::new("/dst");
-        assert_eq!(safe_join(r, "a/b/c.txt").unwrap(), PathBuf::from("/dst/a/b/c.txt"));
+        assert_eq!(
+            safe_join(r, "a/b/c.txt").unwrap(),
+            PathBuf::from("/dst/a/b/c.txt")
+        );
         assert_eq!(safe_join(r, "./a").unwrap(), PathBuf::from("/dst/a"));
     }
 

@@ -60,7 +60,10 @@ pub async fn label_cartridge(
             if ours {
                 Ok(IntakeOutcome::AlreadyLabelled { pool: l.pool })
             } else {
-                warn!(barcode, "carries a reel label the catalogue does not know; rebuild the catalogue from it");
+                warn!(
+                    barcode,
+                    "carries a reel label the catalogue does not know; rebuild the catalogue from it"
+                );
                 Ok(IntakeOutcome::UnknownReelLabel { pool: l.pool })
             }
         }
@@ -113,11 +116,17 @@ async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
         let attrs: Vec<(u16, Vec<u8>)> = vec![
             (mam::APPLICATION_VENDOR, b"REEL".to_vec()),
             (mam::APPLICATION_NAME, b"reel".to_vec()),
-            (mam::APPLICATION_VERSION, env!("CARGO_PKG_VERSION").as_bytes().to_vec()),
+            (
+                mam::APPLICATION_VERSION,
+                env!("CARGO_PKG_VERSION").as_bytes().to_vec(),
+            ),
             (mam::BARCODE, label.barcode.as_bytes().to_vec()),
             (mam::MEDIA_POOL, label.pool.as_bytes().to_vec()),
-            (mam::REEL_LABEL_EPOCH, label.epoch.to_le_bytes().to_vec()),
-            (mam::REEL_CARTRIDGE_UUID, label.cartridge_uuid.as_bytes().to_vec()),
+            (mam::REEL_LABEL_EPOCH, label.epoch.to_be_bytes().to_vec()),
+            (
+                mam::REEL_CARTRIDGE_UUID,
+                label.cartridge_uuid.as_bytes().to_vec(),
+            ),
         ];
         for (id, v) in attrs {
             drive.mam_write(id, v).await?;
@@ -140,7 +149,7 @@ pub async fn check_epoch(drive: &Drive, barcode: &str, expected: u64) -> Result<
     let found = v
         .get(..8)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map(u64::from_le_bytes);
+        .map(u64::from_be_bytes);
     match found {
         Some(e) if e == expected => Ok(()),
         other => Err(SessionError::Cartridge {

@@ -127,7 +127,9 @@ impl SessionConfig {
             ));
         }
         if self.sample_every == 0 {
-            return Err(SessionError::Config("sample_every must be at least 1".into()));
+            return Err(SessionError::Config(
+                "sample_every must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -163,7 +165,9 @@ pub enum SessionError {
         reason: String,
     },
     /// The tape's end of data is not where the catalogue says.
-    #[error("cartridge {barcode}: end of data is at block {found}, the catalogue expects {expected}; run recovery (reel worker does this at mount)")]
+    #[error(
+        "cartridge {barcode}: end of data is at block {found}, the catalogue expects {expected}; run recovery (reel worker does this at mount)"
+    )]
     EodMismatch {
         /// Barcode.
         barcode: String,

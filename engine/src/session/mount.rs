@@ -103,7 +103,11 @@ pub async fn mount(library: &Library, drive: &Drive, barcode: &str) -> Result<Mo
 
 /// Unload the drive and put its cartridge back in `return_to` (its source slot) or, if that
 /// is taken, the first empty slot. Returns robot and unload time in seconds.
-pub async fn unmount(library: &Library, drive: &Drive, return_to: Option<u32>) -> Result<f64, SessionError> {
+pub async fn unmount(
+    library: &Library,
+    drive: &Drive,
+    return_to: Option<u32>,
+) -> Result<f64, SessionError> {
     let inv = library.inventory().await?;
     let de = drive_element(&inv, drive.index())?.clone();
     if de.flags & REEL_ELEMENT_FULL == 0 {
@@ -116,12 +120,15 @@ pub async fn unmount(library: &Library, drive: &Drive, return_to: Option<u32>) -
         Err(e) => return Err(e.into()),
     };
     let empty = |addr: u32| {
-        inv.iter()
-            .any(|e| e.address == addr && e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0)
+        inv.iter().any(|e| {
+            e.address == addr && e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0
+        })
     };
     let target = return_to
         .filter(|a| empty(*a))
-        .or_else(|| (de.source_address != 0 && empty(de.source_address)).then_some(de.source_address))
+        .or_else(|| {
+            (de.source_address != 0 && empty(de.source_address)).then_some(de.source_address)
+        })
         .or_else(|| {
             inv.iter()
                 .find(|e| e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0)
@@ -136,7 +143,10 @@ pub async fn unmount(library: &Library, drive: &Drive, return_to: Option<u32>) -
 }
 
 /// Which cartridge the drive holds, if any.
-pub async fn mounted_barcode(library: &Library, drive: &Drive) -> Result<Option<String>, SessionError> {
+pub async fn mounted_barcode(
+    library: &Library,
+    drive: &Drive,
+) -> Result<Option<String>, SessionError> {
     let inv = library.inventory().await?;
     let de = drive_element(&inv, drive.index())?;
     Ok((de.flags & REEL_ELEMENT_FULL != 0).then(|| de.barcode.clone()))

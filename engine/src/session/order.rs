@@ -62,7 +62,12 @@ pub fn ascending(extents: &[(u64, u64)]) -> Vec<usize> {
 }
 
 /// Plan the order of `extents` (first, last block) starting from `start_block`.
-pub async fn plan(drive: &Drive, start_block: u64, extents: &[(u64, u64)], policy: OrderPolicy) -> Plan {
+pub async fn plan(
+    drive: &Drive,
+    start_block: u64,
+    extents: &[(u64, u64)],
+    policy: OrderPolicy,
+) -> Plan {
     match policy {
         OrderPolicy::Request => {
             return Plan {
@@ -175,7 +180,10 @@ mod tests {
     fn runs_read_through_short_gaps_only_forward() {
         let e = [(10, 12), (14, 15), (100, 101), (50, 50)];
         // gap between 12 and 14 is one block: read through with gap 1.
-        assert_eq!(runs(&e, &[0, 1, 2, 3], 1), vec![vec![0, 1], vec![2], vec![3]]);
+        assert_eq!(
+            runs(&e, &[0, 1, 2, 3], 1),
+            vec![vec![0, 1], vec![2], vec![3]]
+        );
         // no read-through with gap 0.
         assert_eq!(runs(&e, &[0, 1], 0), vec![vec![0], vec![1]]);
     }

@@ -63,7 +63,9 @@ pub async fn rebuild_cartridge(
     if label.barcode != barcode {
         warn!(barcode, label = %label.barcode, "label barcode differs from the library's");
     }
-    catalogue.add_cartridge(barcode, worm, capacity_bytes).await?;
+    catalogue
+        .add_cartridge(barcode, worm, capacity_bytes)
+        .await?;
     catalogue.ensure_pool(&label.pool).await?;
     catalogue
         .set_labelled(barcode, &label.pool, label.cartridge_uuid, label.epoch)
@@ -191,6 +193,12 @@ pub async fn rebuild_cartridge(
         }
     }
     catalogue.set_eod(barcode, eod, eof_file, used).await?;
-    info!(barcode, containers = rep.containers, objects = rep.objects, dead = rep.dead, "rebuilt");
+    info!(
+        barcode,
+        containers = rep.containers,
+        objects = rep.objects,
+        dead = rep.dead,
+        "rebuilt"
+    );
     Ok(rep)
 }

@@ -128,7 +128,12 @@ pub async fn recall_session(
         let extents: Vec<(u64, u64)> = items.iter().map(|i| i.blocks()).collect();
         let pos = drive.read_position().await?;
         let plan = order::plan(drive, pos.block, &extents, opts.policy).await;
-        let rs = items.iter().map(|i| i.record_size as u64).max().unwrap_or(1 << 20).max(1);
+        let rs = items
+            .iter()
+            .map(|i| i.record_size as u64)
+            .max()
+            .unwrap_or(1 << 20)
+            .max(1);
         let gap_blocks = opts.read_through_gap_bytes / rs;
         let runs = order::runs(&extents, &plan.order, gap_blocks);
         let items = Arc::new(items);
@@ -139,7 +144,9 @@ pub async fn recall_session(
         let mut senders = Vec::new();
         let mut joins = Vec::new();
         for w in 0..n_writers {
-            let (tx, rx) = crossbeam_channel::bounded::<WriterMsg>((opts.read_ahead_records / n_writers).max(4));
+            let (tx, rx) = crossbeam_channel::bounded::<WriterMsg>(
+                (opts.read_ahead_records / n_writers).max(4),
+            );
             senders.push(tx);
             let items = items.clone();
             let res_tx = res_tx.clone();
@@ -149,7 +156,9 @@ pub async fn recall_session(
                 std::thread::Builder::new()
                     .name(format!("reel-writer-{w}"))
                     .spawn(move || writer(rx, &items, res_tx, fsync, progress))
-                    .map_err(|e| SessionError::Other(format!("cannot start a writer thread: {e}")))?,
+                    .map_err(|e| {
+                        SessionError::Other(format!("cannot start a writer thread: {e}"))
+                    })?,
             );
         }
         drop(res_tx);
@@ -181,7 +190,8 @@ pub async fn recall_session(
                     index: i,
                     key: items[i].key.clone(),
                     outcome: Err(RecallFailure::NotAttempted(
-                        stop.clone().unwrap_or_else(|| "the session ended first".into()),
+                        stop.clone()
+                            .unwrap_or_else(|| "the session ended first".into()),
                     )),
                 })
             })
@@ -266,7 +276,9 @@ fn read_runs(
                 }
                 let rec_start = (b - it.container_first_block - 1) * rs;
                 let lo = start.max(rec_start) - rec_start;
-                let hi = end.min(rec_start + rec.len() as u64).saturating_sub(rec_start);
+                let hi = end
+                    .min(rec_start + rec.len() as u64)
+                    .saturating_sub(rec_start);
                 if hi < lo || (rec.len() as u64) < lo {
                     failed = Some(RecallFailure::BadCopy(format!(
                         "block {b} holds {} bytes, the object needs bytes {lo}..{} of it",
@@ -282,7 +294,11 @@ fn read_runs(
                     last: b == last,
                 };
                 if w.send(WriterMsg::Chunk(chunk)).is_err() {
-                    return (sum, first_byte, Some("the destination writers stopped".into()));
+                    return (
+                        sum,
+                        first_byte,
+                        Some("the destination writers stopped".into()),
+                    );
                 }
             }
             if let Some(f) = failed {
@@ -426,7 +442,13 @@ fn writer(
                     if let Some(o) = o {
                         let _ = std::fs::remove_file(&o.tmp);
                     }
-                    report(c.item, Err(RecallFailure::Destination(format!("{}: {e}", it.dest.display()))));
+                    report(
+                        c.item,
+                        Err(RecallFailure::Destination(format!(
+                            "{}: {e}",
+                            it.dest.display()
+                        ))),
+                    );
                     skip = Some(c.item);
                     continue;
                 }
@@ -457,7 +479,9 @@ fn start_file(it: &RecallItem, item: usize) -> Result<Open, RecallFailure> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = it.dest.with_file_name(format!(".{name}.reel-partial-{}", std::process::id()));
+    let tmp = it
+        .dest
+        .with_file_name(format!(".{name}.reel-partial-{}", std::process::id()));
     let file = std::fs::File::create(&tmp)
         .map_err(|e| RecallFailure::Destination(format!("{}: {e}", tmp.display())))?;
     Ok(Open {

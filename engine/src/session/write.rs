@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use reel_plugin_abi::{REEL_CAP_LBP, REEL_LBP_CRC32C, REEL_SPACE_EOD};
 use tokio::sync::mpsc;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{Instrument, info, info_span, warn};
 use uuid::Uuid;
 
 use super::verify::{self, VerifyTarget};
@@ -80,7 +80,6 @@ pub struct WriteContext {
 #[derive(Clone, Debug)]
 struct Closed {
     id: i64,
-    file_number: u64,
     first_block: u64,
     last_block: u64,
     bytes: u64,
@@ -90,11 +89,14 @@ struct Closed {
 }
 
 enum Item {
-    /// A container starts: the catalogue row exists (pending).
-    Begin { id: i64, items: Vec<usize> },
+    /// A container starts: its catalogue row exists (pending).
+    Begin,
     Record(Vec<u8>),
     /// The container's last record was sent: write its filemark.
-    End { closed: Closed, sync: bool },
+    End {
+        closed: Closed,
+        sync: bool,
+    },
 }
 
 enum Event {
@@ -134,14 +136,19 @@ async fn run(
 ) -> Result<WriteOutcome, SessionError> {
     let mut summary = SessionSummary::default();
     let barcode = cartridge.barcode.clone();
-    let pool = cartridge.pool.clone().ok_or_else(|| SessionError::Cartridge {
-        barcode: barcode.clone(),
-        reason: "has no pool: label it with `reel intake` first".into(),
-    })?;
-    let cart_uuid = cartridge.cartridge_uuid.ok_or_else(|| SessionError::Cartridge {
-        barcode: barcode.clone(),
-        reason: "is not labelled; run `reel intake` first".into(),
-    })?;
+    let pool = cartridge
+        .pool
+        .clone()
+        .ok_or_else(|| SessionError::Cartridge {
+            barcode: barcode.clone(),
+            reason: "has no pool: label it with `reel intake` first".into(),
+        })?;
+    let cart_uuid = cartridge
+        .cartridge_uuid
+        .ok_or_else(|| SessionError::Cartridge {
+            barcode: barcode.clone(),
+            reason: "is not labelled; run `reel intake` first".into(),
+        })?;
 
     // Position at end of data and check it is where the catalogue says.
     let t = ctx.drive.space(REEL_SPACE_EOD, 0).await?;
@@ -184,7 +191,9 @@ async fn run(
         std::thread::Builder::new()
             .name("reel-spool".into())
             .spawn(move || produce(rt, catalogue, cfg, start, &items, tx, &close_soon, &abort))
-            .map_err(|e| SessionError::Other(format!("cannot start the spool reader thread: {e}")))?
+            .map_err(|e| {
+                SessionError::Other(format!("cannot start the spool reader thread: {e}"))
+            })?
     };
 
     // Drive thread: drain the queue.
@@ -193,7 +202,12 @@ async fn run(
         let cancel = ctx.cancel.clone();
         let close_soon = close_soon.clone();
         let abort = abort.clone();
-        ctx.drive.run(move |h| drain(h, rx, ev_tx, lbp, &*fence, &cancel, &close_soon, &abort))
+        let drive = ctx.drive.clone();
+        async move {
+            drive
+                .run(move |h| drain(h, rx, ev_tx, lbp, &*fence, &cancel, &close_soon, &abort))
+                .await
+        }
     };
     let drive_task = tokio::spawn(drive_job);
 
@@ -257,7 +271,9 @@ async fn run(
     abort.store(true, Ordering::SeqCst);
     let produced = match producer.join() {
         Ok(r) => r,
-        Err(_) => Err(SessionError::Other("the spool reader thread panicked".into())),
+        Err(_) => Err(SessionError::Other(
+            "the spool reader thread panicked".into(),
+        )),
     };
     let begun = match produced {
         Ok(b) => b,
@@ -274,7 +290,7 @@ async fn run(
     let durable_ids: std::collections::HashSet<i64> = durable.iter().map(|c| c.id).collect();
     let dead: Vec<i64> = begun
         .iter()
-        .map(|(id, _)| *id)
+        .copied()
         .filter(|id| !durable_ids.contains(id))
         .collect();
     if !dead.is_empty() {
@@ -293,7 +309,12 @@ async fn run(
             .collect(),
     };
     let mut failed_verify: std::collections::HashSet<i64> = Default::default();
-    if !to_verify.is_empty() && stopped_by.as_ref().map(|e| !matches!(e, SessionError::Device(_))).unwrap_or(true) {
+    if !to_verify.is_empty()
+        && stopped_by
+            .as_ref()
+            .map(|e| !matches!(e, SessionError::Device(_)))
+            .unwrap_or(true)
+    {
         let targets: Vec<VerifyTarget> = to_verify
             .iter()
             .map(|&i| VerifyTarget {
@@ -381,7 +402,8 @@ struct ProducerStart {
     first_file: u64,
 }
 
-/// Frame the items into containers. Returns the containers begun (id, item indices).
+/// Frame the items into containers. Returns the ids of the containers begun (each has a
+/// pending catalogue row before its first record is queued for the drive).
 #[allow(clippy::too_many_arguments)]
 fn produce(
     rt: tokio::runtime::Handle,
@@ -392,7 +414,7 @@ fn produce(
     tx: crossbeam_channel::Sender<Item>,
     close_soon: &AtomicBool,
     abort: &AtomicBool,
-) -> Result<Vec<(i64, Vec<usize>)>, SessionError> {
+) -> Result<Vec<i64>, SessionError> {
     let mut begun = Vec::new();
     let mut block = start.first_block;
     let mut file = start.first_file;
@@ -400,7 +422,8 @@ fn produce(
     let mut since_barrier_bytes = 0u64;
     let mut since_barrier = Instant::now();
     let mut chunk = vec![0u8; cfg.record_size.max(1 << 20)];
-    while next < items.len() && !abort.load(Ordering::SeqCst) && !close_soon.load(Ordering::SeqCst) {
+    let stopped = || abort.load(Ordering::SeqCst);
+    while next < items.len() && !stopped() && !close_soon.load(Ordering::SeqCst) {
         let uuid = Uuid::new_v4();
         let header = ContainerHeader {
             container_uuid: uuid,
@@ -419,42 +442,36 @@ fn produce(
             first_block,
             cfg.record_size as u32,
         ))?;
+        begun.push(id);
         let mut b = ContainerBuilder::new(header);
-        let mut in_container = Vec::new();
-        let send = |it: Item| -> bool { tx.send(it).is_ok() };
-        // Decide the container's items lazily as we go: at least one, up to container_bytes.
-        if !send(Item::Begin { id, items: Vec::new() }) {
-            begun.push((id, in_container));
+        // A failed send means the drive side stopped: what is framed is not written.
+        if tx.send(Item::Begin).is_err() || tx.send(Item::Record(b.header_record())).is_err() {
             return Ok(begun);
         }
-        begun.push((id, Vec::new()));
         let mut records: u64 = 1;
-        if !send(Item::Record(b.header_record())) {
-            return Ok(begun);
-        }
         let mut copies = Vec::new();
+        let mut in_container = Vec::new();
         while next < items.len() {
-            if abort.load(Ordering::SeqCst) {
-                return Ok(set_last(begun, in_container));
-            }
             let it = &items[next];
             let mut f = std::fs::File::open(&it.path).map_err(|e| SessionError::io(&it.path, e))?;
-            b.begin_object(&it.key, it.generation);
+            b.begin_object(&it.key, it.generation)?;
             let mut n_total = 0u64;
             loop {
-                let n = f.read(&mut chunk).map_err(|e| SessionError::io(&it.path, e))?;
+                if stopped() {
+                    return Ok(begun);
+                }
+                let n = f
+                    .read(&mut chunk)
+                    .map_err(|e| SessionError::io(&it.path, e))?;
                 if n == 0 {
                     break;
                 }
                 n_total += n as u64;
                 for r in b.write(&chunk[..n]) {
                     records += 1;
-                    if !send(Item::Record(r)) {
-                        return Ok(set_last(begun, in_container));
+                    if tx.send(Item::Record(r)).is_err() {
+                        return Ok(begun);
                     }
-                }
-                if abort.load(Ordering::SeqCst) {
-                    return Ok(set_last(begun, in_container));
                 }
             }
             if n_total != it.size {
@@ -465,9 +482,9 @@ fn produce(
                     n_total
                 )));
             }
-            let e = b.end_object();
+            let e = b.end_object()?;
             copies.push(NewCopy {
-                key: e.key.clone(),
+                key: e.key,
                 generation: e.generation,
                 size: e.length,
                 sha256: e.sha256,
@@ -484,8 +501,8 @@ fn produce(
         let (tail, footer) = b.finish();
         for r in tail {
             records += 1;
-            if !send(Item::Record(r)) {
-                return Ok(set_last(begun, in_container));
+            if tx.send(Item::Record(r)).is_err() {
+                return Ok(begun);
             }
         }
         since_barrier_bytes += bytes;
@@ -499,29 +516,21 @@ fn produce(
         }
         let closed = Closed {
             id,
-            file_number: file,
             first_block,
             last_block: first_block + records - 1,
             bytes,
             sha256: footer.sha256,
-            copies: std::mem::take(&mut copies),
-            items: in_container.clone(),
+            copies,
+            items: in_container,
         };
-        begun = set_last(begun, in_container);
-        if !send(Item::End { closed, sync }) {
+        if tx.send(Item::End { closed, sync }).is_err() {
             return Ok(begun);
         }
+        // The container's records, then its filemark.
         block = first_block + records + 1;
         file += 1;
     }
     Ok(begun)
-}
-
-fn set_last(mut begun: Vec<(i64, Vec<usize>)>, items: Vec<usize>) -> Vec<(i64, Vec<usize>)> {
-    if let Some(l) = begun.last_mut() {
-        l.1 = items;
-    }
-    begun
 }
 
 /// The drive side: write what arrives, report barriers, stop cleanly.
@@ -544,7 +553,7 @@ fn drain(
     };
     for it in rx.iter() {
         match it {
-            Item::Begin { .. } => {
+            Item::Begin => {
                 if let Err(who) = fence.check() {
                     stop(SessionError::Fenced(who));
                     return tally;
@@ -559,7 +568,15 @@ fn drain(
                 }
                 let crc = lbp.then(|| crc32c::crc32c(&rec));
                 match h.write_record(&rec, crc) {
-                    Ok(()) => tally.transfer_ns += h.last_status().elapsed_ns,
+                    Ok(()) => {
+                        tally.transfer_ns += h.last_status().elapsed_ns;
+                        // A plugin may report early warning as success with the EOM flag.
+                        if h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0
+                            && !close_soon.swap(true, Ordering::SeqCst)
+                        {
+                            let _ = ev.send(Event::EarlyWarning);
+                        }
+                    }
                     Err(e) => {
                         tally.transfer_ns += e.status.elapsed_ns;
                         match DeviceError::from_call(e) {

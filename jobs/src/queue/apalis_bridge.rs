@@ -49,7 +49,11 @@ impl ApalisDb {
     pub async fn connect(url: &str) -> Result<ApalisDb> {
         let qerr = |backend: &'static str, doing: &str| {
             let doing = doing.to_string();
-            move |e: apalis_sqlite::Error| JobsError::Queue { backend, doing, message: e.to_string() }
+            move |e: apalis_sqlite::Error| JobsError::Queue {
+                backend,
+                doing,
+                message: e.to_string(),
+            }
         };
         if let Some(path) = url.strip_prefix("sqlite:") {
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
@@ -60,18 +64,28 @@ impl ApalisDb {
                 .max_connections(4)
                 .connect_with(opts)
                 .await
-                .map_err(crate::db::Db::err_static("sqlite", "opening the apalis queue file"))?;
-            SqliteStorage::setup(&pool).await.map_err(qerr("sqlite", "migrating the apalis queue"))?;
+                .map_err(crate::db::Db::err_static(
+                    "sqlite",
+                    "opening the apalis queue file",
+                ))?;
+            SqliteStorage::setup(&pool)
+                .await
+                .map_err(qerr("sqlite", "migrating the apalis queue"))?;
             Ok(ApalisDb::Sqlite(pool))
         } else {
             let pool = PgPool::connect(url)
                 .await
-                .map_err(crate::db::Db::err_static("postgres", "connecting the apalis queue"))?;
-            PostgresStorage::<()>::setup(&pool).await.map_err(|e| JobsError::Queue {
-                backend: "postgres",
-                doing: "migrating the apalis queue (needs the hstore extension)".into(),
-                message: e.to_string(),
-            })?;
+                .map_err(crate::db::Db::err_static(
+                    "postgres",
+                    "connecting the apalis queue",
+                ))?;
+            PostgresStorage::<()>::setup(&pool)
+                .await
+                .map_err(|e| JobsError::Queue {
+                    backend: "postgres",
+                    doing: "migrating the apalis queue (needs the hstore extension)".into(),
+                    message: e.to_string(),
+                })?;
             Ok(ApalisDb::Postgres(pool))
         }
     }
@@ -85,7 +99,11 @@ impl ApalisDb {
     }
 
     /// An apalis storage handle for one job kind (used to push and by workers).
-    pub fn sqlite_storage(pool: &SqlitePool, kind: JobKind, w: &WorkerConfig) -> SqliteStorage<Ticket> {
+    pub fn sqlite_storage(
+        pool: &SqlitePool,
+        kind: JobKind,
+        w: &WorkerConfig,
+    ) -> SqliteStorage<Ticket> {
         let cfg = apalis_sqlite::Config::default()
             .queue(kind.queue())
             .heartbeat_interval(Duration::from_millis(w.heartbeat_ms))
@@ -95,7 +113,11 @@ impl ApalisDb {
     }
 
     /// An apalis storage handle for one job kind on PostgreSQL.
-    pub fn postgres_storage(pool: &PgPool, kind: JobKind, w: &WorkerConfig) -> PostgresStorage<Ticket> {
+    pub fn postgres_storage(
+        pool: &PgPool,
+        kind: JobKind,
+        w: &WorkerConfig,
+    ) -> PostgresStorage<Ticket> {
         let cfg = apalis_postgres::Config::default()
             .queue(kind.queue())
             .heartbeat_interval(Duration::from_millis(w.heartbeat_ms))
@@ -105,7 +127,14 @@ impl ApalisDb {
     }
 
     /// Push a ticket; returns the apalis task id.
-    async fn push(&self, kind: JobKind, ticket: Ticket, priority: i32, delay: Duration, w: &WorkerConfig) -> Result<String> {
+    async fn push(
+        &self,
+        kind: JobKind,
+        ticket: Ticket,
+        priority: i32,
+        delay: Duration,
+        w: &WorkerConfig,
+    ) -> Result<String> {
         let id = ulid::Ulid::generate();
         let task = TaskBuilder::new(ticket)
             .task_id(TaskId::from(id))
@@ -118,11 +147,19 @@ impl ApalisDb {
             ApalisDb::Sqlite(pool) => Self::sqlite_storage(pool, kind, w)
                 .push_task(task)
                 .await
-                .map_err(|e| JobsError::Queue { backend: "sqlite", doing: format!("queueing a {kind} job"), message: e.to_string() })?,
+                .map_err(|e| JobsError::Queue {
+                    backend: "sqlite",
+                    doing: format!("queueing a {kind} job"),
+                    message: e.to_string(),
+                })?,
             ApalisDb::Postgres(pool) => Self::postgres_storage(pool, kind, w)
                 .push_task(task)
                 .await
-                .map_err(|e| JobsError::Queue { backend: "postgres", doing: format!("queueing a {kind} job"), message: e.to_string() })?,
+                .map_err(|e| JobsError::Queue {
+                    backend: "postgres",
+                    doing: format!("queueing a {kind} job"),
+                    message: e.to_string(),
+                })?,
         }
         Ok(id.to_string())
     }
@@ -173,14 +210,22 @@ impl JobQueue {
     /// Open the store (`[store] url`) and apalis's queue (`jobs_url` on SQLite, the store on PostgreSQL).
     pub async fn open(config: &Config) -> Result<JobQueue> {
         let db = Db::connect(&config.store.url).await?;
-        let apalis_url = if config.store.is_postgres() { &config.store.url } else { &config.store.jobs_url };
+        let apalis_url = if config.store.is_postgres() {
+            &config.store.url
+        } else {
+            &config.store.jobs_url
+        };
         let apalis = ApalisDb::connect(apalis_url).await?;
         Ok(JobQueue::from_parts(db, apalis, config.worker.clone()))
     }
 
     /// From an open store and queue.
     pub fn from_parts(db: Db, apalis: ApalisDb, worker: WorkerConfig) -> JobQueue {
-        JobQueue { store: JobStore::new(db), apalis, worker }
+        JobQueue {
+            store: JobStore::new(db),
+            apalis,
+            worker,
+        }
     }
 
     /// The job records.
@@ -208,9 +253,15 @@ impl JobQueue {
 
     /// Record and queue a job; returns its record.
     pub async fn submit(&self, spec: JobSpec, priority: Option<i32>) -> Result<JobRecord> {
-        spec.validate().map_err(|m| JobsError::Config { origin: "the submitted job".into(), message: m })?;
+        spec.validate().map_err(|m| JobsError::Config {
+            origin: "the submitted job".into(),
+            message: m,
+        })?;
         let priority = priority.unwrap_or_else(|| spec.default_priority());
-        let rec = self.store.insert(&spec, priority, self.worker.max_attempts).await?;
+        let rec = self
+            .store
+            .insert(&spec, priority, self.worker.max_attempts)
+            .await?;
         self.push(&rec, Duration::ZERO).await?;
         self.store.require(&rec.id).await
     }
@@ -219,9 +270,21 @@ impl JobQueue {
     pub async fn push(&self, rec: &JobRecord, delay: Duration) -> Result<Option<String>> {
         let task = self
             .apalis
-            .push(rec.kind, Ticket { job_id: rec.id.clone() }, rec.priority, delay, &self.worker)
+            .push(
+                rec.kind,
+                Ticket {
+                    job_id: rec.id.clone(),
+                },
+                rec.priority,
+                delay,
+                &self.worker,
+            )
             .await?;
-        Ok(self.store.link_apalis_task(&rec.id, &task).await?.then_some(task))
+        Ok(self
+            .store
+            .link_apalis_task(&rec.id, &task)
+            .await?
+            .then_some(task))
     }
 
     /// Cancel: at once when queued, at the next record boundary when running.
@@ -232,6 +295,9 @@ impl JobQueue {
     /// Re-queue a failed or cancelled job with fresh attempts.
     pub async fn retry(&self, id: &str) -> Result<JobRecord> {
         let rec = self.store.retry(id).await?;
+        crate::queue::requests::TapeRequests::new(self.store.db().clone())
+            .requeue_failed(id)
+            .await?;
         self.push(&rec, Duration::ZERO).await?;
         self.store.require(id).await
     }
@@ -250,6 +316,9 @@ impl JobQueue {
 
     /// Delete finished jobs older than the retention, in reel's tables and in apalis's.
     pub async fn prune(&self, retention: Duration) -> Result<(u64, u64)> {
-        Ok((self.store.prune(retention).await?, self.apalis.prune(retention).await?))
+        Ok((
+            self.store.prune(retention).await?,
+            self.apalis.prune(retention).await?,
+        ))
     }
 }

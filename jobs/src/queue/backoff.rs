@@ -26,7 +26,10 @@ mod tests {
 
     #[test]
     fn doubles_and_caps() {
-        let b = Backoff { base: Duration::from_secs(10), max: Duration::from_secs(60) };
+        let b = Backoff {
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(60),
+        };
         assert_eq!(b.delay(1), Duration::from_secs(10));
         assert_eq!(b.delay(2), Duration::from_secs(20));
         assert_eq!(b.delay(3), Duration::from_secs(40));

@@ -18,6 +18,11 @@ pub fn drive_resource(drive: &str) -> String {
     format!("drive:{drive}")
 }
 
+/// Lease resource name of a job (one runner at a time).
+pub fn job_resource(job_id: &str) -> String {
+    format!("job:{job_id}")
+}
+
 /// Lease resource name of a cartridge.
 pub fn cartridge_resource(barcode: &str) -> String {
     format!("cartridge:{barcode}")
@@ -52,10 +57,18 @@ impl Fence {
     /// Fail with [`JobsError::Fenced`] unless this holder still holds the lease at this epoch
     /// and the lease has not expired. Call before every write to tape or catalogue.
     pub async fn check(&self) -> Result<()> {
-        let info = LeaseManager::new(self.db.clone()).get(&self.resource).await?;
+        let info = LeaseManager::new(self.db.clone())
+            .get(&self.resource)
+            .await?;
         let now = now_ms();
         match info {
-            Some(l) if l.epoch == self.epoch && l.holder.as_deref() == Some(&self.holder) && l.expires_ms >= now => Ok(()),
+            Some(l)
+                if l.epoch == self.epoch
+                    && l.holder.as_deref() == Some(&self.holder)
+                    && l.expires_ms >= now =>
+            {
+                Ok(())
+            }
             Some(l) => Err(JobsError::Fenced {
                 resource: self.resource.clone(),
                 held: self.epoch,
@@ -111,13 +124,27 @@ impl LeaseManager {
             .await
             .map_err(self.db.err("taking a lease"))?;
             tx.commit().await.map_err(self.db.err("taking a lease"))?;
-            row.map(|r| r.try_get::<i64, _>("epoch")).transpose().map_err(self.db.err("taking a lease"))?
+            row.map(|r| r.try_get::<i64, _>("epoch"))
+                .transpose()
+                .map_err(self.db.err("taking a lease"))?
         });
         match epoch {
-            Some(epoch) => Ok(Fence { db: self.db.clone(), resource: resource.into(), holder: holder.into(), epoch }),
+            Some(epoch) => Ok(Fence {
+                db: self.db.clone(),
+                resource: resource.into(),
+                holder: holder.into(),
+                epoch,
+            }),
             None => {
-                let holder = self.get(resource).await?.and_then(|l| l.holder).unwrap_or_else(|| "unknown".into());
-                Err(JobsError::LeaseBusy { resource: resource.into(), holder })
+                let holder = self
+                    .get(resource)
+                    .await?
+                    .and_then(|l| l.holder)
+                    .unwrap_or_else(|| "unknown".into());
+                Err(JobsError::LeaseBusy {
+                    resource: resource.into(),
+                    holder,
+                })
             }
         }
     }
@@ -137,7 +164,16 @@ impl LeaseManager {
         .await
         .map(|r| r.rows_affected()))
         .map_err(self.db.err("renewing a lease"))?;
-        if n == 1 { Ok(()) } else { fence.check().await.and(Err(JobsError::Fenced { resource: fence.resource.clone(), held: fence.epoch, current: -1, holder: "unknown".into() })) }
+        if n == 1 {
+            Ok(())
+        } else {
+            fence.check().await.and(Err(JobsError::Fenced {
+                resource: fence.resource.clone(),
+                held: fence.epoch,
+                current: -1,
+                holder: "unknown".into(),
+            }))
+        }
     }
 
     /// Give the lease up (only if still held at this epoch).
@@ -156,32 +192,36 @@ impl LeaseManager {
 
     /// Release every lease this holder has (graceful shutdown).
     pub async fn release_all(&self, holder: &str) -> Result<u64> {
-        on_db!(&self.db, |p| sqlx::query("UPDATE reel_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1")
-            .bind(holder)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))
+        on_db!(&self.db, |p| sqlx::query(
+            "UPDATE reel_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1"
+        )
+        .bind(holder)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))
         .map_err(self.db.err("releasing leases"))
     }
 
     /// One lease.
     pub async fn get(&self, resource: &str) -> Result<Option<LeaseInfo>> {
         let row = on_db!(&self.db, |p| {
-            sqlx::query("SELECT resource, holder, epoch, expires_ms FROM reel_leases WHERE resource = $1")
-                .bind(resource)
-                .fetch_optional(p)
-                .await
-                .and_then(|r| {
-                    r.map(|r| {
-                        Ok(LeaseInfo {
-                            resource: r.try_get("resource")?,
-                            holder: r.try_get("holder")?,
-                            epoch: r.try_get("epoch")?,
-                            expires_ms: r.try_get("expires_ms")?,
-                        })
+            sqlx::query(
+                "SELECT resource, holder, epoch, expires_ms FROM reel_leases WHERE resource = $1",
+            )
+            .bind(resource)
+            .fetch_optional(p)
+            .await
+            .and_then(|r| {
+                r.map(|r| {
+                    Ok(LeaseInfo {
+                        resource: r.try_get("resource")?,
+                        holder: r.try_get("holder")?,
+                        epoch: r.try_get("epoch")?,
+                        expires_ms: r.try_get("expires_ms")?,
                     })
-                    .transpose()
                 })
+                .transpose()
+            })
         });
         row.map_err(self.db.err("reading a lease"))
     }
@@ -195,29 +235,50 @@ mod tests {
     async fn lease_rules(db: Db) {
         let m = LeaseManager::new(db);
         let r = drive_resource("d0");
-        let a = m.acquire(&r, "worker-a", Duration::from_secs(60)).await.unwrap();
+        let a = m
+            .acquire(&r, "worker-a", Duration::from_secs(60))
+            .await
+            .unwrap();
         a.check().await.unwrap();
         // Busy for another holder while live.
-        let busy = m.acquire(&r, "worker-b", Duration::from_secs(60)).await.unwrap_err();
-        assert!(matches!(busy, JobsError::LeaseBusy { ref holder, .. } if holder == "worker-a"), "{busy}");
+        let busy = m
+            .acquire(&r, "worker-b", Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(busy, JobsError::LeaseBusy { ref holder, .. } if holder == "worker-a"),
+            "{busy}"
+        );
         m.heartbeat(&a, Duration::from_secs(60)).await.unwrap();
         // Let a's lease expire (ttl 0 renew puts expiry in the past) and b takes over.
         m.heartbeat(&a, Duration::ZERO).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        assert!(matches!(a.check().await, Err(JobsError::Fenced { .. })), "an expired lease must fence");
-        let b = m.acquire(&r, "worker-b", Duration::from_secs(60)).await.unwrap();
+        assert!(
+            matches!(a.check().await, Err(JobsError::Fenced { .. })),
+            "an expired lease must fence"
+        );
+        let b = m
+            .acquire(&r, "worker-b", Duration::from_secs(60))
+            .await
+            .unwrap();
         assert!(b.epoch > a.epoch);
         b.check().await.unwrap();
         // a is fenced for good: check, heartbeat and release cannot touch b's lease.
         let err = a.check().await.unwrap_err();
-        assert!(matches!(err, JobsError::Fenced { held, current, .. } if held == a.epoch && current == b.epoch), "{err}");
+        assert!(
+            matches!(err, JobsError::Fenced { held, current, .. } if held == a.epoch && current == b.epoch),
+            "{err}"
+        );
         assert!(m.heartbeat(&a, Duration::from_secs(60)).await.is_err());
         m.release(&a).await.unwrap();
         b.check().await.unwrap();
         // Release frees it; re-acquire bumps the epoch again.
         m.release(&b).await.unwrap();
         assert!(b.check().await.is_err());
-        let c = m.acquire(&r, "worker-a", Duration::from_secs(60)).await.unwrap();
+        let c = m
+            .acquire(&r, "worker-a", Duration::from_secs(60))
+            .await
+            .unwrap();
         assert_eq!(c.epoch, b.epoch + 1);
         assert_eq!(m.release_all("worker-a").await.unwrap(), 1);
     }
@@ -230,7 +291,9 @@ mod tests {
 
     #[tokio::test]
     async fn leases_fence_on_postgres() {
-        let Some(t) = testdb::postgres("leases_fence_on_postgres").await else { return };
+        let Some(t) = testdb::postgres("leases_fence_on_postgres").await else {
+            return;
+        };
         lease_rules(t.db.clone()).await;
     }
 }

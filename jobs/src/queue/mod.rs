@@ -6,11 +6,9 @@ pub mod lease;
 pub mod requests;
 pub mod store;
 
-
 pub use apalis_bridge::{ApalisDb, JobQueue, Ticket};
 pub use backoff::Backoff;
 pub use lease::{Fence, LeaseManager};
 pub use requests::{ClaimLimit, NewTapeRequest, RequestMode, TapeRequest, TapeRequests};
-
 
 pub use store::{FailOutcome, JobRecord, JobStore, Progress, StartOutcome};

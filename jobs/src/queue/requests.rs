@@ -92,9 +92,13 @@ macro_rules! decode_request {
             let barcode: Option<String> = r.try_get("barcode")?;
             let pool: Option<String> = r.try_get("pool")?;
             let target = if mode == "read" {
-                MountTarget::Read { barcode: barcode.unwrap_or_default() }
+                MountTarget::Read {
+                    barcode: barcode.unwrap_or_default(),
+                }
             } else {
-                MountTarget::Write { pool: pool.clone().unwrap_or_default() }
+                MountTarget::Write {
+                    pool: pool.clone().unwrap_or_default(),
+                }
             };
             let detail: Option<String> = r.try_get("detail")?;
             Ok(TapeRequest {
@@ -106,7 +110,9 @@ macro_rules! decode_request {
                 bytes: r.try_get::<i64, _>("bytes")? as u64,
                 files: r.try_get::<i64, _>("files")? as u64,
                 priority: r.try_get::<i64, _>("priority")? as i32,
-                detail: detail.and_then(|d| serde_json::from_str(&d).ok()).unwrap_or(serde_json::Value::Null),
+                detail: detail
+                    .and_then(|d| serde_json::from_str(&d).ok())
+                    .unwrap_or(serde_json::Value::Null),
                 state: r.try_get("state")?,
                 claimed_by: r.try_get("claimed_by")?,
                 claim_epoch: r.try_get("claim_epoch")?,
@@ -143,10 +149,15 @@ impl TapeRequests {
         let sql = "INSERT INTO reel_tape_requests (job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, created_ms, updated_ms) \
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)";
         crate::on_db!(&self.db, |p| {
-            let mut tx = p.begin().await.map_err(self.db.err("adding tape requests"))?;
+            let mut tx = p
+                .begin()
+                .await
+                .map_err(self.db.err("adding tape requests"))?;
             for r in reqs {
                 let (mode, barcode, pool) = match &r.target {
-                    MountTarget::Read { barcode } => ("read", Some(barcode.clone()), r.pool.clone()),
+                    MountTarget::Read { barcode } => {
+                        ("read", Some(barcode.clone()), r.pool.clone())
+                    }
                     MountTarget::Write { pool } => ("write", None, Some(pool.clone())),
                 };
                 sqlx::query(sql)
@@ -164,7 +175,9 @@ impl TapeRequests {
                     .await
                     .map_err(self.db.err("adding tape requests"))?;
             }
-            tx.commit().await.map_err(self.db.err("adding tape requests"))
+            tx.commit()
+                .await
+                .map_err(self.db.err("adding tape requests"))
         })
     }
 
@@ -179,7 +192,10 @@ impl TapeRequests {
                    GROUP BY mode, COALESCE(barcode, ''), CASE WHEN mode = 'write' THEN pool ELSE '' END \
                    ORDER BY 1, 2, 3";
         let rows = crate::on_db!(&self.db, |p| {
-            let rows = sqlx::query(sql).fetch_all(p).await.map_err(self.db.err("summarising tape requests"))?;
+            let rows = sqlx::query(sql)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("summarising tape requests"))?;
             rows.iter()
                 .map(|r| -> std::result::Result<_, sqlx::Error> {
                     Ok((
@@ -197,20 +213,31 @@ impl TapeRequests {
         });
         Ok(rows
             .into_iter()
-            .map(|(mode, barcode, pool, bytes, files, oldest, prio)| QueueSummary {
-                target: if mode == "read" { MountTarget::Read { barcode } } else { MountTarget::Write { pool: pool.clone() } },
-                pool: (!pool.is_empty()).then_some(pool),
-                bytes: bytes as u64,
-                files: files as u64,
-                oldest_age: Duration::from_millis((now - oldest).max(0) as u64),
-                priority: prio as i32,
-            })
+            .map(
+                |(mode, barcode, pool, bytes, files, oldest, prio)| QueueSummary {
+                    target: if mode == "read" {
+                        MountTarget::Read { barcode }
+                    } else {
+                        MountTarget::Write { pool: pool.clone() }
+                    },
+                    pool: (!pool.is_empty()).then_some(pool),
+                    bytes: bytes as u64,
+                    files: files as u64,
+                    oldest_age: Duration::from_millis((now - oldest).max(0) as u64),
+                    priority: prio as i32,
+                },
+            )
             .collect())
     }
 
     /// Claim a batch of queued requests for `target` under the drive lease `fence`, highest
     /// priority first, within `limit`. Checks the fence first: a fenced worker claims nothing.
-    pub async fn claim(&self, target: &MountTarget, fence: &Fence, limit: ClaimLimit) -> Result<Vec<TapeRequest>> {
+    pub async fn claim(
+        &self,
+        target: &MountTarget,
+        fence: &Fence,
+        limit: ClaimLimit,
+    ) -> Result<Vec<TapeRequest>> {
         fence.check().await?;
         let (mode, col, key) = match target {
             MountTarget::Read { barcode } => ("read", "barcode", barcode.as_str()),
@@ -232,22 +259,43 @@ impl TapeRequests {
         let mut out = match &self.db {
             Db::Postgres(p) => {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(mode).bind(key).bind(limit.max_files.min(i64::MAX as u64) as i64).bind(&fence.resource).bind(fence.epoch).bind(now).bind(limit.max_bytes.min(i64::MAX as u64) as i64)
+                    .bind(mode)
+                    .bind(key)
+                    .bind(limit.max_files.min(i64::MAX as u64) as i64)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
+                    .bind(now)
+                    .bind(limit.max_bytes.min(i64::MAX as u64) as i64)
                     .fetch_all(p)
                     .await
                     .map_err(self.db.err("claiming tape requests"))?;
-                rows.iter().map(|r| decode_request!(r)).collect::<std::result::Result<Vec<_>, _>>()
+                rows.iter()
+                    .map(|r| decode_request!(r))
+                    .collect::<std::result::Result<Vec<_>, _>>()
             }
             Db::Sqlite(p) => {
                 // One writer at a time: take the write lock up front so the read-then-update is atomic.
-                let mut tx = p.begin_with("BEGIN IMMEDIATE").await.map_err(self.db.err("claiming tape requests"))?;
+                let mut tx = p
+                    .begin_with("BEGIN IMMEDIATE")
+                    .await
+                    .map_err(self.db.err("claiming tape requests"))?;
                 let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(mode).bind(key).bind(limit.max_files.min(i64::MAX as u64) as i64).bind(&fence.resource).bind(fence.epoch).bind(now).bind(limit.max_bytes.min(i64::MAX as u64) as i64)
+                    .bind(mode)
+                    .bind(key)
+                    .bind(limit.max_files.min(i64::MAX as u64) as i64)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
+                    .bind(now)
+                    .bind(limit.max_bytes.min(i64::MAX as u64) as i64)
                     .fetch_all(&mut *tx)
                     .await
                     .map_err(self.db.err("claiming tape requests"))?;
-                tx.commit().await.map_err(self.db.err("claiming tape requests"))?;
-                rows.iter().map(|r| decode_request!(r)).collect::<std::result::Result<Vec<_>, _>>()
+                tx.commit()
+                    .await
+                    .map_err(self.db.err("claiming tape requests"))?;
+                rows.iter()
+                    .map(|r| decode_request!(r))
+                    .collect::<std::result::Result<Vec<_>, _>>()
             }
         }
         .map_err(self.db.err("reading claimed tape requests"))?;
@@ -265,23 +313,39 @@ impl TapeRequests {
         self.finish(ids, fence, "failed", Some(reason)).await
     }
 
-    async fn finish(&self, ids: &[i64], fence: &Fence, state: &'static str, reason: Option<&str>) -> Result<u64> {
+    async fn finish(
+        &self,
+        ids: &[i64],
+        fence: &Fence,
+        state: &'static str,
+        reason: Option<&str>,
+    ) -> Result<u64> {
         fence.check().await?;
         let sql = "UPDATE reel_tape_requests SET state = $1, error = $2, updated_ms = $3 \
                    WHERE id = $4 AND state = 'claimed' AND claimed_by = $5 AND claim_epoch = $6";
         let now = now_ms();
         crate::on_db!(&self.db, |p| {
-            let mut tx = p.begin().await.map_err(self.db.err("finishing tape requests"))?;
+            let mut tx = p
+                .begin()
+                .await
+                .map_err(self.db.err("finishing tape requests"))?;
             let mut n = 0;
             for id in ids {
                 n += sqlx::query(sql)
-                    .bind(state).bind(reason).bind(now).bind(id).bind(&fence.resource).bind(fence.epoch)
+                    .bind(state)
+                    .bind(reason)
+                    .bind(now)
+                    .bind(id)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
                     .execute(&mut *tx)
                     .await
                     .map_err(self.db.err("finishing tape requests"))?
                     .rows_affected();
             }
-            tx.commit().await.map_err(self.db.err("finishing tape requests"))?;
+            tx.commit()
+                .await
+                .map_err(self.db.err("finishing tape requests"))?;
             Ok(n)
         })
     }
@@ -298,8 +362,15 @@ impl TapeRequests {
             let mut tx = p.begin().await.map_err(self.db.err("returning claims"))?;
             let mut n = 0;
             for id in ids {
-                n += sqlx::query(sql).bind(now).bind(id).bind(&fence.resource).bind(fence.epoch)
-                    .execute(&mut *tx).await.map_err(self.db.err("returning claims"))?.rows_affected();
+                n += sqlx::query(sql)
+                    .bind(now)
+                    .bind(id)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db.err("returning claims"))?
+                    .rows_affected();
             }
             tx.commit().await.map_err(self.db.err("returning claims"))?;
             Ok(n)
@@ -312,41 +383,92 @@ impl TapeRequests {
                    WHERE state = 'claimed' AND NOT EXISTS (SELECT 1 FROM reel_leases l WHERE l.resource = reel_tape_requests.claimed_by \
                    AND l.epoch = reel_tape_requests.claim_epoch AND l.holder IS NOT NULL AND l.expires_ms >= $1)";
         let now = now_ms();
-        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(now).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(self.db.err("re-queueing orphaned claims"))
+        crate::on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(self.db.err("re-queueing orphaned claims"))
     }
 
     /// Queued read requests of a cartridge (to re-route when it is disabled or broken).
     pub async fn queued_reads_of(&self, barcode: &str) -> Result<Vec<TapeRequest>> {
-        let sql = format!("SELECT {COLS} FROM reel_tape_requests WHERE state = 'queued' AND mode = 'read' AND barcode = $1 ORDER BY id");
+        let sql = format!(
+            "SELECT {COLS} FROM reel_tape_requests WHERE state = 'queued' AND mode = 'read' AND barcode = $1 ORDER BY id"
+        );
         crate::on_db!(&self.db, |p| {
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(barcode).fetch_all(p).await.map_err(self.db.err("listing queued reads"))?;
-            rows.iter().map(|r| decode_request!(r)).collect::<std::result::Result<Vec<_>, _>>().map_err(self.db.err("listing queued reads"))
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(barcode)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("listing queued reads"))?;
+            rows.iter()
+                .map(|r| decode_request!(r))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(self.db.err("listing queued reads"))
         })
     }
 
     /// Send a queued read to another copy (another cartridge).
-    pub async fn reroute(&self, id: i64, barcode: &str, pool: Option<&str>, detail: &serde_json::Value) -> Result<bool> {
+    pub async fn reroute(
+        &self,
+        id: i64,
+        barcode: &str,
+        pool: Option<&str>,
+        detail: &serde_json::Value,
+    ) -> Result<bool> {
         let sql = "UPDATE reel_tape_requests SET barcode = $2, pool = $3, detail = $4, updated_ms = $5 WHERE id = $1 AND state = 'queued' AND mode = 'read'";
         let now = now_ms();
-        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(id).bind(barcode).bind(pool).bind(detail.to_string()).bind(now).execute(p).await.map(|r| r.rows_affected() == 1))
-            .map_err(self.db.err("re-routing a read"))
+        crate::on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(id)
+            .bind(barcode)
+            .bind(pool)
+            .bind(detail.to_string())
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected() == 1))
+        .map_err(self.db.err("re-routing a read"))
     }
 
     /// Fail a queued request with a reason (no other copy).
     pub async fn fail_queued(&self, id: i64, reason: &str) -> Result<bool> {
         let sql = "UPDATE reel_tape_requests SET state = 'failed', error = $2, updated_ms = $3 WHERE id = $1 AND state = 'queued'";
         let now = now_ms();
-        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(id).bind(reason).bind(now).execute(p).await.map(|r| r.rows_affected() == 1))
-            .map_err(self.db.err("failing a queued request"))
+        crate::on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(id)
+            .bind(reason)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected() == 1))
+        .map_err(self.db.err("failing a queued request"))
     }
 
     /// Drop a job's queued requests (cancel).
     pub async fn cancel_job(&self, job_id: &str) -> Result<u64> {
         let sql = "UPDATE reel_tape_requests SET state = 'failed', error = 'cancelled', updated_ms = $2 WHERE job_id = $1 AND state = 'queued'";
         let now = now_ms();
-        crate::on_db!(&self.db, |p| sqlx::query(sql).bind(job_id).bind(now).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(self.db.err("cancelling a job's requests"))
+        crate::on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(job_id)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(self.db.err("cancelling a job's requests"))
+    }
+
+    /// Put a job's failed requests back in the queue (`reel jobs retry`).
+    pub async fn requeue_failed(&self, job_id: &str) -> Result<u64> {
+        let sql = "UPDATE reel_tape_requests SET state = 'queued', error = NULL, claimed_by = NULL, claim_epoch = NULL, updated_ms = $2 WHERE job_id = $1 AND state = 'failed'";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(job_id)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(self.db.err("re-queueing failed requests"))
     }
 
     /// Counts of a job's requests (its progress).
@@ -358,10 +480,20 @@ impl TapeRequests {
                    CAST(COALESCE(SUM(CASE WHEN state = 'done' THEN bytes ELSE 0 END), 0) AS BIGINT) AS bytes_done \
                    FROM reel_tape_requests WHERE job_id = $1";
         crate::on_db!(&self.db, |p| {
-            let r = sqlx::query(sql).bind(job_id).fetch_one(p).await.map_err(self.db.err("counting a job's requests"))?;
+            let r = sqlx::query(sql)
+                .bind(job_id)
+                .fetch_one(p)
+                .await
+                .map_err(self.db.err("counting a job's requests"))?;
             let g = |c: &str| r.try_get::<i64, _>(c).map(|v| v as u64);
             (|| -> std::result::Result<JobRequestCounts, sqlx::Error> {
-                Ok(JobRequestCounts { total: g("total")?, done: g("done")?, failed: g("failed")?, bytes_total: g("bytes_total")?, bytes_done: g("bytes_done")? })
+                Ok(JobRequestCounts {
+                    total: g("total")?,
+                    done: g("done")?,
+                    failed: g("failed")?,
+                    bytes_total: g("bytes_total")?,
+                    bytes_done: g("bytes_done")?,
+                })
             })()
             .map_err(self.db.err("counting a job's requests"))
         })
@@ -370,7 +502,12 @@ impl TapeRequests {
 
 impl From<&TapeRequest> for JobsError {
     fn from(r: &TapeRequest) -> JobsError {
-        JobsError::Tape(format!("request {} ({}) failed: {}", r.id, r.object_key, r.error.clone().unwrap_or_default()))
+        JobsError::Tape(format!(
+            "request {} ({}) failed: {}",
+            r.id,
+            r.object_key,
+            r.error.clone().unwrap_or_default()
+        ))
     }
 }
 
@@ -385,7 +522,9 @@ mod tests {
 
     fn read_req(barcode: &str, key: &str, bytes: u64, prio: i32) -> NewTapeRequest {
         NewTapeRequest {
-            target: MountTarget::Read { barcode: barcode.into() },
+            target: MountTarget::Read {
+                barcode: barcode.into(),
+            },
             pool: Some("p1".into()),
             object_key: key.into(),
             bytes,
@@ -396,7 +535,10 @@ mod tests {
     }
 
     async fn job(store: &JobStore) -> String {
-        let spec = JobSpec::Recall(RecallJob { selection: RecallSelection::Prefix("x".into()), destination: "/tmp/d".into() });
+        let spec = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Prefix("x".into()),
+            destination: "/tmp/d".into(),
+        });
         store.insert(&spec, 50, 3).await.unwrap().id
     }
 
@@ -407,21 +549,53 @@ mod tests {
         let reqs = TapeRequests::new(db.clone());
         for j in 0..50u32 {
             let id = job(&store).await;
-            let batch: Vec<_> = (0..4u32).map(|k| read_req(&format!("C{}", (j + k) % 5), &format!("k{j}-{k}"), 1000, 50)).collect();
+            let batch: Vec<_> = (0..4u32)
+                .map(|k| read_req(&format!("C{}", (j + k) % 5), &format!("k{j}-{k}"), 1000, 50))
+                .collect();
             reqs.add(&id, &batch).await.unwrap();
         }
         let sums = reqs.summaries().await.unwrap();
         assert_eq!(sums.len(), 5);
-        assert!(sums.iter().all(|s| s.files == 40 && s.bytes == 40_000 && s.pool.as_deref() == Some("p1")));
+        assert!(
+            sums.iter()
+                .all(|s| s.files == 40 && s.bytes == 40_000 && s.pool.as_deref() == Some("p1"))
+        );
         let leases = LeaseManager::new(db.clone());
-        let fence = leases.acquire(&drive_resource("d0"), "w", Duration::from_secs(60)).await.unwrap();
-        let claimed = reqs.claim(&MountTarget::Read { barcode: "C0".into() }, &fence, ClaimLimit { max_files: 1000, max_bytes: u64::MAX }).await.unwrap();
+        let fence = leases
+            .acquire(&drive_resource("d0"), "w", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let claimed = reqs
+            .claim(
+                &MountTarget::Read {
+                    barcode: "C0".into(),
+                },
+                &fence,
+                ClaimLimit {
+                    max_files: 1000,
+                    max_bytes: u64::MAX,
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 40);
         let jobs: BTreeSet<_> = claimed.iter().map(|r| r.job_id.clone()).collect();
         assert!(jobs.len() > 10, "one claim covers many jobs");
         assert_eq!(reqs.summaries().await.unwrap().len(), 4);
         // Byte cap: at most 3 more (3 × 1000 bytes), the first always taken.
-        let capped = reqs.claim(&MountTarget::Read { barcode: "C1".into() }, &fence, ClaimLimit { max_files: 1000, max_bytes: 2500 }).await.unwrap();
+        let capped = reqs
+            .claim(
+                &MountTarget::Read {
+                    barcode: "C1".into(),
+                },
+                &fence,
+                ClaimLimit {
+                    max_files: 1000,
+                    max_bytes: 2500,
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(capped.len(), 3);
         // Complete under the fence; a stale fence cannot.
         let ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
@@ -430,12 +604,30 @@ mod tests {
         assert!(c.done >= 1 && c.total == 4);
         leases.heartbeat(&fence, Duration::ZERO).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let other = leases.acquire(&drive_resource("d0"), "w2", Duration::from_secs(60)).await.unwrap();
+        let other = leases
+            .acquire(&drive_resource("d0"), "w2", Duration::from_secs(60))
+            .await
+            .unwrap();
         let capped_ids: Vec<i64> = capped.iter().map(|r| r.id).collect();
-        assert!(matches!(reqs.complete(&capped_ids, &fence).await, Err(JobsError::Fenced { .. })));
+        assert!(matches!(
+            reqs.complete(&capped_ids, &fence).await,
+            Err(JobsError::Fenced { .. })
+        ));
         // The old holder's claims are orphaned: back in the queue.
         assert_eq!(reqs.requeue_orphaned_claims().await.unwrap(), 3);
-        let again = reqs.claim(&MountTarget::Read { barcode: "C1".into() }, &other, ClaimLimit { max_files: 1000, max_bytes: u64::MAX }).await.unwrap();
+        let again = reqs
+            .claim(
+                &MountTarget::Read {
+                    barcode: "C1".into(),
+                },
+                &other,
+                ClaimLimit {
+                    max_files: 1000,
+                    max_bytes: u64::MAX,
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(again.len(), 40);
     }
 
@@ -447,7 +639,9 @@ mod tests {
 
     #[tokio::test]
     async fn batching_and_fenced_claims_postgres() {
-        let Some(t) = testdb::postgres("batching_and_fenced_claims_postgres").await else { return };
+        let Some(t) = testdb::postgres("batching_and_fenced_claims_postgres").await else {
+            return;
+        };
         batching(t.db.clone()).await;
     }
 
@@ -457,13 +651,26 @@ mod tests {
         let store = JobStore::new(db.clone());
         let reqs = TapeRequests::new(db.clone());
         let id = job(&store).await;
-        let batch: Vec<_> = (0..200).map(|k| read_req("SHARED", &format!("k{k}"), 10, 50)).collect();
+        let batch: Vec<_> = (0..200)
+            .map(|k| read_req("SHARED", &format!("k{k}"), 10, 50))
+            .collect();
         reqs.add(&id, &batch).await.unwrap();
         let leases = LeaseManager::new(db.clone());
-        let f1 = leases.acquire(&drive_resource("d1"), "w1", Duration::from_secs(60)).await.unwrap();
-        let f2 = leases.acquire(&drive_resource("d2"), "w2", Duration::from_secs(60)).await.unwrap();
-        let target = MountTarget::Read { barcode: "SHARED".into() };
-        let limit = ClaimLimit { max_files: 7, max_bytes: u64::MAX };
+        let f1 = leases
+            .acquire(&drive_resource("d1"), "w1", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let f2 = leases
+            .acquire(&drive_resource("d2"), "w2", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let target = MountTarget::Read {
+            barcode: "SHARED".into(),
+        };
+        let limit = ClaimLimit {
+            max_files: 7,
+            max_bytes: u64::MAX,
+        };
         let run = |fence: Fence| {
             let reqs = reqs.clone();
             let target = target.clone();
@@ -497,7 +704,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_claims_never_overlap_postgres() {
-        let Some(t) = testdb::postgres("concurrent_claims_never_overlap_postgres").await else { return };
+        let Some(t) = testdb::postgres("concurrent_claims_never_overlap_postgres").await else {
+            return;
+        };
         concurrent_claims(t.db.clone()).await;
     }
 
@@ -505,10 +714,27 @@ mod tests {
         let store = JobStore::new(db.clone());
         let reqs = TapeRequests::new(db.clone());
         let id = job(&store).await;
-        reqs.add(&id, &[read_req("BROKEN", "a", 5, 50), read_req("BROKEN", "b", 5, 50)]).await.unwrap();
+        reqs.add(
+            &id,
+            &[
+                read_req("BROKEN", "a", 5, 50),
+                read_req("BROKEN", "b", 5, 50),
+            ],
+        )
+        .await
+        .unwrap();
         let q = reqs.queued_reads_of("BROKEN").await.unwrap();
         assert_eq!(q.len(), 2);
-        assert!(reqs.reroute(q[0].id, "COPY2", Some("p2"), &serde_json::json!({"block": 9})).await.unwrap());
+        assert!(
+            reqs.reroute(
+                q[0].id,
+                "COPY2",
+                Some("p2"),
+                &serde_json::json!({"block": 9})
+            )
+            .await
+            .unwrap()
+        );
         assert!(reqs.fail_queued(q[1].id, "no other copy").await.unwrap());
         assert!(reqs.queued_reads_of("BROKEN").await.unwrap().is_empty());
         let moved = reqs.queued_reads_of("COPY2").await.unwrap();
@@ -525,7 +751,9 @@ mod tests {
 
     #[tokio::test]
     async fn reroute_postgres() {
-        let Some(t) = testdb::postgres("reroute_postgres").await else { return };
+        let Some(t) = testdb::postgres("reroute_postgres").await else {
+            return;
+        };
         reroute_rules(t.db.clone()).await;
     }
 }

@@ -120,9 +120,17 @@ where
     for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> Option<i64>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
 {
-    let get_err = |e: sqlx::Error| JobsError::Database { backend: "sql", doing: "decoding a job row".into(), source: e };
+    let get_err = |e: sqlx::Error| JobsError::Database {
+        backend: "sql",
+        doing: "decoding a job row".into(),
+        source: e,
+    };
     let id: String = row.try_get("id").map_err(get_err)?;
-    let bad = |what: String| JobsError::BadJobState { id: id.clone(), state: what, hint: "the row was edited by hand; fix or delete it".into() };
+    let bad = |what: String| JobsError::BadJobState {
+        id: id.clone(),
+        state: what,
+        hint: "the row was edited by hand; fix or delete it".into(),
+    };
     let kind: String = row.try_get("kind").map_err(get_err)?;
     let state: String = row.try_get("state").map_err(get_err)?;
     let spec: String = row.try_get("spec").map_err(get_err)?;
@@ -130,7 +138,10 @@ where
     Ok(JobRecord {
         kind: kind.parse().map_err(bad)?,
         state: state.parse().map_err(bad)?,
-        spec: serde_json::from_str(&spec).map_err(|source| JobsError::Payload { id: id.clone(), source })?,
+        spec: serde_json::from_str(&spec).map_err(|source| JobsError::Payload {
+            id: id.clone(),
+            source,
+        })?,
         priority: row.try_get::<i64, _>("priority").map_err(get_err)? as i32,
         attempts: row.try_get::<i64, _>("attempts").map_err(get_err)? as u32,
         max_attempts: row.try_get::<i64, _>("max_attempts").map_err(get_err)? as u32,
@@ -166,10 +177,18 @@ impl JobStore {
     }
 
     /// Record a new queued job.
-    pub async fn insert(&self, spec: &JobSpec, priority: i32, max_attempts: u32) -> Result<JobRecord> {
+    pub async fn insert(
+        &self,
+        spec: &JobSpec,
+        priority: i32,
+        max_attempts: u32,
+    ) -> Result<JobRecord> {
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_ms();
-        let spec_json = serde_json::to_string(spec).map_err(|source| JobsError::Payload { id: id.clone(), source })?;
+        let spec_json = serde_json::to_string(spec).map_err(|source| JobsError::Payload {
+            id: id.clone(),
+            source,
+        })?;
         let sql = "INSERT INTO reel_jobs (id, kind, spec, state, priority, attempts, max_attempts, not_before, created_ms, updated_ms) \
                    VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $6, $6)";
         on_db!(&self.db, |p| sqlx::query(sql)
@@ -190,14 +209,20 @@ impl JobStore {
     pub async fn get(&self, id: &str) -> Result<Option<JobRecord>> {
         let sql = format!("SELECT {COLUMNS} FROM reel_jobs WHERE id = $1");
         on_db!(&self.db, |p| {
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql.clone())).bind(id).fetch_optional(p).await.map_err(self.db.err("reading a job"))?;
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(id)
+                .fetch_optional(p)
+                .await
+                .map_err(self.db.err("reading a job"))?;
             row.as_ref().map(decode).transpose()
         })
     }
 
     /// One job, or [`JobsError::NoSuchJob`].
     pub async fn require(&self, id: &str) -> Result<JobRecord> {
-        self.get(id).await?.ok_or_else(|| JobsError::NoSuchJob(id.to_string()))
+        self.get(id)
+            .await?
+            .ok_or_else(|| JobsError::NoSuchJob(id.to_string()))
     }
 
     /// Jobs, newest first, optionally of one state.
@@ -272,20 +297,24 @@ impl JobStore {
             .await?;
         let record = self.require(id).await?;
         if n == 1 {
-            return Ok(StartOutcome::Run { record: Box::new(record) });
+            return Ok(StartOutcome::Run {
+                record: Box::new(record),
+            });
         }
         if record.state.is_final() {
             Ok(StartOutcome::AlreadyFinal(record.state))
         } else if record.apalis_task_id.as_deref() != Some(task_id) {
             Ok(StartOutcome::Stale)
         } else {
-            Ok(StartOutcome::NotYet { not_before_ms: record.not_before_ms })
+            Ok(StartOutcome::NotYet {
+                not_before_ms: record.not_before_ms,
+            })
         }
     }
 
     /// Record progress (totals may grow as the job learns its size).
     pub async fn set_progress(&self, id: &str, p: Progress) -> Result<()> {
-        let sql = "UPDATE reel_jobs SET objects_done = $2, objects_total = $3, bytes_done = $4, bytes_total = $5, updated_ms = $6 WHERE id = $1";
+        let sql = "UPDATE reel_jobs SET objects_done = $2, objects_total = $3, bytes_done = $4, bytes_total = $5, updated_ms = $6 WHERE id = $1 AND state = 'running'";
         on_db!(&self.db, |pool| sqlx::query(sql)
             .bind(id)
             .bind(p.objects_done as i64)
@@ -302,9 +331,14 @@ impl JobStore {
     /// Save a checkpoint: where to resume after a crash.
     pub async fn set_checkpoint(&self, id: &str, checkpoint: &serde_json::Value) -> Result<()> {
         let text = checkpoint.to_string();
-        self.exec("saving a checkpoint", "UPDATE reel_jobs SET checkpoint = $2, updated_ms = $3 WHERE id = $1", id, |q| q.bind_str(&text).bind_i64(now_ms()))
-            .await
-            .map(|_| ())
+        self.exec(
+            "saving a checkpoint",
+            "UPDATE reel_jobs SET checkpoint = $2, updated_ms = $3 WHERE id = $1",
+            id,
+            |q| q.bind_str(&text).bind_i64(now_ms()),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// True when a user asked to cancel.
@@ -340,7 +374,13 @@ impl JobStore {
     }
 
     /// A failed attempt: queue again after `delay` if attempts remain and `retryable`, else fail.
-    pub async fn fail_attempt(&self, id: &str, error: &str, retryable: bool, delay: Duration) -> Result<FailOutcome> {
+    pub async fn fail_attempt(
+        &self,
+        id: &str,
+        error: &str,
+        retryable: bool,
+        delay: Duration,
+    ) -> Result<FailOutcome> {
         let rec = self.require(id).await?;
         let now = now_ms();
         if rec.cancel_requested {
@@ -356,7 +396,10 @@ impl JobStore {
                 |q| q.bind_str(error).bind_i64(not_before_ms).bind_i64(now),
             )
             .await?;
-            Ok(FailOutcome::Retry { not_before_ms, delay })
+            Ok(FailOutcome::Retry {
+                not_before_ms,
+                delay,
+            })
         } else {
             self.exec(
                 "failing a job",
@@ -433,9 +476,14 @@ impl JobStore {
 
     /// Queued jobs with no apalis task (a crash between recording and pushing): to re-push.
     pub async fn unpushed(&self) -> Result<Vec<JobRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM reel_jobs WHERE state = 'queued' AND apalis_task_id IS NULL ORDER BY created_ms");
+        let sql = format!(
+            "SELECT {COLUMNS} FROM reel_jobs WHERE state = 'queued' AND apalis_task_id IS NULL ORDER BY created_ms"
+        );
         on_db!(&self.db, |p| {
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql.clone())).fetch_all(p).await.map_err(self.db.err("finding unpushed jobs"))?;
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("finding unpushed jobs"))?;
             rows.iter().map(decode).collect()
         })
     }
@@ -448,14 +496,29 @@ impl JobStore {
         let del_jobs = "DELETE FROM reel_jobs WHERE state IN ('done','failed','cancelled') AND finished_ms < $1";
         on_db!(&self.db, |p| {
             let mut tx = p.begin().await.map_err(self.db.err("pruning jobs"))?;
-            sqlx::query(del_requests).bind(cutoff).execute(&mut *tx).await.map_err(self.db.err("pruning tape requests"))?;
-            let n = sqlx::query(del_jobs).bind(cutoff).execute(&mut *tx).await.map_err(self.db.err("pruning jobs"))?.rows_affected();
+            sqlx::query(del_requests)
+                .bind(cutoff)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db.err("pruning tape requests"))?;
+            let n = sqlx::query(del_jobs)
+                .bind(cutoff)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db.err("pruning jobs"))?
+                .rows_affected();
             tx.commit().await.map_err(self.db.err("pruning jobs"))?;
             Ok(n)
         })
     }
 
-    async fn exec(&self, doing: &str, sql: &'static str, id: &str, bind: impl FnOnce(Binds) -> Binds) -> Result<u64> {
+    async fn exec(
+        &self,
+        doing: &str,
+        sql: &'static str,
+        id: &str,
+        bind: impl FnOnce(Binds) -> Binds,
+    ) -> Result<u64> {
         let binds = bind(Binds::default());
         on_db!(&self.db, |p| {
             let mut q = sqlx::query(sql).bind(id);
@@ -465,7 +528,10 @@ impl JobStore {
                     Bind::Str(s) => q.bind(s.clone()),
                 };
             }
-            q.execute(p).await.map(|r| r.rows_affected()).map_err(self.db.err(doing))
+            q.execute(p)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(self.db.err(doing))
         })
     }
 }

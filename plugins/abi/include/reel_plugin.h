@@ -243,14 +243,13 @@ typedef struct ReelDrive ReelDrive;
 // [`REEL_LABEL_EPOCH`], see docs/FORMAT.md).
 #define REEL_MAM_APPLICATION_FORMAT_VERSION 2059
 
-// 1000h reel's label epoch. Caution: 1000h lies in SPC-4's *medium* vendor-unique range
-// (1000h-13FFh), which real drives report read-only; host-writable vendor-unique
-// attributes are 1400h-17FFh. The simulator accepts it; real hardware will refuse the write.
-#define REEL_MAM_LABEL_EPOCH 4096
+// 1400h reel's label epoch (u64, big-endian as SCSI binary attributes are), in SPC-4's host vendor-unique range
+// (1400h-17FFh), which drives let the host write. (1000h-13FFh is the medium
+// vendor-unique range, read-only on real drives.)
+#define REEL_MAM_LABEL_EPOCH 5120
 
-// 1001h reel's cartridge UUID. Same caution as [`REEL_LABEL_EPOCH`]: 1001h is in the
-// medium vendor-unique (read-only) range.
-#define REEL_MAM_CARTRIDGE_UUID 4097
+// 1401h reel's cartridge UUID (16 bytes), host vendor-unique range.
+#define REEL_MAM_CARTRIDGE_UUID 5121
 
 // What every call fills. Owned by the caller; the plugin writes it before returning.
 typedef struct ReelStatus {

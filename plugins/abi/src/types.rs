@@ -768,11 +768,10 @@ pub mod mam {
     /// 080Bh APPLICATION FORMAT VERSION, host type (reel keeps its label epoch in
     /// [`REEL_LABEL_EPOCH`], see docs/FORMAT.md).
     pub const APPLICATION_FORMAT_VERSION: u16 = 0x080B;
-    /// 1000h reel's label epoch. Caution: 1000h lies in SPC-4's *medium* vendor-unique range
-    /// (1000h-13FFh), which real drives report read-only; host-writable vendor-unique
-    /// attributes are 1400h-17FFh. The simulator accepts it; real hardware will refuse the write.
-    pub const REEL_LABEL_EPOCH: u16 = 0x1000;
-    /// 1001h reel's cartridge UUID. Same caution as [`REEL_LABEL_EPOCH`]: 1001h is in the
-    /// medium vendor-unique (read-only) range.
-    pub const REEL_CARTRIDGE_UUID: u16 = 0x1001;
+    /// 1400h reel's label epoch (u64, big-endian as SCSI binary attributes are), in SPC-4's host vendor-unique range
+    /// (1400h-17FFh), which drives let the host write. (1000h-13FFh is the medium
+    /// vendor-unique range, read-only on real drives.)
+    pub const REEL_LABEL_EPOCH: u16 = 0x1400;
+    /// 1401h reel's cartridge UUID (16 bytes), host vendor-unique range.
+    pub const REEL_CARTRIDGE_UUID: u16 = 0x1401;
 }

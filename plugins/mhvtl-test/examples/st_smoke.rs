@@ -10,7 +10,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .with_env_filter("debug")
         .init();
-    let path = std::env::args().nth(1).ok_or("usage: st_smoke CONFIG_FILE")?;
+    let path = std::env::args()
+        .nth(1)
+        .ok_or("usage: st_smoke CONFIG_FILE")?;
     let config = std::fs::read_to_string(path)?;
     let mut call = Call::default();
     let mut lib = MhvtlLibrary::open(&config, &mut call)?;

@@ -10,7 +10,9 @@
 //!   backward space over filemarks or unload, and when the node is closed;
 //! - in the early-warning zone st answers every other write with ENOSPC without writing;
 //! - a record longer than the read request is skipped with ENOMEM (this plugin reads through a
-//!   bounce buffer of the drive's maximum record size to keep SSC's ILI semantics).
+//!   bounce buffer of the drive's maximum record size to keep SSC's ILI semantics);
+//! - st consumes the drive's UNIT ATTENTION inside MTLOAD: the plugin reports the ABI's
+//!   6/28/00 once after each successful load itself.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -66,6 +68,8 @@ pub struct StDrive {
     /// Records were written since the last filemark: st would add a filemark of its own
     /// before a rewind, locate, backward filemark space or unload, and at close.
     armed: bool,
+    /// A load succeeded and no medium command has run since: report 6/28/00 once.
+    pending_attention: bool,
 }
 
 /// What a 0-byte st read means.
@@ -97,6 +101,8 @@ pub fn space_stop_fault(
 ) -> Fault {
     let n = count.unsigned_abs() as i64;
     let forward = count > 0;
+    // The residue carries the sign of the request (docs/ABI.md, Spacing).
+    let sign = if forward { 1 } else { -1 };
     let moved_blocks = after.0.abs_diff(before.0) as i64;
     let moved_files = after.1.abs_diff(before.1) as i64;
     let bot = |done: i64| {
@@ -106,7 +112,7 @@ pub fn space_stop_fault(
             format!("space stopped at beginning of medium after {done} of {n}"),
         )
         .with_flags(REEL_FLAG_EOM)
-        .with_residue(n - done)
+        .with_residue(sign * (n - done))
     };
     let eod = |done: i64| {
         Fault::check(
@@ -114,7 +120,7 @@ pub fn space_stop_fault(
             asc::END_OF_DATA,
             format!("space stopped at end of data after {done} of {n}"),
         )
-        .with_residue(n - done)
+        .with_residue(sign * (n - done))
     };
     match kind {
         REEL_SPACE_FILEMARKS if forward => eod(moved_files),
@@ -130,7 +136,69 @@ pub fn space_stop_fault(
                 format!("space stopped at a filemark after {done} of {n} records"),
             )
             .with_flags(REEL_FLAG_FILEMARK)
-            .with_residue(n - done)
+            .with_residue(sign * (n - done))
+        }
+    }
+}
+
+/// The outcome of reading a record of `len` bytes into a buffer of `cap` bytes, `delivered` of
+/// them copied: the record, or (longer than the buffer) NO SENSE with ILI, residue
+/// `cap - len` and the bytes delivered, as docs/ABI.md specifies.
+pub fn record_outcome(len: usize, delivered: usize, cap: usize) -> Result<ReadRecord, Fault> {
+    if len > cap {
+        return Err(Fault::check(
+            sense_key::NO_SENSE,
+            asc::NONE,
+            format!(
+                "record of {len} bytes is longer than the buffer of {cap}; the first {delivered} \
+                 bytes were delivered and the tape is past the record"
+            ),
+        )
+        .with_flags(REEL_FLAG_ILI)
+        .with_residue(cap as i64 - len as i64)
+        .with_transferred(delivered));
+    }
+    Ok(ReadRecord { len, crc: None })
+}
+
+/// Open a no-rewind st node read-write, or read-only when the cartridge is write protected.
+fn open_tape(nst: &std::path::Path, name: &str) -> Result<File, Fault> {
+    match open_node(nst) {
+        Ok(f) => Ok(f),
+        Err(Errno::EACCES | Errno::EROFS) => {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NONBLOCK)
+                .open(nst)
+                .map_err(|e| {
+                    errno_fault(
+                        Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)),
+                        &format!("opening {name} read-only"),
+                    )
+                })
+        }
+        Err(e) => Err(errno_fault(e, &format!("opening {name}"))),
+    }
+}
+
+/// st options this plugin needs: logical block addresses for MTSEEK/MTIOCPOS (BT=0), no
+/// block-limit check in st (the drive answers for its own limits; tgt reports a minimum of 4
+/// bytes it does not enforce), synchronous writes (an error belongs to the write that caused
+/// it). Needs CAP_SYS_ADMIN; without it st keeps its defaults and a warning says so.
+fn set_st_options(tape: &File, name: &str) {
+    for (what, v) in [
+        (
+            "logical block addresses, no block-limit check",
+            mtio::MT_ST_SETBOOLEANS | mtio::MT_ST_SCSI2LOGICAL | mtio::MT_ST_NO_BLKLIMS,
+        ),
+        (
+            "synchronous writes",
+            mtio::MT_ST_CLEARBOOLEANS | mtio::MT_ST_ASYNC_WRITES | mtio::MT_ST_BUFFER_WRITES,
+        ),
+    ] {
+        if let Err(e) = mtio::top(tape.as_fd(), op::MTSETDRVBUFFER, v) {
+            tracing::warn!(drive = %name, "cannot set st option {what}: {e} (needs CAP_SYS_ADMIN)");
         }
     }
 }
@@ -145,23 +213,12 @@ impl StDrive {
         label: &str,
     ) -> Result<StDrive, Fault> {
         let name = format!("{} ({label})", nst.display());
-        let tape = match open_node(&nst) {
-            Ok(f) => f,
-            Err(Errno::EACCES | Errno::EROFS) => {
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(nix::libc::O_NONBLOCK)
-                    .open(&nst)
-                    .map_err(|e| {
-                        errno_fault(
-                            Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)),
-                            &format!("opening {name} read-only"),
-                        )
-                    })?
-            }
-            Err(e) => return Err(errno_fault(e, &format!("opening {name}"))),
-        };
+        // The st options live in the driver (per device) and take effect when st next checks
+        // the tape, which it does at open: set them, close, open again (st allows one opener).
+        let tape = open_tape(&nst, &name)?;
+        set_st_options(&tape, &name);
+        drop(tape);
+        let tape = open_tape(&nst, &name)?;
         let sg = match &sg_path {
             Some(p) => match open_node(p) {
                 Ok(f) => Some(f),
@@ -186,26 +243,13 @@ impl StDrive {
             max_record: 0,
             bounce: Vec::new(),
             armed: false,
+            pending_attention: false,
             stats: ReelDriveStats {
                 struct_size: std::mem::size_of::<ReelDriveStats>() as u32,
                 valid: STATS_VALID,
                 ..ReelDriveStats::default()
             },
         };
-        for (what, v) in [
-            (
-                "logical block addresses",
-                mtio::MT_ST_SETBOOLEANS | mtio::MT_ST_SCSI2LOGICAL,
-            ),
-            (
-                "synchronous writes",
-                mtio::MT_ST_CLEARBOOLEANS | mtio::MT_ST_ASYNC_WRITES | mtio::MT_ST_BUFFER_WRITES,
-            ),
-        ] {
-            if let Err(e) = mtio::top(d.tape.as_fd(), op::MTSETDRVBUFFER, v) {
-                tracing::warn!(drive = %d.name, "cannot set st option {what}: {e} (needs CAP_SYS_ADMIN)");
-            }
-        }
         d.max_record = d.block_limits().unwrap_or(0);
         if d.online() {
             d.variable_blocks();
@@ -215,7 +259,7 @@ impl StDrive {
     }
 
     fn online(&self) -> bool {
-        mtio::get(self.tape.as_fd()).is_ok_and(|g| (g.mt_gstat as i64) & mtio::GMT_ONLINE != 0)
+        mtio::get(self.tape.as_fd()).is_ok_and(|g| g.gstat() & mtio::GMT_ONLINE != 0)
     }
 
     fn variable_blocks(&self) {
@@ -287,16 +331,15 @@ impl StDrive {
     /// explains it; otherwise map the errno.
     fn refine(&self, e: Errno, what: &str) -> Fault {
         let what = format!("{what} on {}", self.name);
-        if e == Errno::EIO && self.sg.is_some() {
-            if let Err(f) = self.sg_command("TEST UNIT READY", &cdb::test_unit_ready(), Data::None)
-            {
-                if f.sense_key != sense_key::NO_SENSE {
-                    return Fault {
-                        message: format!("{what}: {}", f.message),
-                        ..f
-                    };
-                }
-            }
+        if e == Errno::EIO
+            && self.sg.is_some()
+            && let Err(f) = self.sg_command("TEST UNIT READY", &cdb::test_unit_ready(), Data::None)
+            && f.sense_key != sense_key::NO_SENSE
+        {
+            return Fault {
+                message: format!("{what}: {}", f.message),
+                ..f
+            };
         }
         errno_fault(e, &what)
     }
@@ -306,7 +349,11 @@ impl StDrive {
     /// drive's buffer, writes nothing, and returns st to idle.
     fn disarm(&mut self) -> Result<(), Fault> {
         if self.armed {
-            self.st("WRITE FILEMARKS 0 (flush before repositioning)", op::MTWEOF, 0)?;
+            self.st(
+                "WRITE FILEMARKS 0 (flush before repositioning)",
+                op::MTWEOF,
+                0,
+            )?;
             self.armed = false;
         }
         Ok(())
@@ -357,10 +404,10 @@ impl StDrive {
         if g.mt_fileno < 0 || block < 0 {
             p.flags |= REEL_POS_UNKNOWN;
         }
-        if (g.mt_gstat as i64) & mtio::GMT_BOT != 0 {
+        if g.gstat() & mtio::GMT_BOT != 0 {
             p.flags |= REEL_POS_BOP;
         }
-        if (g.mt_gstat as i64) & mtio::GMT_EOT != 0 {
+        if g.gstat() & mtio::GMT_EOT != 0 {
             p.flags |= REEL_POS_EOP;
         }
         Ok(p)
@@ -373,9 +420,7 @@ impl StDrive {
     }
 
     fn gstat(&self) -> i64 {
-        mtio::get(self.tape.as_fd())
-            .map(|g| g.mt_gstat as i64)
-            .unwrap_or(0)
+        mtio::get(self.tape.as_fd()).map(|g| g.gstat()).unwrap_or(0)
     }
 
     /// Re-issue a read that st failed with EIO through sg, to get its sense (and its data,
@@ -399,6 +444,7 @@ impl StDrive {
         let what = format!("READ on {}", self.name);
         let (sense, transferred) = sg::run(sg.as_fd(), &cdb, Data::In(target), self.timeout)
             .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{what}: {e}")))?;
+        // ILI: INFORMATION = requested - actual length (negative for a longer record).
         let record_len = match sense {
             None => transferred,
             Some(s) if s.ili && s.key == sense_key::NO_SENSE => {
@@ -407,32 +453,26 @@ impl StDrive {
             Some(s) if s.filemark => return Err(Self::filemark_fault(&self.name)),
             Some(s) => return Err(s.fault(&what)),
         };
-        self.deliver(record_len.min(want), use_bounce, buffer)
+        self.deliver(record_len, record_len.min(want), use_bounce, buffer)
     }
 
-    /// Hand a record read into `buffer` (or the bounce buffer) to the caller.
-    fn deliver(&mut self, n: usize, bounced: bool, buffer: &mut [u8]) -> Result<ReadRecord, Fault> {
+    /// Hand a record of `len` bytes, of which `landed` reached `buffer` (or the bounce
+    /// buffer), to the caller: SSC's ILI semantics when it is longer than the caller's buffer.
+    fn deliver(
+        &mut self,
+        len: usize,
+        landed: usize,
+        bounced: bool,
+        buffer: &mut [u8],
+    ) -> Result<ReadRecord, Fault> {
         self.stats.records_read += 1;
-        self.stats.bytes_read += n as u64;
+        self.stats.bytes_read += landed as u64;
+        let cap = buffer.len();
+        let delivered = landed.min(cap);
         if bounced {
-            let cap = buffer.len();
-            let k = n.min(cap);
-            buffer[..k].copy_from_slice(&self.bounce[..k]);
-            if n > cap {
-                return Err(Fault::check(
-                    sense_key::NO_SENSE,
-                    asc::NONE,
-                    format!(
-                        "record of {n} bytes is longer than the buffer of {cap}; the first {cap} bytes \
-                         were delivered and the tape is past the record"
-                    ),
-                )
-                .with_flags(REEL_FLAG_ILI)
-                .with_residue(-((n - cap) as i64))
-                .with_transferred(cap));
-            }
+            buffer[..delivered].copy_from_slice(&self.bounce[..delivered]);
         }
-        Ok(ReadRecord { len: n, crc: None })
+        record_outcome(len, delivered, cap)
     }
 
     fn filemark_fault(name: &str) -> Fault {
@@ -452,10 +492,35 @@ impl StDrive {
         )
     }
 
-    fn check_eom(&self, call: &mut Call) {
-        if self.gstat() & mtio::GMT_EOT != 0 {
-            call.flags |= REEL_FLAG_EOM;
+    /// Early warning after a write that went to the medium: CHECK CONDITION NO SENSE 0/00/02
+    /// with EOM (docs/ABI.md, Writing); the data is written.
+    fn early_warning(&self, what: &str) -> Fault {
+        Fault::check(
+            sense_key::NO_SENSE,
+            asc::END_OF_MEDIUM,
+            format!(
+                "{what} on {}: written, early warning: finish the current container and close \
+                 the cartridge",
+                self.name
+            ),
+        )
+        .with_flags(REEL_FLAG_EOM)
+    }
+
+    /// The UNIT ATTENTION 6/28/00 the ABI reports once after a load (st consumed the drive's
+    /// own inside MTLOAD).
+    fn unit_attention(&mut self) -> Result<(), Fault> {
+        if std::mem::take(&mut self.pending_attention) {
+            return Err(Fault::check(
+                sense_key::UNIT_ATTENTION,
+                asc::MEDIUM_MAY_HAVE_CHANGED,
+                format!(
+                    "{}: medium may have changed (loaded); the next command runs normally",
+                    self.name
+                ),
+            ));
         }
+        Ok(())
     }
 }
 
@@ -490,6 +555,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
 
     fn test_ready(&mut self, call: &mut Call) -> Result<(), Fault> {
         self.timed(call, Bucket::Other, |d, _| {
+            d.unit_attention()?;
             if d.sg.is_some() {
                 return d
                     .sg_command("TEST UNIT READY", &cdb::test_unit_ready(), Data::None)
@@ -515,12 +581,14 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
                 d.max_record = d.block_limits().unwrap_or(0);
             }
             d.stats.mounts += 1;
+            d.pending_attention = true;
             Ok(())
         })
     }
 
     fn unload(&mut self, call: &mut Call) -> Result<(), Fault> {
         self.timed(call, Bucket::Mount, |d, _| {
+            d.pending_attention = false;
             d.disarm()?;
             d.st("UNLOAD", op::MTOFFL, 0)
         })
@@ -528,6 +596,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
 
     fn rewind(&mut self, call: &mut Call) -> Result<(), Fault> {
         self.timed(call, Bucket::Locate, |d, _| {
+            d.unit_attention()?;
             d.disarm()?;
             d.st("REWIND", op::MTREW, 0)
         })
@@ -535,6 +604,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
 
     fn locate(&mut self, block: u64, call: &mut Call) -> Result<(), Fault> {
         self.timed(call, Bucket::Locate, |d, _| {
+            d.unit_attention()?;
             let target = i32::try_from(block).map_err(|_| {
                 Fault::code(
                     REEL_E_INVALID_ARG,
@@ -547,20 +617,21 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
                 Ok(()) => Ok(()),
                 Err(e) => {
                     let f = d.refine(e, &format!("LOCATE {block}"));
-                    if e == Errno::EIO && f.sense_key == sense_key::MEDIUM_ERROR && f.asc == 0 {
-                        // The drive is fine: the block is past the end of data.
-                        if let Ok(p) = d.position() {
-                            if p.block < block {
-                                return Err(Fault::check(
-                                    sense_key::BLANK_CHECK,
-                                    asc::END_OF_DATA,
-                                    format!(
-                                        "LOCATE {block} on {}: end of data at block {}",
-                                        d.name, p.block
-                                    ),
-                                ));
-                            }
-                        }
+                    // TEST UNIT READY found nothing wrong: the block is past the end of data.
+                    if e == Errno::EIO
+                        && f.sense_key == sense_key::MEDIUM_ERROR
+                        && f.asc == 0
+                        && let Ok(p) = d.position()
+                        && p.block < block
+                    {
+                        return Err(Fault::check(
+                            sense_key::BLANK_CHECK,
+                            asc::END_OF_DATA,
+                            format!(
+                                "LOCATE {block} on {}: end of data at block {}",
+                                d.name, p.block
+                            ),
+                        ));
                     }
                     Err(f)
                 }
@@ -570,6 +641,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
 
     fn space(&mut self, kind: u32, count: i64, call: &mut Call) -> Result<(), Fault> {
         self.timed(call, Bucket::Locate, |d, _| {
+            d.unit_attention()?;
             let o = match (kind, count > 0) {
                 (REEL_SPACE_RECORDS, true) => op::MTFSR,
                 (REEL_SPACE_RECORDS, false) => op::MTBSR,
@@ -625,7 +697,10 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
     }
 
     fn read_position(&mut self, call: &mut Call) -> Result<ReelPosition, Fault> {
-        self.timed(call, Bucket::Other, |d, _| d.position())
+        self.timed(call, Bucket::Other, |d, _| {
+            d.unit_attention()?;
+            d.position()
+        })
     }
 
     fn write_record(
@@ -634,7 +709,8 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
         crc: Option<u32>,
         call: &mut Call,
     ) -> Result<(), Fault> {
-        self.timed(call, Bucket::Other, |d, call| {
+        self.timed(call, Bucket::Other, |d, _| {
+            d.unit_attention()?;
             if crc.is_some() {
                 return Err(Fault::unsupported(
                     "logical block protection (st cannot carry protection information)",
@@ -657,9 +733,8 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
                         d.armed = true;
                         d.stats.records_written += 1;
                         d.stats.bytes_written += n as u64;
-                        d.check_eom(call);
-                        if retried {
-                            call.flags |= REEL_FLAG_EOM;
+                        if retried || d.gstat() & mtio::GMT_EOT != 0 {
+                            return Err(d.early_warning("WRITE"));
                         }
                         return Ok(());
                     }
@@ -696,7 +771,8 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
         immediate: bool,
         call: &mut Call,
     ) -> Result<(), Fault> {
-        self.timed(call, Bucket::Other, |d, call| {
+        self.timed(call, Bucket::Other, |d, _| {
+            d.unit_attention()?;
             let n = i32::try_from(count)
                 .map_err(|_| Fault::invalid(format!("filemark count {count} is too large")))?;
             let o = if immediate { op::MTWEOFI } else { op::MTWEOF };
@@ -711,15 +787,16 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
             )?;
             d.armed = false;
             d.stats.filemarks_written += count as u64;
-            if d.position().is_ok_and(|p| p.flags & REEL_POS_EOP != 0) {
-                call.flags |= REEL_FLAG_EOM;
+            if count > 0 && d.position().is_ok_and(|p| p.flags & REEL_POS_EOP != 0) {
+                return Err(d.early_warning("WRITE FILEMARKS"));
             }
             Ok(())
         })
     }
 
     fn read_record(&mut self, buffer: &mut [u8], call: &mut Call) -> Result<ReadRecord, Fault> {
-        self.timed(call, Bucket::Other, |d, call| {
+        self.timed(call, Bucket::Other, |d, _| {
+            d.unit_attention()?;
             if buffer.is_empty() {
                 return Err(Fault::invalid("read buffer of 0 bytes"));
             }
@@ -745,13 +822,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
                     ZeroRead::Filemark => Err(Self::filemark_fault(&d.name)),
                     ZeroRead::EndOfData => Err(Self::eod_fault(&d.name)),
                 },
-                Ok(n) => {
-                    let rec = d.deliver(n, bounced, buffer)?;
-                    if rec.len < buffer.len() {
-                        call.flags |= REEL_FLAG_ILI;
-                    }
-                    Ok(rec)
-                }
+                Ok(n) => d.deliver(n, n, bounced, buffer),
                 Err(e) => match Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)) {
                     Errno::EIO => d.read_via_sg(want, buffer),
                     other => Err(d.refine(other, "READ")),
@@ -762,6 +833,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
 
     fn mam_read(&mut self, attribute: u16, call: &mut Call) -> Result<Vec<u8>, Fault> {
         self.timed(call, Bucket::Other, |d, _| {
+            d.unit_attention()?;
             let mut b = vec![0u8; 64 * 1024];
             let n = d.sg_command(
                 "READ ATTRIBUTE",
@@ -782,6 +854,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
 
     fn mam_write(&mut self, attribute: u16, data: &[u8], call: &mut Call) -> Result<(), Fault> {
         self.timed(call, Bucket::Other, |d, _| {
+            d.unit_attention()?;
             let (c, list) =
                 cdb::write_attribute(attribute, data).map_err(|e| Fault::invalid(e.to_string()))?;
             d.sg_command("WRITE ATTRIBUTE", &c, Data::Out(&list))
@@ -820,6 +893,30 @@ impl Drop for StDrive {
 mod tests {
     use super::*;
     use reel_plugin_abi::{REEL_E_CHECK_CONDITION, REEL_FLAG_RESIDUE_VALID};
+
+    #[test]
+    fn records_fitting_and_longer_than_the_buffer() {
+        assert_eq!(
+            record_outcome(1000, 1000, 4096),
+            Ok(ReadRecord {
+                len: 1000,
+                crc: None
+            })
+        );
+        assert_eq!(
+            record_outcome(4096, 4096, 4096),
+            Ok(ReadRecord {
+                len: 4096,
+                crc: None
+            })
+        );
+        let f = record_outcome(4096, 100, 100).unwrap_err();
+        assert_eq!(f.code, REEL_E_CHECK_CONDITION);
+        assert_eq!((f.sense_key, f.asc, f.ascq), (0, 0, 0));
+        assert!(f.flags & REEL_FLAG_ILI != 0 && f.flags & REEL_FLAG_RESIDUE_VALID != 0);
+        assert_eq!(f.residue, 100 - 4096);
+        assert_eq!(f.transferred, 100);
+    }
 
     #[test]
     fn zero_reads() {
@@ -865,11 +962,11 @@ mod tests {
         let f = space_stop_fault(REEL_SPACE_RECORDS, -4, (2, 0, false), (0, 0, true), 0);
         assert_eq!((f.sense_key, f.asc, f.ascq), (0, 0, 4));
         assert!(f.flags & REEL_FLAG_EOM != 0);
-        assert_eq!(f.residue, 2);
+        assert_eq!(f.residue, -2, "the residue carries the sign of the count");
         // A B FM C D: from 5 back 4 records: stops on the BOP side of the FM at 2.
         let f = space_stop_fault(REEL_SPACE_RECORDS, -4, (5, 1, false), (2, 0, false), 0);
         assert_eq!((f.sense_key, f.asc, f.ascq), (0, 0, 1));
-        assert_eq!(f.residue, 2, "C and D spaced");
+        assert_eq!(f.residue, -2, "C and D spaced");
     }
 
     #[test]
@@ -885,7 +982,7 @@ mod tests {
         assert_eq!(f.residue, 1);
         let f = space_stop_fault(REEL_SPACE_FILEMARKS, -3, (5, 2, false), (0, 0, true), 0);
         assert_eq!((f.sense_key, f.asc, f.ascq), (0, 0, 4));
-        assert_eq!(f.residue, 1);
+        assert_eq!(f.residue, -1);
     }
 
     #[test]

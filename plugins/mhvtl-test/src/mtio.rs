@@ -35,6 +35,14 @@ pub struct MtGet {
     pub mt_blkno: i32,
 }
 
+impl MtGet {
+    /// `mt_gstat` widened to i64 (`c_long` is 32 bits on 32-bit targets).
+    #[allow(clippy::unnecessary_cast, reason = "c_long is i32 on 32-bit targets")]
+    pub fn gstat(&self) -> i64 {
+        self.mt_gstat as i64
+    }
+}
+
 /// `struct mtpos`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -126,7 +134,9 @@ pub fn pos(fd: BorrowedFd<'_>) -> Result<i64, Errno> {
     let mut p = MtPos::default();
     // SAFETY: `p` is a writable `struct mtpos` of the size the ioctl number encodes.
     unsafe { mtiocpos(fd.as_raw_fd(), &mut p) }?;
-    Ok(p.mt_blkno as i64)
+    #[allow(clippy::unnecessary_cast, reason = "c_long is i32 on 32-bit targets")]
+    let block = p.mt_blkno as i64;
+    Ok(block)
 }
 
 #[cfg(test)]

@@ -4,8 +4,7 @@
 use reel_plugin_abi::sdk::Fault;
 use reel_plugin_abi::{
     REEL_E_INTERNAL, REEL_E_INVALID_ARG, REEL_E_TRANSPORT, REEL_FLAG_DEFERRED, REEL_FLAG_EOM,
-    REEL_FLAG_FILEMARK, REEL_FLAG_ILI, REEL_FLAG_RESIDUE_VALID, REEL_FLAG_SENSE_VALID, asc,
-    sense_key,
+    REEL_FLAG_FILEMARK, REEL_FLAG_ILI, REEL_FLAG_SENSE_VALID, asc, sense_key,
 };
 
 /// Parsed sense data: key, ASC/ASCQ, the stream bits and the INFORMATION field.
@@ -244,16 +243,15 @@ pub fn errno_fault(errno: nix::errno::Errno, what: &str) -> Fault {
     }
 }
 
-/// True when a residue is set in the fault.
-pub fn has_residue(f: &Fault) -> bool {
-    f.flags & REEL_FLAG_RESIDUE_VALID != 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use nix::errno::Errno;
-    use reel_plugin_abi::{REEL_E_CHECK_CONDITION, REEL_E_INVALID_ARG};
+    use reel_plugin_abi::{REEL_E_CHECK_CONDITION, REEL_E_INVALID_ARG, REEL_FLAG_RESIDUE_VALID};
+
+    fn has_residue(f: &Fault) -> bool {
+        f.flags & REEL_FLAG_RESIDUE_VALID != 0
+    }
 
     #[test]
     fn fixed_sense_with_ili_and_negative_information() {

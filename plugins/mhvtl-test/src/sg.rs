@@ -144,13 +144,13 @@ pub fn execute(
     } else {
         None
     };
-    if hdr.host_status != 0 || (hdr.driver_status & !DRIVER_SENSE & 0x0F) != 0 {
-        if parsed.is_none() {
-            return Err(SgError::Transport {
-                host: hdr.host_status,
-                driver: hdr.driver_status,
-            });
-        }
+    // A transport failure without sense; with sense the device answered.
+    if (hdr.host_status != 0 || (hdr.driver_status & !DRIVER_SENSE & 0x0F) != 0) && parsed.is_none()
+    {
+        return Err(SgError::Transport {
+            host: hdr.host_status,
+            driver: hdr.driver_status,
+        });
     }
     Ok(Completion {
         status: hdr.status,

@@ -11,7 +11,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 RIG=${RIG:-$(cd "$HERE/../../../.." && pwd)/shared/rig}
 [ -d "$RIG" ] || RIG=/work/shared/rig
-W=${W:-/tmp/reel-mhvtl-rig}
+W=${W:-${REEL_MHVTL_RIG:-/tmp/reel-mhvtl-rig}}
 mkdir -p "$W"
 export DEBIAN_FRONTEND=noninteractive
 

@@ -3,7 +3,7 @@
 //! Outcomes that are normal on tape come back with their sense intact: a read that meets a
 //! filemark or end of data, a record longer than the buffer (ILI with a negative residue), a
 //! SPACE stopped early, VOLUME OVERFLOW. Early warning on WRITE and WRITE FILEMARKS is
-//! success with the EOM flag (the data was written).
+//! CHECK CONDITION 0/00/02 with the EOM flag, the data written (docs/ABI.md).
 
 use reel_plugin_abi::sdk::{Call, DriveInfo, Fault, Geometry, ReadRecord};
 use reel_plugin_abi::{
@@ -184,11 +184,13 @@ impl TapeDrive {
             self.generation = Some(g);
             self.dev.timeouts.regenerate(Some(g));
         }
+        // The block descriptor comes with any page; ask for device configuration (10h), which
+        // every SSC drive has (page 00h is vendor specific and often refused).
         match self.dev.data_in(
             "MODE SENSE(6)",
-            &mode::mode_sense6(0, 0, 12, false),
+            &mode::mode_sense6(mode::PAGE_DEVICE_CONFIGURATION, 0, 255, false),
             Class::Status,
-            12,
+            255,
         ) {
             Ok(b) => {
                 let mut m = mode::ModeData::parse6(&b)
@@ -274,15 +276,24 @@ impl TapeDrive {
         Ok(())
     }
 
-    /// Early warning (NO SENSE + EOM) on a write is success with the EOM flag; anything else
-    /// is the fault it says.
+    /// Early warning (NO SENSE + EOM) on a write: the data was written, and the ABI reports it
+    /// as CHECK CONDITION 0/00/02 with the EOM flag (docs/ABI.md); anything else is the fault
+    /// it says.
     fn write_outcome(&self, o: Outcome, name: &'static str, call: &mut Call) -> Result<(), Fault> {
         match o.sense {
             None => Ok(()),
             Some(s) if s.key == sense_key::NO_SENSE && s.eom && !s.ili && !s.filemark => {
                 tracing::info!(device = %self.dev.name(), "{name}: early warning reached");
-                call.flags |= s.flags() & !reel_plugin_abi::REEL_FLAG_RESIDUE_VALID;
-                Ok(())
+                let _ = call;
+                Err(Fault::check(
+                    sense_key::NO_SENSE,
+                    reel_plugin_abi::asc::END_OF_MEDIUM,
+                    format!(
+                        "{}: {name}: early warning: the data was written",
+                        self.dev.name()
+                    ),
+                )
+                .with_flags(reel_plugin_abi::REEL_FLAG_EOM))
             }
             Some(s) if s.key == sense_key::RECOVERED_ERROR => Ok(()),
             Some(s) => Err(sense_fault(
@@ -597,7 +608,7 @@ impl reel_plugin_abi::sdk::Drive for TapeDrive {
             None => Err(Fault::invalid("record too large for WRITE(6)")),
         };
         self.scratch = scratch;
-        if r.is_ok() {
+        if r.is_ok() || r.as_ref().is_err_and(is_early_warning) {
             self.counters.records_written += 1;
             self.counters.bytes_written += data.len() as u64;
         }
@@ -625,7 +636,7 @@ impl reel_plugin_abi::sdk::Drive for TapeDrive {
                 "{count} filemarks is more than one command writes"
             ))),
         };
-        if r.is_ok() {
+        if r.is_ok() || r.as_ref().is_err_and(is_early_warning) {
             self.counters.filemarks_written += u64::from(count);
         }
         self.finish(call, r)
@@ -918,3 +929,10 @@ impl TapeDrive {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether a write's fault is early warning (the data was written).
+fn is_early_warning(f: &Fault) -> bool {
+    f.sense_key == sense_key::NO_SENSE
+        && (f.asc, f.ascq) == reel_plugin_abi::asc::END_OF_MEDIUM
+        && f.flags & reel_plugin_abi::REEL_FLAG_EOM != 0
+}

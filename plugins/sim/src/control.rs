@@ -328,7 +328,7 @@ fn bump_epoch(cur: Option<&[u8]>) -> Result<(u64, Vec<u8>), Fault> {
             Ok((n + 1, (n + 1).to_string().into_bytes()))
         }
         Some(_) => Err(Fault::invalid(
-            "the label epoch attribute (1000h) is neither 8 bytes big-endian nor ASCII digits",
+            "the label epoch attribute (1400h) is neither 8 bytes big-endian nor ASCII digits",
         )),
     }
 }

@@ -400,10 +400,12 @@ fn motion<'a>(st: &DriveState, cfg: &'a SimConfig) -> Motion<'a> {
 fn locate_to(st: &mut DriveState, cfg: &SimConfig, target: u64) -> Result<(), Fault> {
     let c = st.cart_ref()?;
     let (from, to) = (c.offset_of(st.pos), c.offset_of(target));
-    let t = motion(st, cfg).locate_s(from, to);
-    st.spend(t);
-    st.stats.locate_ns += ns(t);
-    st.stats.locates += 1;
+    if target != st.pos {
+        let t = motion(st, cfg).locate_s(from, to);
+        st.spend(t);
+        st.stats.locate_ns += ns(t);
+        st.stats.locates += 1;
+    }
     st.pos = target;
     st.pos_unknown = false;
     Ok(())
@@ -1094,3 +1096,59 @@ impl Drive for SimDrive {
 
 /// Lock guard helper type for the library.
 pub(crate) type DriveGuard<'a> = MutexGuard<'a, DriveState>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: &str) -> SimConfig {
+        SimConfig::parse(&format!("dir=/nonexistent;{extra}")).unwrap()
+    }
+
+    #[test]
+    fn linear_locate_and_rewind_formulas() {
+        let c = cfg("");
+        let m = Motion {
+            cfg: &c,
+            capacity: 1000,
+        };
+        assert!((m.locate_s(0, 500) - 52.0).abs() < 1e-9);
+        assert!((m.locate_s(1000, 0) - 102.0).abs() < 1e-9);
+        assert_eq!(m.locate_s(10, 10), 0.0);
+        assert!((m.rewind_s(500) - 50.0).abs() < 1e-9);
+        assert!((m.rewind_s(1000) - 97.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn serpentine_positions_run_back_on_odd_wraps() {
+        let c = cfg("sim.locate=serpentine;sim.wraps=8");
+        let m = Motion {
+            cfg: &c,
+            capacity: 800,
+        };
+        let range = m.geometry().max_lpos;
+        assert_eq!(range, (100.0f64 / 0.0006192).round() as u64);
+        assert_eq!(m.physical(0), PhysicalPos { wrap: 0, lpos: 0 });
+        assert_eq!(
+            m.physical(50),
+            PhysicalPos {
+                wrap: 0,
+                lpos: range / 2
+            }
+        );
+        assert_eq!(
+            m.physical(100),
+            PhysicalPos {
+                wrap: 1,
+                lpos: range
+            }
+        );
+        assert_eq!(m.physical(199).wrap, 1);
+        assert!(m.physical(199).lpos < range / 50);
+        // A whole-wrap traverse costs the base plus the full pass (and a landing-zone change).
+        let t = m.locate_s(0, 99);
+        assert!((t - (4.29 - 6.04 + 0.99 * 100.0)).abs() < 0.01, "{t}");
+        // Rewinding from the BOT end of wrap 1 is short.
+        assert!(m.rewind_s(199) < 4.0);
+    }
+}

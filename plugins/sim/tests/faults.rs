@@ -249,7 +249,7 @@ fn early_warning_then_end_of_medium() {
         "written"
     );
     let r = rig
-        .control(r#"{"op":"test.end_of_medium_after","drive":0,"bytes":150}"#)
+        .control(r#"{"op":"fault","kind":"end_of_medium","drive":0,"bytes":150}"#)
         .unwrap();
     assert_eq!(r, serde_json::json!({"ok": true}));
     let _ = write(&mut d, &rec(100, 3)); // still before the end: written with EW

@@ -207,3 +207,22 @@ fn a_library_directory_opens_once_at_a_time() {
     let f = SimLibrary::open(&cfg, &mut Call::default()).err().unwrap();
     assert!(f.message.contains("already open"), "{}", f.message);
 }
+
+#[test]
+fn synthetic_arrival_times_drive_the_backhitches() {
+    let mut rig = Rig::new("sim.calibrated=true");
+    let mut d = mount(&mut rig, 0, 0);
+    // Three records: the second arrives 10 s after the first (the buffer ran dry: an underrun),
+    // the third right behind it.
+    rig.control(r#"{"op":"feed","drive":0,"arrivals_ms":[0,10000,10001]}"#)
+        .unwrap();
+    for _ in 0..3 {
+        ok(write(&mut d, &[1u8; 4096]));
+    }
+    ok(d.write_filemarks(1, false, &mut Call::default()));
+    ok(write(&mut d, &[1u8; 4096])); // after a synchronous filemark: one sync backhitch
+    let st = ok(d.statistics(&mut Call::default()));
+    assert_eq!((st.backhitch_underrun, st.backhitch_sync), (1, 1));
+    let c = rig.control(r#"{"op":"counters"}"#).unwrap();
+    assert_eq!(c["drives"][0]["backhitch_underrun"], 1);
+}

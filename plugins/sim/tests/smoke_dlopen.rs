@@ -6,11 +6,17 @@ use std::path::PathBuf;
 use reel_plugin_abi::host::{LibraryHandle, Plugin};
 use reel_plugin_abi::{REEL_CAP_TEST_CONTROL, REEL_ELEMENT_DRIVE, REEL_ELEMENT_SLOT};
 
-/// target/<profile>/deps/<test> → target/<profile>/libreel_plugin_sim.so
+/// The cdylib next to the test: `target/<profile>/deps/libreel_plugin_sim.so`, which
+/// `cargo test` rebuilds with the rlib, else `target/<profile>/libreel_plugin_sim.so` (only
+/// `cargo build` refreshes that one, so it may be stale).
 pub fn plugin_path() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    profile_dir.join("libreel_plugin_sim.so")
+    let deps = exe.parent().unwrap();
+    let fresh = deps.join("libreel_plugin_sim.so");
+    if fresh.exists() {
+        return fresh;
+    }
+    deps.parent().unwrap().join("libreel_plugin_sim.so")
 }
 
 #[test]

@@ -235,7 +235,7 @@ fn unit_attention_on_read_is_retried_and_not_ready_reported() {
 }
 
 #[test]
-fn early_warning_on_write_is_success_with_eom() {
+fn early_warning_on_write_is_check_condition_with_eom_and_data_written() {
     let (s, mut d) = drive(LbpMode::Off);
     let ew = Sense {
         eom: true,
@@ -244,15 +244,16 @@ fn early_warning_on_write_is_success_with_eom() {
     };
     s.expect(&[0x0A], Reply::check(ew.clone()));
     let mut call = Call::default();
-    d.write_record(&[1u8; 100], None, &mut call).unwrap();
-    assert_ne!(call.flags & REEL_FLAG_EOM, 0);
+    let f = d.write_record(&[1u8; 100], None, &mut call).unwrap_err();
+    assert_eq!((f.sense_key, f.asc, f.ascq), (0, 0, 2));
+    assert_ne!(f.flags & REEL_FLAG_EOM, 0);
     assert_eq!(d.counters().records_written, 1);
     assert_eq!(s.log().last().unwrap().data_out.len(), 100);
     // and on WRITE FILEMARKS
     s.expect(&[0x10], Reply::check(ew));
     let mut call = Call::default();
-    d.write_filemarks(1, false, &mut call).unwrap();
-    assert_ne!(call.flags & REEL_FLAG_EOM, 0);
+    let f = d.write_filemarks(1, false, &mut call).unwrap_err();
+    assert_ne!(f.flags & REEL_FLAG_EOM, 0);
     assert_eq!(d.counters().filemarks_written, 1);
 }
 
@@ -480,7 +481,7 @@ fn load_sets_variable_blocks_and_waits_until_ready() {
         .expect(&[0x00], Reply::sense(2, (0x04, 0x01)))
         .expect(&[0x00], Reply::good())
         .expect(&[0x44], Reply::sense(5, (0x20, 0)))
-        .expect(&[0x1A], Reply::data(ms))
+        .expect(&[0x1A, 0x00, 0x10], Reply::data(ms))
         .expect(&[0x15], Reply::good());
     d.load(&mut Call::default()).unwrap();
     assert_eq!(s.pending(), 0);

@@ -94,8 +94,12 @@ struct Api {
 static API: OnceLock<Result<Api, String>> = OnceLock::new();
 
 fn load_api() -> Result<Api, String> {
+    load_api_from(LIBISCSI)
+}
+
+fn load_api_from(file: &str) -> Result<Api, String> {
     // SAFETY: loading libiscsi runs its initialisers, which have no preconditions.
-    let lib = unsafe { libloading::Library::new(LIBISCSI) }.map_err(|e| e.to_string())?;
+    let lib = unsafe { libloading::Library::new(file) }.map_err(|e| e.to_string())?;
     macro_rules! sym {
         ($name:literal, $ty:ty) => {{
             // SAFETY: the symbol is declared with the signature of libiscsi's header.
@@ -435,6 +439,24 @@ mod tests {
             )
         };
         assert_eq!((rs - base, r - base, s - base, d - base), (32, 40, 48, 72));
+    }
+
+    #[test]
+    fn a_missing_library_is_an_error_not_a_crash() {
+        let Err(e) = load_api_from("libiscsi-reel-test-missing.so.7") else {
+            panic!("loaded a library that does not exist");
+        };
+        assert!(e.contains("libiscsi-reel-test-missing.so.7"), "{e}");
+    }
+
+    #[test]
+    fn the_installed_libiscsi_passes_the_layout_check() {
+        // Only where libiscsi is installed (the rig); elsewhere there is nothing to check.
+        if std::path::Path::new("/usr/lib/x86_64-linux-gnu/libiscsi.so.7").exists()
+            && let Err(e) = load_api()
+        {
+            panic!("libiscsi is installed but refused: {e}");
+        }
     }
 
     #[test]

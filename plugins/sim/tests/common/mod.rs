@@ -2,7 +2,7 @@
 //! driven through the SDK traits (the rlib), with each call's modelled seconds.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use reel_plugin_abi::sdk::{Call, Drive, Fault, Library};
 use reel_plugin_sim::SimLibrary;
@@ -27,7 +27,7 @@ pub struct Rig {
 impl Rig {
     pub fn new(extra: &str) -> Rig {
         let dir = tempfile::tempdir().unwrap();
-        let lib = open_lib(&dir.path().to_path_buf(), extra);
+        let lib = open_lib(dir.path(), extra);
         Rig {
             dir,
             lib,
@@ -38,9 +38,9 @@ impl Rig {
     /// Close the library (every drive handle must be dropped first) and open it again.
     pub fn reopen(&mut self) {
         let scratch = tempfile::tempdir().unwrap();
-        let old = std::mem::replace(&mut self.lib, open_lib(&scratch.path().to_path_buf(), ""));
+        let old = std::mem::replace(&mut self.lib, open_lib(scratch.path(), ""));
         drop(old);
-        self.lib = open_lib(&self.dir.path().to_path_buf(), &self.extra);
+        self.lib = open_lib(self.dir.path(), &self.extra);
     }
 
     pub fn drive(&mut self, i: u32) -> SimDrive {
@@ -61,7 +61,7 @@ impl Rig {
     }
 }
 
-pub fn open_lib(dir: &PathBuf, extra: &str) -> SimLibrary {
+pub fn open_lib(dir: &Path, extra: &str) -> SimLibrary {
     let cfg = format!("dir={};{extra}", dir.display());
     SimLibrary::open(&cfg, &mut Call::default()).unwrap()
 }

@@ -1,0 +1,311 @@
+//! Several drives at once through reel's engine: a write session per drive on 2 drives
+//! (aggregate against one drive in the same run), a restore from 3 drives into one destination
+//! directory (seed 004's case, wall clock against the destination's raw write rate measured in
+//! the same run), and an archive of many 16 KiB objects.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Result, anyhow};
+use reel_engine::session::order::OrderPolicy;
+use reel_engine::session::{SessionConfig, VerifyMode};
+use serde_json::json;
+
+use crate::engine_rig::{Engine, check_file, make_spool};
+use crate::row::{Basis, Row, Target};
+use crate::sections::archive::drive_profile;
+use crate::sections::{Ctx, eod_row, wrong_bytes_row};
+
+const MIB: u64 = 1 << 20;
+
+/// A session per drive on 2 drives.
+pub fn two_drives(ctx: &Ctx) -> Result<Vec<Row>> {
+    let sec = "Archive, a session per drive, 2 drives, aggregate";
+    let (n, size) = if ctx.quick {
+        (10, 32 * MIB)
+    } else {
+        (10, 256 * MIB)
+    };
+    let e = Engine::new(ctx, 2, 2, "", SessionConfig::default())?;
+    e.storage_class("ca", "pa")?;
+    e.storage_class("cb", "pb")?;
+    e.intake(&["RL0001L9".to_string()], "pa")?;
+    e.intake(&["RL0002L9".to_string()], "pb")?;
+    let spool = tempfile::Builder::new()
+        .prefix("reel-bench-spool-")
+        .tempdir_in(&ctx.scratch)?;
+    let one = make_spool(spool.path(), "one", n, size)?;
+    let a = make_spool(spool.path(), "pa", n, size)?;
+    let b = make_spool(spool.path(), "pb", n, size)?;
+    // One drive alone.
+    let c0 = e.counters()?;
+    let r1 = e.archive(&one, "ca")?;
+    let c1 = e.counters()?;
+    let (s1, p1) = drive_profile(&c0, &c1, 0);
+    let single = r1.bytes as f64 / s1 / 1e6;
+    // Both at once.
+    let cancel = reel_engine::session::CancelToken::new();
+    let ta = e.svc.archive(
+        a.clone(),
+        "ca",
+        &cancel,
+        reel_engine::session::no_progress(),
+    );
+    let tb = e.svc.archive(
+        b.clone(),
+        "cb",
+        &cancel,
+        reel_engine::session::no_progress(),
+    );
+    let (ra, rb) = e.rt.block_on(async { futures_join(ta, tb).await });
+    let (ra, rb) = (
+        ra.map_err(|e| anyhow!("{e}"))?,
+        rb.map_err(|e| anyhow!("{e}"))?,
+    );
+    let c2 = e.counters()?;
+    let (sa, pa) = drive_profile(&c1, &c2, 0);
+    let (sb, pb) = drive_profile(&c1, &c2, 1);
+    let aggregate = (ra.bytes + rb.bytes) as f64 / sa.max(sb) / 1e6;
+    let dest = tempfile::Builder::new()
+        .prefix("reel-bench-dest-")
+        .tempdir_in(&ctx.scratch)?;
+    let keys: Vec<String> = [&one, &a, &b]
+        .iter()
+        .flat_map(|v| [v[0].0.clone(), v[n - 1].0.clone()])
+        .collect();
+    e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
+    let (mut w, mut c) = (0, 0);
+    for k in &keys {
+        let (w2, c2) = check_file(&dest.path().join(k), k, size);
+        w += w2;
+        c += c2;
+    }
+    let note = format!(
+        "{n} objects of {} MiB per drive, reel's defaults (verify FULL); one drive alone first, \
+         then two archives at once into two storage classes (one drive each); steady state \
+         (busy − mount), aggregate = both drives' bytes over the busier drive's time",
+        size >> 20
+    );
+    Ok(vec![
+        Row::info(
+            sec,
+            "one drive alone (same run)",
+            single,
+            "MB/s",
+            Basis::Simulated,
+        )
+        .note(note)
+        .profile(p1),
+        Row::info(
+            sec,
+            "two drives, aggregate",
+            aggregate,
+            "MB/s",
+            Basis::Simulated,
+        )
+        .seed(91.6)
+        .target(
+            Target::AtLeast(1.9 * single),
+            &format!("≥ 1.9 × the one-drive figure ({:.1} MB/s)", 1.9 * single),
+        )
+        .bound(2.0 * single)
+        .profile(json!({"drive0": pa, "drive1": pb})),
+        wrong_bytes_row(sec, w, c),
+        eod_row(sec, e.counters()?.violations),
+    ])
+}
+
+async fn futures_join<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    tokio::join!(a, b)
+}
+
+/// Write `files` files of `size` bytes into `dir` with `threads` threads, fsync each, the way
+/// the recall writers do; returns wall seconds.
+fn raw_write(dir: &Path, files: usize, size: u64, threads: usize) -> Result<f64> {
+    std::fs::create_dir_all(dir)?;
+    let buf = vec![0x5Au8; MIB as usize];
+    let t = Instant::now();
+    std::thread::scope(|s| -> Result<()> {
+        let hs: Vec<_> = (0..threads)
+            .map(|ti| {
+                let buf = &buf;
+                s.spawn(move || -> std::io::Result<()> {
+                    for i in (ti..files).step_by(threads) {
+                        let p = dir.join(format!("raw-{i}"));
+                        let mut f = std::fs::File::create(&p)?;
+                        let mut left = size;
+                        while left > 0 {
+                            let k = left.min(MIB) as usize;
+                            f.write_all(&buf[..k])?;
+                            left -= k as u64;
+                        }
+                        f.sync_all()?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| anyhow!("raw writer panicked"))??;
+        }
+        Ok(())
+    })?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Restore from 3 drives into one destination directory.
+pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
+    let sec = "Restore from 3 drives into one destination directory (seed 004), wall clock";
+    let (n, size) = if ctx.quick {
+        (8, 32 * MIB)
+    } else {
+        (32, 64 * MIB)
+    };
+    let session = SessionConfig {
+        verify: VerifyMode::None,
+        ..SessionConfig::default()
+    };
+    let threads = session.writer_threads;
+    let e = Engine::new(ctx, 3, 3, "", session)?;
+    let spool = tempfile::Builder::new()
+        .prefix("reel-bench-spool-")
+        .tempdir_in(&ctx.scratch)?;
+    let mut keys = Vec::new();
+    for (i, bc) in ["RL0001L9", "RL0002L9", "RL0003L9"].iter().enumerate() {
+        let class = format!("c{i}");
+        let pool = format!("p{i}");
+        e.storage_class(&class, &pool)?;
+        e.intake(&[bc.to_string()], &pool)?;
+        let items = make_spool(spool.path(), &format!("rs{i}"), n, size)?;
+        e.archive(&items, &class)?;
+        keys.extend(items.into_iter().map(|(k, _)| k));
+    }
+    // Mount all three first: the row measures the data path, not the robot (INSTANT clock).
+    let warm = tempfile::Builder::new()
+        .prefix("reel-bench-dest-")
+        .tempdir_in(&ctx.scratch)?;
+    let firsts: Vec<String> = (0..3).map(|i| keys[i * n].clone()).collect();
+    e.recall(&firsts, warm.path(), OrderPolicy::Auto)?;
+    let total = keys.len() as u64 * size;
+    // The destination's raw write rate, same directory tree, same file sizes, same run.
+    let raw_dir = tempfile::Builder::new()
+        .prefix("reel-bench-raw-")
+        .tempdir_in(&ctx.scratch)?;
+    let raw_s = raw_write(raw_dir.path(), keys.len(), size, threads * 3)?;
+    drop(raw_dir);
+    let dest = tempfile::Builder::new()
+        .prefix("reel-bench-dest-")
+        .tempdir_in(&ctx.scratch)?;
+    let t = Instant::now();
+    let r = e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
+    let restore_s = t.elapsed().as_secs_f64();
+    let (mut w, mut c) = (0, 0);
+    for k in &keys {
+        let (w2, c2) = check_file(&dest.path().join(k), k, size);
+        w += w2;
+        c += c2;
+    }
+    if !r.failed.is_empty() {
+        w += 1;
+    }
+    let raw = total as f64 / raw_s / 1e6;
+    let got = total as f64 / restore_s / 1e6;
+    let share = got / raw * 100.0;
+    Ok(vec![
+        Row::info(sec, "destination raw write rate (same run)", raw, "MB/s", Basis::Measured).note(format!(
+            "{} files of {} MiB written with {} threads, fsync each, on the scratch filesystem",
+            keys.len(), size >> 20, threads * 3
+        )),
+        Row::info(sec, "restore rate, 3 drives → one directory", got, "MB/s", Basis::Measured)
+            .note(format!(
+                "{n} objects of {} MiB on each of 3 cartridges, all recalled in one request into \
+                 one directory (simulator INSTANT: tape time not slept), {threads} writer threads \
+                 per drive (reel's default), SHA-256 checked and fsync before rename",
+                size >> 20
+            ))
+            .profile(json!({"restore_wall_s": restore_s, "raw_wall_s": raw_s, "bytes": total, "mounts": r.mounts})),
+        Row::info(sec, "restore against the raw write rate", share, "%", Basis::Measured)
+            .target(Target::AtLeast(90.0), "≥ 90 % of the destination's raw write rate")
+            .bound(100.0),
+        wrong_bytes_row(sec, w, c),
+        eod_row(sec, e.counters()?.violations),
+    ])
+}
+
+/// An archive of many 16 KiB objects.
+pub fn small_objects(ctx: &Ctx) -> Result<Vec<Row>> {
+    let sec = "Archive of 1 000 000 objects of 16 KiB";
+    let n = if ctx.quick { 5_000 } else { 1_000_000 };
+    let size = 16 << 10;
+    let session = SessionConfig {
+        verify: VerifyMode::None,
+        ..SessionConfig::default()
+    };
+    let e = Engine::new(ctx, 1, 1, "", session)?;
+    e.storage_class("bench", "bench")?;
+    e.intake(&[], "bench")?;
+    let spool = tempfile::Builder::new()
+        .prefix("reel-bench-spool-")
+        .tempdir_in(&ctx.scratch)?;
+    let items: Vec<(String, PathBuf)> = make_spool(spool.path(), "s16", n, size)?;
+    let c0 = e.counters()?;
+    let t = Instant::now();
+    let r = e.archive(&items, "bench")?;
+    let wall = t.elapsed().as_secs_f64();
+    let c1 = e.counters()?;
+    let (_steady, prof) = drive_profile(&c0, &c1, 0);
+    let streaming_s = (c1.drive(0, "streaming_ns") - c0.drive(0, "streaming_ns")) as f64 / 1e9;
+    let written = c1.drive(0, "bytes_written") - c0.drive(0, "bytes_written");
+    let stream = written as f64 / streaming_s / 1e6;
+    let objs = n as f64 / wall;
+    // The objects per second the tape would take at its native rate.
+    let tape_objs = ctx.model.stream_bps / size as f64;
+    let dest = tempfile::Builder::new()
+        .prefix("reel-bench-dest-")
+        .tempdir_in(&ctx.scratch)?;
+    let keys: Vec<String> = items
+        .iter()
+        .step_by((n / 50).max(1))
+        .map(|(k, _)| k.clone())
+        .collect();
+    e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
+    let (mut w, mut c) = (0, 0);
+    for k in &keys {
+        let (w2, c2) = check_file(&dest.path().join(k), k, size);
+        w += w2;
+        c += c2;
+    }
+    let note = format!(
+        "{n} objects of 16 KiB spooled as files, one TapeService::archive (verify NONE); tape \
+         streaming = bytes written over the drive's streaming time; catalogue = objects \
+         acknowledged per wall second (SQLite), against the {tape_objs:.0} objects/s the tape \
+         takes at 400 MB/s; {} sampled objects recalled and checked",
+        keys.len()
+    );
+    Ok(vec![
+        Row::info(sec, "tape streaming", stream, "MB/s", Basis::Simulated)
+            .target(Target::AtLeast(380.0), "≥ 380 MB/s")
+            .bound(ctx.model.stream_bps / 1e6)
+            .note(note)
+            .profile(prof),
+        Row::info(
+            sec,
+            "objects archived per second (catalogue inserts keep up)",
+            objs,
+            "objects/s",
+            Basis::Measured,
+        )
+        .target(
+            Target::AtLeast(tape_objs),
+            &format!("≥ {tape_objs:.0} objects/s (the tape's pace at 400 MB/s)"),
+        )
+        .bound(tape_objs)
+        .profile(json!({"wall_s": wall, "objects": r.objects})),
+        wrong_bytes_row(sec, w, c),
+        eod_row(sec, e.counters()?.violations),
+    ])
+}

@@ -1,0 +1,590 @@
+//! Worker tests on SQLite and PostgreSQL: the apalis pitfalls (backoff, unique names, restart,
+//! pickup latency, pruning), cancel, graceful shutdown, and recalls batched per cartridge.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use super::*;
+use crate::config::Config;
+use crate::db::{Db, testdb};
+use crate::job::JobState;
+use crate::job::{IntakeSelection, RecallSelection};
+
+/// How the fake executor's intake behaves.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum IntakeMode {
+    Succeed,
+    Fail,
+    /// Never returns (a hung or killed process).
+    Hang,
+    /// Returns when cancelled, at the next "record boundary".
+    UntilCancel,
+}
+
+struct Fake {
+    intake: IntakeMode,
+    calls: Mutex<Vec<i64>>,
+    mounts: Mutex<Vec<String>>,
+    drives: Vec<String>,
+}
+
+impl Fake {
+    fn new(intake: IntakeMode) -> Arc<Fake> {
+        Arc::new(Fake {
+            intake,
+            calls: Mutex::new(vec![]),
+            mounts: Mutex::new(vec![]),
+            drives: vec![],
+        })
+    }
+    fn calls(&self) -> Vec<i64> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl TapeExecutor for Fake {
+    async fn drives(&self) -> Result<Vec<String>> {
+        Ok(self.drives.clone())
+    }
+    async fn plan_archive(&self, _: &str, _: &ArchiveJob) -> Result<Vec<NewTapeRequest>> {
+        Ok(vec![])
+    }
+    async fn plan_recall(&self, _: &str, job: &RecallJob) -> Result<Vec<NewTapeRequest>> {
+        let RecallSelection::Keys(keys) = &job.selection else {
+            return Ok(vec![]);
+        };
+        // Key "C3/x" lives on cartridge C3.
+        Ok(keys
+            .iter()
+            .map(|k| NewTapeRequest {
+                target: MountTarget::Read {
+                    barcode: k.split('/').next().unwrap_or("").to_string(),
+                },
+                pool: Some("p".into()),
+                object_key: k.clone(),
+                bytes: 100,
+                files: 1,
+                priority: 50,
+                detail: serde_json::Value::Null,
+            })
+            .collect())
+    }
+    async fn mount(
+        &self,
+        _: &str,
+        target: &MountTarget,
+        fence: &Fence,
+        _: &CancellationToken,
+    ) -> Result<String> {
+        fence.check().await?;
+        let MountTarget::Read { barcode } = target else {
+            return Err(JobsError::Tape("read only fake".into()));
+        };
+        self.mounts.lock().unwrap().push(barcode.clone());
+        Ok(barcode.clone())
+    }
+    async fn unmount(&self, _: &str, _: &Fence) -> Result<()> {
+        Ok(())
+    }
+    async fn write_batch(
+        &self,
+        _: &str,
+        _: &str,
+        _: &[TapeRequest],
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<BatchOutcome> {
+        Err(JobsError::Tape("read only fake".into()))
+    }
+    async fn read_batch(
+        &self,
+        _: &str,
+        barcode: &str,
+        reqs: &[TapeRequest],
+        fence: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<BatchOutcome> {
+        fence.check().await?;
+        assert!(
+            reqs.iter().all(|r| r.target
+                == MountTarget::Read {
+                    barcode: barcode.into()
+                }),
+            "batch for another cartridge"
+        );
+        Ok(BatchOutcome {
+            done: reqs.iter().map(|r| r.id).collect(),
+            failed: vec![],
+        })
+    }
+    async fn verify(
+        &self,
+        _: &str,
+        _: &VerifyJob,
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<serde_json::Value> {
+        Ok(serde_json::json!({}))
+    }
+    async fn intake(
+        &self,
+        _: &str,
+        _: &IntakeJob,
+        fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> Result<serde_json::Value> {
+        self.calls.lock().unwrap().push(now_ms());
+        fence.check().await?;
+        match self.intake {
+            IntakeMode::Succeed => {
+                progress(Progress {
+                    objects_done: 1,
+                    objects_total: 1,
+                    bytes_done: 0,
+                    bytes_total: 0,
+                });
+                Ok(serde_json::json!({"cartridges": 0}))
+            }
+            IntakeMode::Fail => Err(JobsError::Tape("simulated drive fault".into())),
+            IntakeMode::Hang => std::future::pending().await,
+            IntakeMode::UntilCancel => {
+                cancel.cancelled().await;
+                Err(JobsError::Cancelled("intake".into()))
+            }
+        }
+    }
+    async fn rebuild(
+        &self,
+        _: &str,
+        _: &RebuildJob,
+        _: &Fence,
+        _: &CancellationToken,
+        _: &ProgressFn,
+    ) -> Result<serde_json::Value> {
+        Ok(serde_json::json!({}))
+    }
+}
+
+/// A store + queue for one test, on either backend.
+struct Env {
+    config: Config,
+    _t: testdb::TestDb,
+    apalis_url: String,
+    _dir: tempfile::TempDir,
+}
+
+fn test_config() -> Config {
+    let mut c = Config::default();
+    c.worker.heartbeat_ms = 1000;
+    c.worker.lease_ms = 2000;
+    c.worker.poll_interval_ms = 50;
+    c.worker.backoff_base_ms = 1000;
+    c.worker.backoff_max_ms = 4000;
+    c.worker.max_attempts = 3;
+    c
+}
+
+async fn env(pg: Option<&str>) -> Option<Env> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REEL_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().unwrap();
+    let t = match pg {
+        Some(name) => testdb::postgres(name).await?,
+        None => testdb::sqlite().await,
+    };
+    let apalis_url = match t.db {
+        Db::Postgres(_) => t.url.clone(),
+        Db::Sqlite(_) => format!("sqlite:{}", dir.path().join("jobs.db").display()),
+    };
+    let mut config = test_config();
+    config.store.url = t.url.clone();
+    config.store.jobs_url = apalis_url.clone();
+    Some(Env {
+        config,
+        _t: t,
+        apalis_url,
+        _dir: dir,
+    })
+}
+
+impl Env {
+    async fn queue(&self) -> JobQueue {
+        let db = Db::connect(&self.config.store.url).await.unwrap();
+        let apalis = ApalisDb::connect(&self.apalis_url).await.unwrap();
+        JobQueue::from_parts(db, apalis, self.config.worker.clone())
+    }
+    async fn start<E: TapeExecutor>(
+        &self,
+        exec: Arc<E>,
+    ) -> (Arc<Runtime<E>>, tokio::task::JoinHandle<Result<()>>) {
+        let rt = Runtime::new(
+            self.config.clone(),
+            self.queue().await,
+            exec,
+            CancellationToken::new(),
+        );
+        let h = tokio::spawn(run(rt.clone()));
+        (rt, h)
+    }
+}
+
+fn intake_spec() -> JobSpec {
+    JobSpec::Intake(IntakeJob {
+        selection: IntakeSelection::AllNew,
+    })
+}
+
+/// Wait (bounded, generously) until `pred` holds on the job record.
+async fn wait_for(
+    q: &JobQueue,
+    id: &str,
+    what: &str,
+    pred: impl Fn(&JobRecord) -> bool,
+) -> JobRecord {
+    for _ in 0..600 {
+        let r = q.store().require(id).await.unwrap();
+        if pred(&r) {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "job {id} never reached: {what}; last: {:?}",
+        q.store().require(id).await.unwrap()
+    );
+}
+
+#[test]
+fn worker_names_are_unique_per_start() {
+    let a = unique_name("reel");
+    let b = unique_name("reel");
+    assert_ne!(a, b);
+    assert!(
+        a.starts_with("reel-") && a.contains(&format!("-{}-", std::process::id())),
+        "{a}"
+    );
+}
+
+async fn retries_back_off(e: Env) {
+    let q = e.queue().await;
+    let fake = Fake::new(IntakeMode::Fail);
+    let (rt, h) = e.start(fake.clone()).await;
+    let job = q.submit(intake_spec(), None).await.unwrap();
+    // After the first failure the retry is persisted: queued, not_before in the future, and
+    // a new apalis task linked.
+    let r = wait_for(&q, &job.id, "first retry scheduled", |r| {
+        r.attempts == 1 && r.state == JobState::Queued
+    })
+    .await;
+    assert!(
+        r.not_before_ms >= r.updated_ms + 900,
+        "retry must wait the backoff: {r:?}"
+    );
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("simulated drive fault")
+    );
+    let r = wait_for(&q, &job.id, "failed for good", |r| {
+        r.state == JobState::Failed
+    })
+    .await;
+    assert_eq!(r.attempts, 3);
+    let calls = fake.calls();
+    assert_eq!(
+        calls.len(),
+        3,
+        "exactly max_attempts runs, no storm of immediate retries"
+    );
+    let b = q.backoff();
+    for (i, w) in calls.windows(2).enumerate() {
+        let want = b.delay(i as u32 + 1).as_millis() as i64;
+        assert!(
+            w[1] - w[0] >= want,
+            "attempt {} came {} ms after the previous, backoff is {want} ms",
+            i + 2,
+            w[1] - w[0]
+        );
+    }
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_back_off_sqlite() {
+    retries_back_off(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_back_off_postgres() {
+    let Some(e) = env(Some("retries_back_off_postgres")).await else {
+        return;
+    };
+    retries_back_off(e).await;
+}
+
+/// Worker A hangs mid-job and its whole runtime is dropped (like kill -9: no shutdown, no
+/// lease release). Worker B, a new start with a new name, completes the job.
+async fn restart_strands_nothing(e: Env) {
+    let q = e.queue().await;
+    let job = q.submit(intake_spec(), None).await.unwrap();
+    let (config, apalis_url) = (e.config.clone(), e.apalis_url.clone());
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+    let a = std::thread::spawn(move || {
+        let rtm = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rtm.block_on(async {
+            let db = Db::connect(&config.store.url).await.unwrap();
+            let apalis = ApalisDb::connect(&apalis_url).await.unwrap();
+            let queue = JobQueue::from_parts(db, apalis, config.worker.clone());
+            let rt = Runtime::new(
+                config,
+                queue,
+                Fake::new(IntakeMode::Hang),
+                CancellationToken::new(),
+            );
+            tx.send(rt.name.clone()).unwrap();
+            tokio::spawn(run(rt));
+        });
+        // Block until told to die, then drop the runtime with everything on it.
+        let _ = kill_rx.recv();
+        rtm.shutdown_background();
+    });
+    let a_name = rx.recv().unwrap();
+    let r = wait_for(&q, &job.id, "running on A", |r| {
+        r.state == JobState::Running
+    })
+    .await;
+    assert_eq!(r.worker.as_deref(), Some(a_name.as_str()));
+    kill_tx.send(()).unwrap();
+    a.join().unwrap();
+    let fake = Fake::new(IntakeMode::Succeed);
+    let (rt, h) = e.start(fake.clone()).await;
+    assert_ne!(rt.name, a_name);
+    let r = wait_for(&q, &job.id, "done on B", |r| r.state == JobState::Done).await;
+    assert_eq!(r.worker.as_deref(), Some(rt.name.as_str()));
+    assert_eq!(r.attempts, 2, "A's attempt and B's");
+    assert_eq!(fake.calls().len(), 1);
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_strands_nothing_sqlite() {
+    restart_strands_nothing(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_strands_nothing_postgres() {
+    let Some(e) = env(Some("restart_strands_nothing_postgres")).await else {
+        return;
+    };
+    restart_strands_nothing(e).await;
+}
+
+/// An idle worker starts a new job within 1 s: 20 poll intervals of 50 ms (and on PostgreSQL
+/// the NOTIFY wakes it sooner). Checked three times after idle periods, since apalis's own
+/// interval strategy stalls after the first job.
+async fn idle_pickup(e: Env) {
+    let q = e.queue().await;
+    let fake = Fake::new(IntakeMode::Succeed);
+    let (rt, h) = e.start(fake.clone()).await;
+    let bound_ms = 20 * e.config.worker.poll_interval_ms as i64;
+    for round in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let job = q.submit(intake_spec(), None).await.unwrap();
+        wait_for(&q, &job.id, "done", |r| r.state == JobState::Done).await;
+        let started = fake.calls()[round];
+        let latency = started - job.created_ms;
+        assert!(
+            latency < bound_ms,
+            "round {round}: idle pickup took {latency} ms (bound {bound_ms} ms)"
+        );
+    }
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_pickup_sqlite() {
+    idle_pickup(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_pickup_postgres() {
+    let Some(e) = env(Some("idle_pickup_postgres")).await else {
+        return;
+    };
+    idle_pickup(e).await;
+}
+
+async fn apalis_rows(q: &JobQueue) -> i64 {
+    match q.apalis() {
+        ApalisDb::Sqlite(p) => sqlx::query_scalar("SELECT COUNT(*) FROM Jobs")
+            .fetch_one(p)
+            .await
+            .unwrap(),
+        ApalisDb::Postgres(p) => sqlx::query_scalar("SELECT COUNT(*) FROM apalis.jobs")
+            .fetch_one(p)
+            .await
+            .unwrap(),
+    }
+}
+
+async fn pruning(e: Env) {
+    let q = e.queue().await;
+    let (rt, h) = e.start(Fake::new(IntakeMode::Succeed)).await;
+    let job = q.submit(intake_spec(), None).await.unwrap();
+    wait_for(&q, &job.id, "done", |r| r.state == JobState::Done).await;
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    // Submitted with no worker running: stays queued.
+    let pending = q
+        .submit(
+            JobSpec::Verify(VerifyJob {
+                target: crate::job::VerifyTarget::Sample { every: 5 },
+            }),
+            None,
+        )
+        .await
+        .unwrap();
+    // Within the retention nothing goes.
+    assert_eq!(q.prune(Duration::from_secs(3600)).await.unwrap(), (0, 0));
+    assert!(q.store().get(&job.id).await.unwrap().is_some());
+    // apalis keeps done_at in whole seconds: let one pass.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let before = apalis_rows(&q).await;
+    let (jobs, tasks) = q.prune(Duration::ZERO).await.unwrap();
+    assert_eq!(jobs, 1);
+    assert!(tasks >= 1, "the finished apalis row goes too");
+    assert_eq!(apalis_rows(&q).await, before - tasks as i64);
+    assert!(q.store().get(&job.id).await.unwrap().is_none());
+    // Unfinished work is never pruned.
+    assert!(q.store().get(&pending.id).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_sqlite() {
+    pruning(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_postgres() {
+    let Some(e) = env(Some("pruning_postgres")).await else {
+        return;
+    };
+    pruning(e).await;
+}
+
+async fn cancel_and_shutdown(e: Env) {
+    let q = e.queue().await;
+    let (rt, h) = e.start(Fake::new(IntakeMode::UntilCancel)).await;
+    // Cancel a running job: it stops at its next boundary and its lease is released.
+    let job = q.submit(intake_spec(), None).await.unwrap();
+    wait_for(&q, &job.id, "running", |r| r.state == JobState::Running).await;
+    q.cancel(&job.id).await.unwrap();
+    wait_for(&q, &job.id, "cancelled", |r| r.state == JobState::Cancelled).await;
+    // Retry puts it back; a graceful shutdown hands it back to the queue, not failed.
+    q.retry(&job.id).await.unwrap();
+    wait_for(&q, &job.id, "running again", |r| {
+        r.state == JobState::Running
+    })
+    .await;
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    let r = q.store().require(&job.id).await.unwrap();
+    assert_eq!(r.state, JobState::Queued, "{r:?}");
+    assert_eq!(r.attempts, 0, "an interrupted attempt does not count");
+    // A queued job is cancelled at once; a finished one cannot be.
+    let r = q.cancel(&job.id).await.unwrap();
+    assert_eq!(r.state, JobState::Cancelled);
+    assert!(matches!(
+        q.cancel(&job.id).await,
+        Err(JobsError::BadJobState { .. })
+    ));
+    let leases = LeaseManager::new(q.store().db().clone());
+    let l = leases
+        .get(&format!("job:{}", job.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(l.holder, None, "lease released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_shutdown_sqlite() {
+    cancel_and_shutdown(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_shutdown_postgres() {
+    let Some(e) = env(Some("cancel_and_shutdown_postgres")).await else {
+        return;
+    };
+    cancel_and_shutdown(e).await;
+}
+
+/// Recalls from 50 jobs touching 5 cartridges, one drive, nothing else competing: the drive
+/// mounts each cartridge once (SIMULATED drive; the scheduler waits until each cartridge's
+/// queue is complete via min_files = 40, the number of requests per cartridge).
+async fn fifty_recalls_five_mounts(mut e: Env) {
+    e.config.scheduler.min_files = 40;
+    e.config.scheduler.min_bytes = u64::MAX;
+    e.config.scheduler.max_age_seconds = 3600;
+    e.config.scheduler.min_mount_seconds = 0;
+    e.config.library.drives = vec!["d0".into()];
+    let q = e.queue().await;
+    let mut ids = Vec::new();
+    for j in 0..50u32 {
+        let keys = (0..4u32)
+            .map(|k| format!("C{}/obj-{j}-{k}", (j + k) % 5))
+            .collect();
+        let spec = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Keys(keys),
+            destination: "/tmp/reel-test-out".into(),
+        });
+        ids.push(q.submit(spec, None).await.unwrap().id);
+    }
+    let fake = Fake::new(IntakeMode::Succeed);
+    let (rt, h) = e.start(fake.clone()).await;
+    for id in &ids {
+        let r = wait_for(&q, id, "done", |r| r.state == JobState::Done).await;
+        assert_eq!(r.progress.objects_done, 4);
+    }
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    let mounts = fake.mounts.lock().unwrap().clone();
+    let mut per: BTreeMap<String, u32> = BTreeMap::new();
+    for m in &mounts {
+        *per.entry(m.clone()).or_default() += 1;
+    }
+    assert!(mounts.len() <= 5, "{} mounts: {per:?}", mounts.len());
+    assert_eq!(per.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_recalls_five_mounts_sqlite() {
+    fifty_recalls_five_mounts(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_recalls_five_mounts_postgres() {
+    let Some(e) = env(Some("fifty_recalls_five_mounts_postgres")).await else {
+        return;
+    };
+    fifty_recalls_five_mounts(e).await;
+}
