@@ -28,11 +28,21 @@ pub struct Engine {
     pub lib_dir: tempfile::TempDir,
     /// The catalogue's directory (kept until the engine is dropped).
     _db_dir: tempfile::TempDir,
+    setup: Setup,
+}
+
+/// How the service was opened.
+struct Setup {
+    drives: u32,
+    cartridges: u32,
+    extra: String,
+    session: SessionConfig,
+    scale: Option<f64>,
 }
 
 impl Engine {
     /// A service with `drives` drives and `cartridges` cartridges, the model's figures plus
-    /// `extra` simulator items, and `session` tunables.
+    /// `extra` simulator items, and `session` tunables, on the INSTANT clock.
     pub fn new(
         ctx: &Ctx,
         drives: u32,
@@ -40,23 +50,66 @@ impl Engine {
         extra: &str,
         session: SessionConfig,
     ) -> Result<Engine> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(4)
-            .enable_all()
-            .build()
-            .context("starting the tokio runtime")?;
         let lib_dir = tempfile::Builder::new()
             .prefix("reel-bench-lib-")
             .tempdir_in(&ctx.scratch)?;
         let db_dir = tempfile::Builder::new()
             .prefix("reel-bench-db-")
             .tempdir_in(&ctx.scratch)?;
+        let cfg = Setup {
+            drives,
+            cartridges,
+            extra: extra.to_string(),
+            session,
+            scale: None,
+        };
+        Engine::open(ctx, lib_dir, db_dir, cfg)
+    }
+
+    /// Close the service and open it again on the same library and catalogue, on the SCALED
+    /// clock at `scale` modelled seconds per wall second (`None`: INSTANT).
+    pub fn reclock(self, ctx: &Ctx, scale: Option<f64>) -> Result<Engine> {
+        let Engine {
+            rt,
+            svc,
+            lib_dir,
+            _db_dir,
+            setup,
+        } = self;
+        let catalogue = svc.catalogue().clone();
+        rt.block_on(catalogue.close());
+        drop(svc);
+        drop(rt);
+        Engine::open(ctx, lib_dir, _db_dir, Setup { scale, ..setup })
+    }
+
+    fn open(
+        ctx: &Ctx,
+        lib_dir: tempfile::TempDir,
+        db_dir: tempfile::TempDir,
+        setup: Setup,
+    ) -> Result<Engine> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .context("starting the tokio runtime")?;
+        let mut model = ctx.model.sim_config();
+        if let Some(scale) = setup.scale {
+            model = model.replace(
+                "sim.clock=instant",
+                &format!("sim.clock=scaled;sim.time_scale={scale}"),
+            );
+        }
         let config = format!(
-            "dir={};{};sim.drives={drives};sim.cartridges={cartridges};{extra}",
+            "dir={};{model};sim.drives={};sim.cartridges={};{}",
             lib_dir.path().display(),
-            ctx.model.sim_config()
+            setup.drives,
+            setup.cartridges,
+            setup.extra
         );
         let url = format!("sqlite:{}", db_dir.path().join("catalogue.db").display());
+        let session = setup.session.clone();
         let svc = rt.block_on(async {
             let cat = Catalogue::open(&url)
                 .await
@@ -75,6 +128,7 @@ impl Engine {
             svc,
             lib_dir,
             _db_dir: db_dir,
+            setup,
         })
     }
 

@@ -98,3 +98,150 @@ impl Catalogue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{TestResult, cat, container_with, copy, labelled, on_both_backends};
+    use super::testing::{self, TestCatalogue};
+    use super::*;
+
+    on_both_backends!(
+        every_pooled_connection_is_configured,
+        data_survives_reopening_and_migrations_are_recorded,
+        writers_in_parallel_all_commit,
+    );
+
+    async fn every_pooled_connection_is_configured(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        // Hold several connections at once so the pool opens more than one.
+        match (c.pool_sqlite(), c.pool_postgres()) {
+            (Some(pool), None) => {
+                assert_eq!(c.backend(), "sqlite");
+                let mut held = Vec::new();
+                for _ in 0..3 {
+                    held.push(pool.acquire().await?);
+                }
+                for conn in &mut held {
+                    let p = backend::sqlite_pragmas(conn).await?;
+                    assert_eq!(
+                        p,
+                        backend::SqlitePragmas {
+                            journal_mode: "wal".into(),
+                            synchronous: 2,
+                            foreign_keys: 1
+                        }
+                    );
+                }
+            }
+            (None, Some(pool)) => {
+                assert_eq!(c.backend(), "postgres");
+                let schema = db.schema().ok_or("no schema")?;
+                let mut held = Vec::new();
+                for _ in 0..3 {
+                    held.push(pool.acquire().await?);
+                }
+                for conn in &mut held {
+                    let current: String = sqlx::query_scalar("SELECT current_schema()")
+                        .fetch_one(&mut **conn)
+                        .await?;
+                    assert_eq!(current, schema);
+                }
+            }
+            _ => return Err("exactly one pool accessor must answer".into()),
+        }
+        Ok(())
+    }
+
+    async fn data_survives_reopening_and_migrations_are_recorded(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "R1", "p").await?;
+        container_with(c, "R1", &[copy("kept", 1, 0, 10, 1)], ContainerState::Durable).await?;
+        let again = Catalogue::open(db.url()).await?; // migrations run again: a no-op
+        assert_eq!(again.object("kept").await?.map(|o| o.generation), Some(1));
+        let applied: i64 = match (again.pool_sqlite(), again.pool_postgres()) {
+            (Some(p), _) => sqlx::query_scalar("SELECT COUNT(*) FROM _reel_catalogue_migrations WHERE success")
+                .fetch_one(p)
+                .await?,
+            (_, Some(p)) => sqlx::query_scalar("SELECT COUNT(*) FROM _reel_catalogue_migrations WHERE success")
+                .fetch_one(p)
+                .await?,
+            _ => return Err("no pool".into()),
+        };
+        assert_eq!(applied, 1);
+        again.close().await;
+        c.close().await;
+        let third = Catalogue::open(db.url()).await?;
+        assert_eq!(third.count_objects().await?, 1);
+        third.close().await;
+        Ok(())
+    }
+
+    async fn writers_in_parallel_all_commit(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        let mut tasks = Vec::new();
+        for w in 0..6u32 {
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                let barcode = format!("PAR{w:03}");
+                labelled(&c, &barcode, "p").await?;
+                for i in 0..5u32 {
+                    let key = format!("w{w}/{i}");
+                    container_with(&c, &barcode, &[copy(&key, 1, 0, 10, w * 100 + i)], ContainerState::Durable).await?;
+                }
+                TestResult::Ok(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        assert_eq!(c.count_objects().await?, 30);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn bad_urls_say_what_to_give() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let missing = dir.path().join("no/such/dir/c.db");
+        for (url, expect) in [
+            ("mysql://h/db".to_string(), "unknown scheme"),
+            ("sqlite::memory:".to_string(), "in-memory"),
+            (format!("sqlite:{}", missing.display()), "does not exist"),
+            ("postgres://u:pw@h/db?schema=Bad".to_string(), "schema name"),
+        ] {
+            let e = Catalogue::open(&url).await.unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(expect), "{url}: {msg}");
+            assert!(!msg.contains(":pw@"), "password leaked: {msg}");
+        }
+        // A server that is not there: an Open error naming what to check, password hidden.
+        let e = Catalogue::open("postgres://u:pw@127.0.0.1:1/db").await.unwrap_err();
+        assert!(matches!(e, CatalogueError::Open { .. }), "{e}");
+        assert!(e.to_string().contains("u:***@127.0.0.1:1"), "{e}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn sqlite_file_is_created_and_reused() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("catalogue.db");
+        let url = format!("sqlite:{}", path.display());
+        let c = Catalogue::open(&url).await?;
+        assert!(path.exists());
+        c.add_cartridge("F1", false, 1).await?;
+        c.close().await;
+        let c = Catalogue::open(&url).await?;
+        assert!(c.cartridge("F1").await?.is_some());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn postgres_schemas_keep_catalogues_apart() -> TestResult {
+        let (Some(a), Some(b)) = (testing::postgres().await?, testing::postgres().await?) else {
+            return Ok(());
+        };
+        a.catalogue().add_cartridge("ONLYA", false, 1).await?;
+        assert!(b.catalogue().cartridge("ONLYA").await?.is_none());
+        assert_ne!(a.schema(), b.schema());
+        Ok(())
+    }
+}

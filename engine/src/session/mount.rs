@@ -113,7 +113,12 @@ pub async fn unmount(
     if de.flags & REEL_ELEMENT_FULL == 0 {
         return Ok(0.0);
     }
-    let unload_ns = match drive.unload().await {
+    let mut unload = drive.unload().await;
+    if matches!(unload, Err(DeviceError::UnitAttention { .. })) {
+        // A reset or power cycle is reported once; unloading is safe to repeat.
+        unload = drive.unload().await;
+    }
+    let unload_ns = match unload {
         Ok(ns) => ns,
         // A cartridge that is not loaded (only present) needs no unload.
         Err(DeviceError::NotReady { .. }) => 0,

@@ -11,6 +11,7 @@ use crate::model::Model;
 use crate::row::Row;
 
 pub mod archive;
+pub mod mixed;
 pub mod parallel;
 pub mod recall;
 pub mod serpentine;
@@ -82,6 +83,11 @@ pub fn all() -> Vec<Section> {
             name: "random8",
             title: "One cartridge, 1000 objects of 8 MiB in random order",
             run: recall::random_order,
+        },
+        Section {
+            name: "mixed",
+            title: "Mixed: 4 closed-loop readers + 1 archiving writer, 2 drives, one modelled hour",
+            run: mixed::run,
         },
         Section {
             name: "restore3",

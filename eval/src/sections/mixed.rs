@@ -1,0 +1,200 @@
+//! Mixed workload: 4 closed-loop readers and 1 archiving writer on 2 drives for one modelled
+//! hour (SCALED clock), with batching and ordering switched off and on in the same run.
+//!
+//! Workload (documented in the report): two cartridges hold the readers' objects, each object
+//! followed on tape by a filler so the objects are spread along the tape. Each reader, in a
+//! loop with no think time, asks for 6 objects drawn at random from both cartridges and waits
+//! until all 6 are in place; a third cartridge takes the writer's archives, one object at a
+//! time, back to back, with reel's default verify (FULL). With batching and ordering ON a
+//! reader's 6 objects are one `TapeService::recall` (grouped per cartridge, planned order);
+//! OFF they are 6 recalls one after another, each in request order. Latency is per reader
+//! request (6 objects), wall time × the clock scale = modelled seconds: host overhead is
+//! included, scaled, as in the seed's run.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+use rand::seq::SliceRandom;
+use rand::{SeedableRng, rngs::StdRng};
+use reel_engine::service::{RecallRequest, recall_options};
+use reel_engine::session::order::OrderPolicy;
+use reel_engine::session::{CancelToken, SessionConfig, no_progress};
+use serde_json::json;
+
+use crate::engine_rig::{Engine, check_file, make_spool, make_spool_file};
+use crate::row::{Basis, Row, Target, percentile};
+use crate::sections::{Ctx, eod_row, wrong_bytes_row};
+
+const SECTION: &str = "Mixed: 4 closed-loop readers + 1 archiving writer, 2 drives, one modelled hour";
+const MIB: u64 = 1 << 20;
+const READERS: usize = 4;
+const PER_REQUEST: usize = 6;
+
+struct Outcome {
+    recalls: u64,
+    failed: u64,
+    latencies: Vec<f64>,
+    written_bytes: u64,
+    modelled_s: f64,
+    checks: Vec<(PathBuf, String)>,
+}
+
+fn phase(e: &Engine, ctx: &Ctx, keys: &[String], scale: f64, hour_s: f64, on: bool, size: u64, wsize: u64, tag: &str) -> Result<Outcome> {
+    e.unmount_all()?;
+    let wall = hour_s / scale;
+    let start = Instant::now();
+    let dest = ctx.scratch.join(format!("reel-bench-mixed-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dest)?;
+    let wspool = ctx.scratch.join(format!("reel-bench-mixed-w-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&wspool)?;
+    let svc = &e.svc;
+    let cfg = svc.session_config().clone();
+    let out = e.rt.block_on(async {
+        let readers = (0..READERS).map(|r| {
+            let dest = dest.clone();
+            let cfg = cfg.clone();
+            async move {
+                let mut rng = StdRng::seed_from_u64(100 + r as u64);
+                let (mut n, mut failed, mut lat, mut checks) = (0u64, 0u64, Vec::new(), Vec::new());
+                let mut it = 0;
+                while start.elapsed().as_secs_f64() < wall {
+                    let pick: Vec<String> = keys.choose_multiple(&mut rng, PER_REQUEST).cloned().collect();
+                    let root = dest.join(format!("r{r}-{it}"));
+                    it += 1;
+                    let t = Instant::now();
+                    let reqs = |ks: &[String]| ks.iter().map(|k| RecallRequest { key: k.clone(), root: root.clone() }).collect::<Vec<_>>();
+                    let results = if on {
+                        let o = recall_options(&cfg, OrderPolicy::Auto);
+                        vec![svc.recall(reqs(&pick), &o, &CancelToken::new(), no_progress()).await]
+                    } else {
+                        let o = recall_options(&cfg, OrderPolicy::Request);
+                        let mut v = Vec::new();
+                        for k in &pick {
+                            v.push(svc.recall(reqs(std::slice::from_ref(k)), &o, &CancelToken::new(), no_progress()).await);
+                        }
+                        v
+                    };
+                    if start.elapsed().as_secs_f64() > wall {
+                        break; // finished after the hour: not counted
+                    }
+                    lat.push(t.elapsed().as_secs_f64() * scale);
+                    for r in results {
+                        match r {
+                            Ok(rep) => {
+                                n += rep.objects;
+                                failed += rep.failed.len() as u64;
+                            }
+                            Err(_) => failed += 1,
+                        }
+                    }
+                    for k in pick {
+                        checks.push((root.join(&k), k));
+                    }
+                }
+                (n, failed, lat, checks)
+            }
+        });
+        let writer = async {
+            let mut bytes = 0u64;
+            let mut i = 0;
+            while start.elapsed().as_secs_f64() < wall {
+                let key = format!("w{tag}-{i:05}");
+                let path = wspool.join(&key);
+                if make_spool_file(&path, &key, wsize).is_err() {
+                    break;
+                }
+                i += 1;
+                if let Ok(rep) = svc.archive(vec![(key, path.clone())], "cw", &CancelToken::new(), no_progress()).await {
+                    bytes += rep.bytes;
+                }
+                let _ = std::fs::remove_file(&path);
+            }
+            bytes
+        };
+        let (rs, w) = tokio::join!(futures::future::join_all(readers), writer);
+        (rs, w)
+    });
+    let modelled_s = start.elapsed().as_secs_f64() * scale;
+    let _ = std::fs::remove_dir_all(&wspool);
+    let (rs, written_bytes) = out;
+    let mut o = Outcome { recalls: 0, failed: 0, latencies: Vec::new(), written_bytes, modelled_s, checks: Vec::new() };
+    for (n, f, l, c) in rs {
+        o.recalls += n;
+        o.failed += f;
+        o.latencies.extend(l);
+        o.checks.extend(c);
+    }
+    let _ = size;
+    Ok(o)
+}
+
+/// Run the section.
+pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
+    let (per_cart, size, filler, wsize, hour_s, scale) = if ctx.quick {
+        (16, 8 * MIB, 32 * MIB, 32 * MIB, 900.0, 50.0)
+    } else {
+        (40, 16 * MIB, 128 * MIB, 256 * MIB, 3600.0, 50.0)
+    };
+    let e = Engine::new(ctx, 2, 3, "", SessionConfig::default())?;
+    e.storage_class("ca", "pa")?;
+    e.storage_class("cb", "pb")?;
+    e.storage_class("cw", "pw")?;
+    e.intake(&["RL0001L9".to_string()], "pa")?;
+    e.intake(&["RL0002L9".to_string()], "pb")?;
+    e.intake(&["RL0003L9".to_string()], "pw")?;
+    let spool = tempfile::Builder::new().prefix("reel-bench-spool-").tempdir_in(&ctx.scratch)?;
+    let mut keys = Vec::new();
+    for (class, tag) in [("ca", "a"), ("cb", "b")] {
+        let xs = make_spool(spool.path(), &format!("m{tag}"), per_cart, size)?;
+        let fs = make_spool(spool.path(), &format!("mf{tag}"), per_cart, filler)?;
+        let items: Vec<(String, PathBuf)> = xs.iter().zip(&fs).flat_map(|(a, b)| [a.clone(), b.clone()]).collect();
+        e.archive(&items, class)?;
+        keys.extend(xs.into_iter().map(|(k, _)| k));
+    }
+    drop(spool);
+    let e = e.reclock(ctx, Some(scale))?;
+    let off = phase(&e, ctx, &keys, scale, hour_s, false, size, wsize, "off")?;
+    let on = phase(&e, ctx, &keys, scale, hour_s, true, size, wsize, "on")?;
+    let (mut wrong, mut checked) = (0, 0);
+    for o in [&off, &on] {
+        for (p, k) in &o.checks {
+            let (w, c) = check_file(p, k, size);
+            wrong += w;
+            checked += c;
+        }
+    }
+    for tag in ["off", "on"] {
+        let _ = std::fs::remove_dir_all(ctx.scratch.join(format!("reel-bench-mixed-{tag}-{}", std::process::id())));
+    }
+    let per_hour = |o: &Outcome| o.recalls as f64 * 3600.0 / o.modelled_s;
+    let p = |o: &Outcome, q| percentile(&o.latencies, q).unwrap_or(f64::NAN);
+    let note = format!(
+        "{per_cart} objects of {} MiB on each of 2 cartridges (each followed by a {} MiB filler); \
+         {READERS} closed-loop readers asking {PER_REQUEST} random objects a request, no think \
+         time; 1 writer archiving {} MiB objects back to back (verify FULL) on a third cartridge; \
+         2 drives; {:.0} modelled minutes per variant on the SCALED clock at {scale}× (host \
+         overhead included, scaled); OFF = each object its own recall in request order, ON = one \
+         recall per reader request, planned order",
+        size >> 20, filler >> 20, wsize >> 20, hour_s / 60.0
+    );
+    let prof = |o: &Outcome| json!({"recalls": o.recalls, "failed": o.failed, "modelled_s": o.modelled_s,
+        "requests": o.latencies.len(), "archived_bytes": o.written_bytes,
+        "latency_p50_s": p(o, 50.0), "latency_p90_s": p(o, 90.0)});
+    let ratio = per_hour(&on) / per_hour(&off);
+    Ok(vec![
+        Row::info(SECTION, "recalls per hour, batching and ordering OFF", per_hour(&off), "recalls/h", Basis::Simulated)
+            .note(note).profile(prof(&off)),
+        Row::info(SECTION, "recalls per hour, batching and ordering ON", per_hour(&on), "recalls/h", Basis::Simulated)
+            .seed(325.0).profile(prof(&on)),
+        Row::info(SECTION, "ON against OFF, same run", ratio, "×", Basis::Simulated)
+            .target(Target::AtLeast(2.0), "≥ 2 × the same workload with batching and ordering off"),
+        Row::info(SECTION, "request latency p50, ON", p(&on, 50.0), "s", Basis::Simulated).seed(6.7),
+        Row::info(SECTION, "request latency p90, ON", p(&on, 90.0), "s", Basis::Simulated).seed(19.0),
+        Row::info(SECTION, "archived by the writer meanwhile, ON", on.written_bytes as f64 / 1e9, "GB", Basis::Simulated),
+        Row::info(SECTION, "failed recalls", (on.failed + off.failed) as f64, "recalls", Basis::Simulated)
+            .target(Target::Equals(0.0), "0 failed"),
+        wrong_bytes_row(SECTION, wrong, checked),
+        eod_row(SECTION, e.counters()?.violations),
+    ])
+}
