@@ -84,7 +84,7 @@ pub struct HeldDrive {
     pub mount: Mount,
     /// The lease's fence.
     pub fence: Arc<dyn Fence>,
-    _guard: OwnedMutexGuard<DriveState>,
+    guard: OwnedMutexGuard<DriveState>,
 }
 
 /// Options of [`TapeService::open`].
@@ -364,8 +364,40 @@ impl TapeService {
             drive: d.drive.clone(),
             mount: m,
             fence,
-            _guard: g,
+            guard: g,
         })
+    }
+
+    /// After a device error: put the cartridge back in its slot if the library still can, and
+    /// forget the mount, so the next use starts from a fresh load (position, buffer and mode
+    /// are not trusted after a reset, a power cut or a dead drive).
+    pub async fn eject(&self, mut held: HeldDrive) {
+        let barcode = held.mount.barcode.clone();
+        held.guard.mounted = None;
+        self.set_mounted(held.drive.index(), None);
+        if let Err(e) =
+            mount::unmount(&self.library, &held.drive, Some(held.mount.source_slot)).await
+        {
+            warn!(barcode = %barcode, drive = held.drive.index(), error = %e, "cannot put the cartridge back after an error; the next mount will try again");
+        }
+        self.leases.release(&barcode).await;
+    }
+
+    /// Forget every mount and put back whatever the library reports in our drives (after a
+    /// drive was replaced or the library reset).
+    pub async fn reset_mounts(&self) {
+        for d in &self.drives {
+            let mut g = d.state.lock().await;
+            if let Some(m) = g.mounted.take() {
+                self.leases.release(&m.barcode).await;
+            }
+            self.set_mounted(d.drive.index(), None);
+            if let Ok(Some(_)) = mount::mounted_barcode(&self.library, &d.drive).await {
+                if let Err(e) = mount::unmount(&self.library, &d.drive, None).await {
+                    warn!(drive = d.drive.index(), error = %e, "cannot empty the drive");
+                }
+            }
+        }
     }
 
     /// Put every mounted cartridge back in its slot.
@@ -563,7 +595,15 @@ impl TapeService {
             let held = self.acquire(&cart.barcode).await?;
             sum.mount_s += held.mount.mount_s;
             // Crash rules first: a cartridge with pending containers is recovered.
-            let cart = self.ensure_recovered(&held, &cart).await?;
+            let cart = match self.ensure_recovered(&held, &cart).await {
+                Ok(c) => c,
+                Err(e) => {
+                    if matches!(e, SessionError::Device(_)) {
+                        self.eject(held).await;
+                    }
+                    return Err(e);
+                }
+            };
             if let Err(e) = check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
                 self.catalogue
                     .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
@@ -586,8 +626,20 @@ impl TapeService {
                     })
                 }),
             };
-            let out = write_session(&ctx, &cart, remaining).await?;
-            drop(held);
+            let out = match write_session(&ctx, &cart, remaining).await {
+                Ok(o) => o,
+                Err(e) => {
+                    if matches!(e, SessionError::Device(_)) {
+                        self.eject(held).await;
+                    }
+                    return Err(e);
+                }
+            };
+            if matches!(out.stopped_by, Some(SessionError::Device(_))) {
+                self.eject(held).await;
+            } else {
+                drop(held);
+            }
             sum.add(&out.summary);
             done.objects += out.written.len() as u64;
             done.bytes += out.written.iter().map(|i| i.size).sum::<u64>();
@@ -606,9 +658,10 @@ impl TapeService {
                     SessionError::Device(DeviceError::Medium { .. })
                     | SessionError::Device(DeviceError::DataProtect { .. })
                     | SessionError::Device(DeviceError::Worm { .. }) => {
-                        warn!(barcode = %cart.barcode, error = %e, "write failed on this cartridge; it is disabled and the rest goes elsewhere");
+                        // What is durable on it stays readable; nothing more is written to it.
+                        warn!(barcode = %cart.barcode, error = %e, "write failed on this cartridge; it takes no more writes (marked full: consider repacking it) and the rest goes elsewhere");
                         self.catalogue
-                            .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
+                            .set_cartridge_state(&cart.barcode, CartridgeState::Full)
                             .await?;
                     }
                     _ => return Err(e),
@@ -811,7 +864,15 @@ impl TapeService {
                     let mount_s = held.mount.mount_s;
                     let already = held.mount.already;
                     let p: ProgressFn = Arc::new(move |_p: Progress| {});
-                    let rep = recall_session(&held.drive, items, opts, &cancel, p).await?;
+                    let rep = match recall_session(&held.drive, items, opts, &cancel, p).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            if matches!(e, SessionError::Device(_)) {
+                                self.eject(held).await;
+                            }
+                            return Err(e);
+                        }
+                    };
                     drop(held);
                     {
                         let mut d = done_bytes.lock().unwrap_or_else(|e| e.into_inner());

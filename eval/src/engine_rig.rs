@@ -177,6 +177,17 @@ impl Engine {
         root: &Path,
         policy: OrderPolicy,
     ) -> Result<RecallBatchReport> {
+        let opts = recall_options(self.svc.session_config(), policy);
+        self.recall_with(keys, root, &opts)
+    }
+
+    /// Recall `keys` into `root` with explicit options (writer threads, read-ahead, …).
+    pub fn recall_with(
+        &self,
+        keys: &[String],
+        root: &Path,
+        opts: &reel_engine::session::recall::RecallOptions,
+    ) -> Result<RecallBatchReport> {
         let reqs = keys
             .iter()
             .map(|k| RecallRequest {
@@ -184,11 +195,10 @@ impl Engine {
                 root: root.to_path_buf(),
             })
             .collect();
-        let opts = recall_options(self.svc.session_config(), policy);
         self.rt
             .block_on(
                 self.svc
-                    .recall(reqs, &opts, &CancelToken::new(), no_progress()),
+                    .recall(reqs, opts, &CancelToken::new(), no_progress()),
             )
             .map_err(|e| anyhow!("recall: {e}"))
     }

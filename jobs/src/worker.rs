@@ -776,12 +776,40 @@ async fn handle_ticket<E: TapeExecutor>(
     Ok(())
 }
 
-/// Start the apalis worker of one job kind; it stops when the runtime's shutdown token fires.
+/// Start the apalis worker of one job kind, supervised: if apalis ends it (a failed heartbeat
+/// query marks its backend dead and ends the fetch loop), it is started again under a new
+/// generation name; the dead generation's tasks are re-delivered after the lease window.
+/// Stops when the runtime's shutdown token fires.
 pub fn spawn_kind_worker<E: TapeExecutor>(
     rt: Arc<Runtime<E>>,
     kind: JobKind,
 ) -> tokio::task::JoinHandle<()> {
-    let name = format!("{}.{}", rt.name, kind);
+    tokio::spawn(async move {
+        let mut generation = 0u32;
+        while !rt.shutdown.is_cancelled() {
+            let name = if generation == 0 {
+                format!("{}.{}", rt.name, kind)
+            } else {
+                format!("{}.{}.{}", rt.name, kind, generation)
+            };
+            match run_kind_worker(&rt, kind, &name).await {
+                Ok(()) if rt.shutdown.is_cancelled() => break,
+                Ok(()) => tracing::warn!(worker = %name, "apalis worker ended; restarting"),
+                Err(e) => {
+                    tracing::error!(worker = %name, error = %e, "apalis worker failed; restarting")
+                }
+            }
+            generation += 1;
+            idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+        }
+    })
+}
+
+async fn run_kind_worker<E: TapeExecutor>(
+    rt: &Arc<Runtime<E>>,
+    kind: JobKind,
+    name: &str,
+) -> std::result::Result<(), apalis::prelude::WorkerError> {
     let w = rt.config.worker.clone();
     let poll = Duration::from_millis(w.poll_interval_ms);
     let stop = rt.shutdown.clone();
@@ -795,16 +823,13 @@ pub fn spawn_kind_worker<E: TapeExecutor>(
             // `reel` CLI processes, so an idle worker polls (every poll_interval_ms <= 1 s).
             let backend = ApalisDb::sqlite_storage(&pool, kind, &w)
                 .poll_with_strategy(SteadyPoll::<futures::stream::Pending<()>>::new(poll, None));
-            let worker = WorkerBuilder::new(name.clone())
+            WorkerBuilder::new(name.to_string())
                 .backend(backend)
                 .concurrency(w.concurrency)
                 .data(rt.clone())
-                .build(handle_ticket::<E>);
-            tokio::spawn(async move {
-                if let Err(e) = worker.run_until(signal).await {
-                    tracing::error!(worker = %name, error = %e, "apalis worker stopped with an error");
-                }
-            })
+                .build(handle_ticket::<E>)
+                .run_until(signal)
+                .await
         }
         ApalisDb::Postgres(pool) => {
             // LISTEN/NOTIFY wakes at once for jobs due now; the timer catches delayed retries
@@ -812,16 +837,13 @@ pub fn spawn_kind_worker<E: TapeExecutor>(
             let notify = apalis_postgres::Pubsub::new(pool.clone(), kind.queue());
             let backend = ApalisDb::postgres_storage(&pool, kind, &w)
                 .poll_with_strategy(SteadyPoll::new(poll, Some(notify)));
-            let worker = WorkerBuilder::new(name.clone())
+            WorkerBuilder::new(name.to_string())
                 .backend(backend)
                 .concurrency(w.concurrency)
                 .data(rt.clone())
-                .build(handle_ticket::<E>);
-            tokio::spawn(async move {
-                if let Err(e) = worker.run_until(signal).await {
-                    tracing::error!(worker = %name, error = %e, "apalis worker stopped with an error");
-                }
-            })
+                .build(handle_ticket::<E>)
+                .run_until(signal)
+                .await
         }
     }
 }

@@ -225,3 +225,13 @@ pub fn init_tracing() {
             .try_init();
     }
 }
+
+impl Backend {
+    /// A new, empty database of the same kind.
+    pub async fn fresh_like(&self) -> Backend {
+        match self {
+            Backend::Sqlite(_) => Backend::Sqlite(tempfile::tempdir().expect("tempdir")),
+            Backend::Postgres(s) => Backend::Postgres(PgSchema::create(&s.base).await),
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, PgPool, SqlitePool};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, SqlitePool};
 use tracing::{info, warn};
 
 use super::error::{CatalogueError, DbContext, Result, redact_url};
@@ -126,16 +126,17 @@ async fn connect_sqlite(url: &str) -> Result<SqlitePool> {
             reason: "no file path after `sqlite:`".into(),
         });
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.is_dir() {
-            return Err(CatalogueError::InvalidUrl {
-                url: shown,
-                reason: format!(
-                    "directory {} does not exist; create it (reel creates the file, not its directory)",
-                    dir.display()
-                ),
-            });
-        }
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        return Err(CatalogueError::InvalidUrl {
+            url: shown,
+            reason: format!(
+                "directory {} does not exist; create it (reel creates the file, not its directory)",
+                dir.display()
+            ),
+        });
     }
     let options = options
         .create_if_missing(true)
@@ -297,6 +298,16 @@ async fn connect_postgres(url: &str) -> Result<PgPool> {
             url: shown.clone(),
             reason: e.to_string(),
         })?;
+    // One direct connection first: an unreachable server or a refused login is reported at
+    // once, not after the pool has retried for its whole acquire timeout.
+    let probe = PgConnection::connect_with(&options)
+        .await
+        .map_err(|source| CatalogueError::Open {
+            url: shown.clone(),
+            hint: "check that the server is running, the URL's host, port, user and database, and pg_hba.conf",
+            source,
+        })?;
+    let _ = probe.close().await;
     let mut pool_options = PgPoolOptions::new()
         .max_connections(POSTGRES_MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT);

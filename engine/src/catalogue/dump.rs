@@ -151,9 +151,11 @@ impl Catalogue {
 
 #[cfg(test)]
 mod tests {
-    use crate::catalogue::test_support::{TestResult, cat, container_with, copy, on_both_backends, sha};
+    use crate::catalogue::test_support::{
+        TestResult, cat, container_with, copy, on_both_backends, sha,
+    };
     use crate::catalogue::testing::TestCatalogue;
-    use crate::catalogue::{Catalogue, CartridgeState, ContainerState};
+    use crate::catalogue::{CartridgeState, Catalogue, ContainerState};
     use uuid::Uuid;
 
     on_both_backends!(dump_holds_what_tapes_prove_in_a_stable_order);
@@ -165,16 +167,24 @@ mod tests {
             c.add_cartridge(b, false, 1_000_000).await?;
             c.set_labelled(b, "p", uuid, 3).await?;
         }
-        container_with(c, "D1", &[copy("b", 1, 0, 10, 1), copy("a", 1, 10, 10, 2)], ContainerState::Durable).await?;
+        container_with(
+            c,
+            "D1",
+            &[copy("b", 1, 0, 10, 1), copy("a", 1, 10, 10, 2)],
+            ContainerState::Durable,
+        )
+        .await?;
         if noise {
             c.add_mount("D1").await?;
             c.set_calibrated("D2").await?;
-            let dead = container_with(c, "D1", &[copy("z", 1, 0, 10, 9)], ContainerState::Pending).await?;
+            let dead =
+                container_with(c, "D1", &[copy("z", 1, 0, 10, 9)], ContainerState::Pending).await?;
             c.set_container_state(&[dead], ContainerState::Dead).await?;
         }
         let v = container_with(c, "D2", &[copy("c", 1, 0, 10, 3)], ContainerState::Durable).await?;
         if noise {
-            c.set_container_state(&[v], ContainerState::Verified).await?;
+            c.set_container_state(&[v], ContainerState::Verified)
+                .await?;
             c.set_cartridge_state("D2", CartridgeState::Full).await?;
             container_with(c, "D1", &[copy("y", 1, 0, 10, 8)], ContainerState::Pending).await?;
         }
@@ -186,14 +196,31 @@ mod tests {
         let u = [Uuid::new_v4(), Uuid::new_v4()];
         build(c, u, true).await?;
         let d = c.dump().await?;
-        let barcodes: Vec<&str> = d["cartridges"].as_array().ok_or("no cartridges")?.iter().filter_map(|x| x["barcode"].as_str()).collect();
+        let barcodes: Vec<&str> = d["cartridges"]
+            .as_array()
+            .ok_or("no cartridges")?
+            .iter()
+            .filter_map(|x| x["barcode"].as_str())
+            .collect();
         assert_eq!(barcodes, ["D1", "D2"]);
-        assert_eq!(d["cartridges"][0]["cartridge_uuid"], serde_json::json!(u[1]));
+        assert_eq!(
+            d["cartridges"][0]["cartridge_uuid"],
+            serde_json::json!(u[1])
+        );
         assert_eq!(d["cartridges"][0]["label_epoch"], 3);
         assert!(d["cartridges"][0].get("mount_count").is_none());
         let containers = d["containers"].as_array().ok_or("no containers")?;
-        assert_eq!(containers.len(), 2, "pending and dead containers are left out: {d}");
-        let keys: Vec<&str> = d["copies"].as_array().ok_or("no copies")?.iter().filter_map(|x| x["key"].as_str()).collect();
+        assert_eq!(
+            containers.len(),
+            2,
+            "pending and dead containers are left out: {d}"
+        );
+        let keys: Vec<&str> = d["copies"]
+            .as_array()
+            .ok_or("no copies")?
+            .iter()
+            .filter_map(|x| x["key"].as_str())
+            .collect();
         assert_eq!(keys, ["b", "a", "c"], "by cartridge, file and offset");
         assert_eq!(d["copies"][1]["sha256"], hex::encode(sha(2)));
         assert_eq!(d["copies"][1]["offset"], 10);

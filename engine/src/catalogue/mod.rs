@@ -155,16 +155,26 @@ mod tests {
     async fn data_survives_reopening_and_migrations_are_recorded(db: &TestCatalogue) -> TestResult {
         let c = cat(db);
         labelled(c, "R1", "p").await?;
-        container_with(c, "R1", &[copy("kept", 1, 0, 10, 1)], ContainerState::Durable).await?;
+        container_with(
+            c,
+            "R1",
+            &[copy("kept", 1, 0, 10, 1)],
+            ContainerState::Durable,
+        )
+        .await?;
         let again = Catalogue::open(db.url()).await?; // migrations run again: a no-op
         assert_eq!(again.object("kept").await?.map(|o| o.generation), Some(1));
         let applied: i64 = match (again.pool_sqlite(), again.pool_postgres()) {
-            (Some(p), _) => sqlx::query_scalar("SELECT COUNT(*) FROM _reel_catalogue_migrations WHERE success")
-                .fetch_one(p)
-                .await?,
-            (_, Some(p)) => sqlx::query_scalar("SELECT COUNT(*) FROM _reel_catalogue_migrations WHERE success")
-                .fetch_one(p)
-                .await?,
+            (Some(p), _) => {
+                sqlx::query_scalar("SELECT COUNT(*) FROM _reel_catalogue_migrations WHERE success")
+                    .fetch_one(p)
+                    .await?
+            }
+            (_, Some(p)) => {
+                sqlx::query_scalar("SELECT COUNT(*) FROM _reel_catalogue_migrations WHERE success")
+                    .fetch_one(p)
+                    .await?
+            }
             _ => return Err("no pool".into()),
         };
         assert_eq!(applied, 1);
@@ -186,7 +196,13 @@ mod tests {
                 labelled(&c, &barcode, "p").await?;
                 for i in 0..5u32 {
                     let key = format!("w{w}/{i}");
-                    container_with(&c, &barcode, &[copy(&key, 1, 0, 10, w * 100 + i)], ContainerState::Durable).await?;
+                    container_with(
+                        &c,
+                        &barcode,
+                        &[copy(&key, 1, 0, 10, w * 100 + i)],
+                        ContainerState::Durable,
+                    )
+                    .await?;
                 }
                 TestResult::Ok(())
             }));
@@ -214,7 +230,9 @@ mod tests {
             assert!(!msg.contains(":pw@"), "password leaked: {msg}");
         }
         // A server that is not there: an Open error naming what to check, password hidden.
-        let e = Catalogue::open("postgres://u:pw@127.0.0.1:1/db").await.unwrap_err();
+        let e = Catalogue::open("postgres://u:pw@127.0.0.1:1/db")
+            .await
+            .unwrap_err();
         assert!(matches!(e, CatalogueError::Open { .. }), "{e}");
         assert!(e.to_string().contains("u:***@127.0.0.1:1"), "{e}");
         Ok(())

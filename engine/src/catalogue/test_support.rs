@@ -101,8 +101,9 @@ pub(crate) async fn container_with(
         .create_container(Uuid::new_v4(), barcode, file, first, 1 << 20)
         .await?;
     let last = first + 1 + bytes.div_ceil(1 << 20);
-    cat.close_container(id, last, bytes, sha(id as u32), copies)
-        .await?;
+    // The container hash depends on where it is, not on its id, so equal archives dump equal.
+    let hash = sha(((file as u32) << 16) ^ first as u32);
+    cat.close_container(id, last, bytes, hash, copies).await?;
     if state != ContainerState::Pending {
         cat.set_container_state(&[id], state).await?;
     }

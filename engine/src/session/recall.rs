@@ -354,28 +354,46 @@ fn fetch(
             )));
         }
     }
-    match h.read_record(&mut buf) {
-        Ok(r) => {
+    // One retry for damage on the way from the drive (LBP). A MEDIUM ERROR is not retried: the
+    // drive has already run its own read retries before reporting it; another copy is read.
+    let mut failure = String::new();
+    for attempt in 0..2 {
+        if attempt > 0 {
+            let r = h.locate(b);
             let ns = h.last_status().elapsed_ns;
-            sum.transfer_s += secs(ns);
+            sum.position_s += secs(ns);
+            sum.locates += 1;
             *clock_ns += ns;
-            *pos = Some(b + 1);
-            if lbp && r.crc != Some(crc32c::crc32c(&buf[..r.len])) {
-                return Err(RecallFailure::BadCopy(format!(
-                    "block {b} failed its CRC32C between drive and host"
-                )));
+            if r.is_err() {
+                break;
             }
-            buf.truncate(r.len);
-            Ok(Arc::new(buf))
         }
-        Err(e) => {
-            *pos = None;
-            Err(RecallFailure::BadCopy(format!(
-                "block {b}: {}",
-                DeviceError::from_call(e)
-            )))
+        match h.read_record(&mut buf) {
+            Ok(r) => {
+                let ns = h.last_status().elapsed_ns;
+                sum.transfer_s += secs(ns);
+                *clock_ns += ns;
+                *pos = Some(b + 1);
+                if lbp && r.crc != Some(crc32c::crc32c(&buf[..r.len])) {
+                    failure = format!("block {b} failed its CRC32C between drive and host");
+                    continue;
+                }
+                buf.truncate(r.len);
+                return Ok(Arc::new(buf));
+            }
+            Err(e) => {
+                *pos = None;
+                let e = DeviceError::from_call(e);
+                let retry = matches!(e, DeviceError::LbpMismatch { .. });
+                failure = format!("block {b}: {e}");
+                if !retry {
+                    break;
+                }
+            }
         }
     }
+    *pos = None;
+    Err(RecallFailure::BadCopy(failure))
 }
 
 struct Open {

@@ -567,7 +567,25 @@ fn drain(
                     return tally;
                 }
                 let crc = lbp.then(|| crc32c::crc32c(&rec));
-                match h.write_record(&rec, crc) {
+                let mut result = h.write_record(&rec, crc);
+                // Damaged between host and drive: the drive refused it under LBP and wrote
+                // nothing, so sending it again is safe.
+                for _ in 0..2 {
+                    match &result {
+                        Err(e)
+                            if matches!(
+                                DeviceError::from_call(e.clone()),
+                                DeviceError::LbpMismatch { .. }
+                            ) =>
+                        {
+                            tally.transfer_ns += e.status.elapsed_ns;
+                            warn!("record refused by the drive's CRC check; sending it again");
+                            result = h.write_record(&rec, crc);
+                        }
+                        _ => break,
+                    }
+                }
+                match result {
                     Ok(()) => {
                         tally.transfer_ns += h.last_status().elapsed_ns;
                         // A plugin may report early warning as success with the EOM flag.

@@ -26,7 +26,8 @@ use crate::engine_rig::{Engine, check_file, make_spool, make_spool_file};
 use crate::row::{Basis, Row, Target, percentile};
 use crate::sections::{Ctx, eod_row, wrong_bytes_row};
 
-const SECTION: &str = "Mixed: 4 closed-loop readers + 1 archiving writer, 2 drives, one modelled hour";
+const SECTION: &str =
+    "Mixed: 4 closed-loop readers + 1 archiving writer, 2 drives, one modelled hour";
 const MIB: u64 = 1 << 20;
 const READERS: usize = 4;
 const PER_REQUEST: usize = 6;
@@ -38,15 +39,40 @@ struct Outcome {
     written_bytes: u64,
     modelled_s: f64,
     checks: Vec<(PathBuf, String)>,
+    reasons: Vec<String>,
 }
 
-fn phase(e: &Engine, ctx: &Ctx, keys: &[String], scale: f64, hour_s: f64, on: bool, size: u64, wsize: u64, tag: &str) -> Result<Outcome> {
+/// The clock and the writer's object size of a phase.
+#[derive(Clone, Copy)]
+struct Workload {
+    scale: f64,
+    hour_s: f64,
+    wsize: u64,
+}
+
+fn phase(
+    e: &Engine,
+    ctx: &Ctx,
+    keys: &[String],
+    w: &Workload,
+    on: bool,
+    tag: &str,
+) -> Result<Outcome> {
+    let Workload {
+        scale,
+        hour_s,
+        wsize,
+    } = *w;
     e.unmount_all()?;
     let wall = hour_s / scale;
     let start = Instant::now();
-    let dest = ctx.scratch.join(format!("reel-bench-mixed-{tag}-{}", std::process::id()));
+    let dest = ctx
+        .scratch
+        .join(format!("reel-bench-mixed-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dest)?;
-    let wspool = ctx.scratch.join(format!("reel-bench-mixed-w-{tag}-{}", std::process::id()));
+    let wspool = ctx
+        .scratch
+        .join(format!("reel-bench-mixed-w-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&wspool)?;
     let svc = &e.svc;
     let cfg = svc.session_config().clone();
@@ -57,21 +83,43 @@ fn phase(e: &Engine, ctx: &Ctx, keys: &[String], scale: f64, hour_s: f64, on: bo
             async move {
                 let mut rng = StdRng::seed_from_u64(100 + r as u64);
                 let (mut n, mut failed, mut lat, mut checks) = (0u64, 0u64, Vec::new(), Vec::new());
+                let mut reasons: Vec<String> = Vec::new();
                 let mut it = 0;
                 while start.elapsed().as_secs_f64() < wall {
-                    let pick: Vec<String> = keys.choose_multiple(&mut rng, PER_REQUEST).cloned().collect();
+                    let pick: Vec<String> = keys
+                        .choose_multiple(&mut rng, PER_REQUEST)
+                        .cloned()
+                        .collect();
                     let root = dest.join(format!("r{r}-{it}"));
                     it += 1;
                     let t = Instant::now();
-                    let reqs = |ks: &[String]| ks.iter().map(|k| RecallRequest { key: k.clone(), root: root.clone() }).collect::<Vec<_>>();
+                    let reqs = |ks: &[String]| {
+                        ks.iter()
+                            .map(|k| RecallRequest {
+                                key: k.clone(),
+                                root: root.clone(),
+                            })
+                            .collect::<Vec<_>>()
+                    };
                     let results = if on {
                         let o = recall_options(&cfg, OrderPolicy::Auto);
-                        vec![svc.recall(reqs(&pick), &o, &CancelToken::new(), no_progress()).await]
+                        vec![
+                            svc.recall(reqs(&pick), &o, &CancelToken::new(), no_progress())
+                                .await,
+                        ]
                     } else {
                         let o = recall_options(&cfg, OrderPolicy::Request);
                         let mut v = Vec::new();
                         for k in &pick {
-                            v.push(svc.recall(reqs(std::slice::from_ref(k)), &o, &CancelToken::new(), no_progress()).await);
+                            v.push(
+                                svc.recall(
+                                    reqs(std::slice::from_ref(k)),
+                                    &o,
+                                    &CancelToken::new(),
+                                    no_progress(),
+                                )
+                                .await,
+                            );
                         }
                         v
                     };
@@ -79,20 +127,36 @@ fn phase(e: &Engine, ctx: &Ctx, keys: &[String], scale: f64, hour_s: f64, on: bo
                         break; // finished after the hour: not counted
                     }
                     lat.push(t.elapsed().as_secs_f64() * scale);
-                    for r in results {
+                    let mut bad: Vec<String> = Vec::new();
+                    let asked: Vec<Vec<String>> = if on {
+                        vec![pick.clone()]
+                    } else {
+                        pick.iter().map(|k| vec![k.clone()]).collect()
+                    };
+                    for (r, ks) in results.into_iter().zip(asked) {
                         match r {
                             Ok(rep) => {
                                 n += rep.objects;
                                 failed += rep.failed.len() as u64;
+                                for (k, why) in rep.failed {
+                                    reasons.push(format!("{k}: {why}"));
+                                    bad.push(k);
+                                }
                             }
-                            Err(_) => failed += 1,
+                            Err(e) => {
+                                failed += ks.len() as u64;
+                                reasons.push(format!("{}: {e}", ks.join(",")));
+                                bad.extend(ks);
+                            }
                         }
                     }
                     for k in pick {
-                        checks.push((root.join(&k), k));
+                        if !bad.contains(&k) {
+                            checks.push((root.join(&k), k));
+                        }
                     }
                 }
-                (n, failed, lat, checks)
+                (n, failed, lat, checks, reasons)
             }
         });
         let writer = async {
@@ -105,7 +169,15 @@ fn phase(e: &Engine, ctx: &Ctx, keys: &[String], scale: f64, hour_s: f64, on: bo
                     break;
                 }
                 i += 1;
-                if let Ok(rep) = svc.archive(vec![(key, path.clone())], "cw", &CancelToken::new(), no_progress()).await {
+                if let Ok(rep) = svc
+                    .archive(
+                        vec![(key, path.clone())],
+                        "cw",
+                        &CancelToken::new(),
+                        no_progress(),
+                    )
+                    .await
+                {
                     bytes += rep.bytes;
                 }
                 let _ = std::fs::remove_file(&path);
@@ -118,14 +190,22 @@ fn phase(e: &Engine, ctx: &Ctx, keys: &[String], scale: f64, hour_s: f64, on: bo
     let modelled_s = start.elapsed().as_secs_f64() * scale;
     let _ = std::fs::remove_dir_all(&wspool);
     let (rs, written_bytes) = out;
-    let mut o = Outcome { recalls: 0, failed: 0, latencies: Vec::new(), written_bytes, modelled_s, checks: Vec::new() };
-    for (n, f, l, c) in rs {
+    let mut o = Outcome {
+        recalls: 0,
+        failed: 0,
+        latencies: Vec::new(),
+        written_bytes,
+        modelled_s,
+        checks: Vec::new(),
+        reasons: Vec::new(),
+    };
+    for (n, f, l, c, why) in rs {
+        o.reasons.extend(why);
         o.recalls += n;
         o.failed += f;
         o.latencies.extend(l);
         o.checks.extend(c);
     }
-    let _ = size;
     Ok(o)
 }
 
@@ -143,19 +223,30 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     e.intake(&["RL0001L9".to_string()], "pa")?;
     e.intake(&["RL0002L9".to_string()], "pb")?;
     e.intake(&["RL0003L9".to_string()], "pw")?;
-    let spool = tempfile::Builder::new().prefix("reel-bench-spool-").tempdir_in(&ctx.scratch)?;
+    let spool = tempfile::Builder::new()
+        .prefix("reel-bench-spool-")
+        .tempdir_in(&ctx.scratch)?;
     let mut keys = Vec::new();
     for (class, tag) in [("ca", "a"), ("cb", "b")] {
         let xs = make_spool(spool.path(), &format!("m{tag}"), per_cart, size)?;
         let fs = make_spool(spool.path(), &format!("mf{tag}"), per_cart, filler)?;
-        let items: Vec<(String, PathBuf)> = xs.iter().zip(&fs).flat_map(|(a, b)| [a.clone(), b.clone()]).collect();
+        let items: Vec<(String, PathBuf)> = xs
+            .iter()
+            .zip(&fs)
+            .flat_map(|(a, b)| [a.clone(), b.clone()])
+            .collect();
         e.archive(&items, class)?;
         keys.extend(xs.into_iter().map(|(k, _)| k));
     }
     drop(spool);
     let e = e.reclock(ctx, Some(scale))?;
-    let off = phase(&e, ctx, &keys, scale, hour_s, false, size, wsize, "off")?;
-    let on = phase(&e, ctx, &keys, scale, hour_s, true, size, wsize, "on")?;
+    let w = Workload {
+        scale,
+        hour_s,
+        wsize,
+    };
+    let off = phase(&e, ctx, &keys, &w, false, "off")?;
+    let on = phase(&e, ctx, &keys, &w, true, "on")?;
     let (mut wrong, mut checked) = (0, 0);
     for o in [&off, &on] {
         for (p, k) in &o.checks {
@@ -165,7 +256,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         }
     }
     for tag in ["off", "on"] {
-        let _ = std::fs::remove_dir_all(ctx.scratch.join(format!("reel-bench-mixed-{tag}-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(
+            ctx.scratch
+                .join(format!("reel-bench-mixed-{tag}-{}", std::process::id())),
+        );
     }
     let per_hour = |o: &Outcome| o.recalls as f64 * 3600.0 / o.modelled_s;
     let p = |o: &Outcome, q| percentile(&o.latencies, q).unwrap_or(f64::NAN);
@@ -176,11 +270,17 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
          2 drives; {:.0} modelled minutes per variant on the SCALED clock at {scale}× (host \
          overhead included, scaled); OFF = each object its own recall in request order, ON = one \
          recall per reader request, planned order",
-        size >> 20, filler >> 20, wsize >> 20, hour_s / 60.0
+        size >> 20,
+        filler >> 20,
+        wsize >> 20,
+        hour_s / 60.0
     );
-    let prof = |o: &Outcome| json!({"recalls": o.recalls, "failed": o.failed, "modelled_s": o.modelled_s,
+    let prof = |o: &Outcome| {
+        json!({"recalls": o.recalls, "failed": o.failed, "modelled_s": o.modelled_s,
         "requests": o.latencies.len(), "archived_bytes": o.written_bytes,
-        "latency_p50_s": p(o, 50.0), "latency_p90_s": p(o, 90.0)});
+        "latency_p50_s": p(o, 50.0), "latency_p90_s": p(o, 90.0),
+        "failures": o.reasons.iter().take(5).collect::<Vec<_>>()})
+    };
     let ratio = per_hour(&on) / per_hour(&off);
     Ok(vec![
         Row::info(SECTION, "recalls per hour, batching and ordering OFF", per_hour(&off), "recalls/h", Basis::Simulated)
@@ -193,7 +293,9 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         Row::info(SECTION, "request latency p90, ON", p(&on, 90.0), "s", Basis::Simulated).seed(19.0),
         Row::info(SECTION, "archived by the writer meanwhile, ON", on.written_bytes as f64 / 1e9, "GB", Basis::Simulated),
         Row::info(SECTION, "failed recalls", (on.failed + off.failed) as f64, "recalls", Basis::Simulated)
-            .target(Target::Equals(0.0), "0 failed"),
+            .target(Target::Equals(0.0), "0 failed")
+            .note(format!("first failures: {}", on.reasons.iter().chain(&off.reasons).take(3).cloned().collect::<Vec<_>>().join(" | ")))
+            .profile(json!({"off": off.reasons.iter().take(5).collect::<Vec<_>>(), "on": on.reasons.iter().take(5).collect::<Vec<_>>()})),
         wrong_bytes_row(SECTION, wrong, checked),
         eod_row(SECTION, e.counters()?.violations),
     ])

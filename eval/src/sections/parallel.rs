@@ -197,37 +197,79 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
         .tempdir_in(&ctx.scratch)?;
     let raw_s = raw_write(raw_dir.path(), keys.len(), size, threads * 3)?;
     drop(raw_dir);
-    let dest = tempfile::Builder::new()
-        .prefix("reel-bench-dest-")
-        .tempdir_in(&ctx.scratch)?;
-    let t = Instant::now();
-    let r = e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
-    let restore_s = t.elapsed().as_secs_f64();
+    // The default first, then a sweep of writer-thread counts in the same run: which count
+    // reaches 90 % of the raw rate (the issue wants that count to be the default).
+    let mut sweep = Vec::new();
     let (mut w, mut c) = (0, 0);
-    for k in &keys {
-        let (w2, c2) = check_file(&dest.path().join(k), k, size);
-        w += w2;
-        c += c2;
+    let mut counts = vec![threads];
+    counts.extend([1usize, 2, 8, 16].into_iter().filter(|t| *t != threads));
+    for &t_count in &counts {
+        let dest = tempfile::Builder::new()
+            .prefix("reel-bench-dest-")
+            .tempdir_in(&ctx.scratch)?;
+        let mut opts =
+            reel_engine::service::recall_options(e.svc.session_config(), OrderPolicy::Auto);
+        opts.writer_threads = t_count;
+        let t = Instant::now();
+        let r = e.recall_with(&keys, dest.path(), &opts)?;
+        let secs = t.elapsed().as_secs_f64();
+        for k in &keys {
+            let (w2, c2) = check_file(&dest.path().join(k), k, size);
+            w += w2;
+            c += c2;
+        }
+        if !r.failed.is_empty() {
+            w += 1;
+        }
+        sweep.push((t_count, secs));
     }
-    if !r.failed.is_empty() {
-        w += 1;
-    }
+    // The raw rate again after the sweep: this disk is shared, its rate drifts; the faster of
+    // the two measurements is the baseline (the stricter comparison).
+    let raw_dir = tempfile::Builder::new()
+        .prefix("reel-bench-raw-")
+        .tempdir_in(&ctx.scratch)?;
+    let raw_s2 = raw_write(raw_dir.path(), keys.len(), size, threads * 3)?;
+    drop(raw_dir);
+    let raw_s = raw_s.min(raw_s2);
+    let restore_s = sweep[0].1;
     let raw = total as f64 / raw_s / 1e6;
     let got = total as f64 / restore_s / 1e6;
     let share = got / raw * 100.0;
+    let rate_of = |s: f64| total as f64 / s / 1e6;
+    let best = sweep
+        .iter()
+        .copied()
+        .max_by(|a, b| b.1.total_cmp(&a.1))
+        .unwrap_or((threads, restore_s));
+    let first_ok = sweep
+        .iter()
+        .filter(|(_, s)| rate_of(*s) >= 0.9 * raw)
+        .map(|(t, _)| *t)
+        .min();
+    let sweep_json: Vec<serde_json::Value> = sweep
+        .iter()
+        .map(|(t, s)| json!({"writer_threads": t, "wall_s": s, "MB_s": rate_of(*s), "share_of_raw_pct": rate_of(*s) / raw * 100.0}))
+        .collect();
     Ok(vec![
         Row::info(sec, "destination raw write rate (same run)", raw, "MB/s", Basis::Measured).note(format!(
-            "{} files of {} MiB written with {} threads, fsync each, on the scratch filesystem",
+            "{} files of {} MiB written with {} threads, fsync each, on the scratch filesystem; measured before and after the restores, the faster kept",
             keys.len(), size >> 20, threads * 3
         )),
         Row::info(sec, "restore rate, 3 drives → one directory", got, "MB/s", Basis::Measured)
             .note(format!(
                 "{n} objects of {} MiB on each of 3 cartridges, all recalled in one request into \
                  one directory (simulator INSTANT: tape time not slept), {threads} writer threads \
-                 per drive (reel's default), SHA-256 checked and fsync before rename",
-                size >> 20
+                 per drive (reel's default), SHA-256 checked and fsync before rename; sweep of \
+                 writer threads in the same run: best {} threads at {:.0} MB/s; {}",
+                size >> 20,
+                best.0,
+                rate_of(best.1),
+                match first_ok {
+                    Some(t) => format!("{t} threads reach 90 % of the raw rate"),
+                    None => "no thread count reaches 90 % of the raw rate: the limit is not the writers (see the profile: SHA-256 and the copy from the reader run on the same 2 cores as the writers)".to_string(),
+                }
             ))
-            .profile(json!({"restore_wall_s": restore_s, "raw_wall_s": raw_s, "bytes": total, "mounts": r.mounts})),
+            .profile(json!({"restore_wall_s": restore_s, "raw_wall_s": raw_s, "bytes": total, "sweep": sweep_json})),
         Row::info(sec, "restore against the raw write rate", share, "%", Basis::Measured)
             .target(Target::AtLeast(90.0), "≥ 90 % of the destination's raw write rate")
             .bound(100.0),
@@ -253,9 +295,10 @@ pub fn small_objects(ctx: &Ctx) -> Result<Vec<Row>> {
         .tempdir_in(&ctx.scratch)?;
     let items: Vec<(String, PathBuf)> = make_spool(spool.path(), "s16", n, size)?;
     let c0 = e.counters()?;
-    let t = Instant::now();
+    let (t, cpu0) = (Instant::now(), crate::engine_rig::cpu_seconds());
     let r = e.archive(&items, "bench")?;
     let wall = t.elapsed().as_secs_f64();
+    let cpu = crate::engine_rig::cpu_seconds() - cpu0;
     let c1 = e.counters()?;
     let (_steady, prof) = drive_profile(&c0, &c1, 0);
     let streaming_s = (c1.drive(0, "streaming_ns") - c0.drive(0, "streaming_ns")) as f64 / 1e9;
