@@ -444,6 +444,50 @@ impl TapeService {
         Ok(out)
     }
 
+    /// Keep `spares` calibrated new cartridges ready: when fewer are ready, calibrate one (its
+    /// first load) on an idle drive. Only with two or more drives in service, so a write never
+    /// waits behind a two-hour calibration; and only on a drive nobody holds right now. Returns
+    /// the barcode calibrated, if any.
+    pub async fn calibrate_one_spare(&self, spares: usize) -> Result<Option<String>, SessionError> {
+        if self.drives.len() < 2 || spares == 0 {
+            return Ok(None);
+        }
+        let cartridges = self.catalogue.cartridges().await?;
+        let new: Vec<&Cartridge> = cartridges
+            .iter()
+            .filter(|c| c.state == CartridgeState::New && !c.worm)
+            .collect();
+        if new.iter().filter(|c| c.calibrated).count() >= spares {
+            return Ok(None);
+        }
+        let Some(target) = new.iter().find(|c| !c.calibrated) else {
+            return Ok(None);
+        };
+        // An idle drive, and at least one other idle drive left for real work.
+        let idle: Vec<&DriveSlot> = self
+            .drives
+            .iter()
+            .filter(|d| d.state.try_lock().is_ok())
+            .collect();
+        if idle.len() < 2 {
+            return Ok(None);
+        }
+        let d = idle[idle.len() - 1];
+        let Ok(g) = d.state.clone().try_lock_owned() else {
+            return Ok(None);
+        };
+        let held = self.finish_acquire(d, g, &target.barcode).await?;
+        self.catalogue.set_calibrated(&target.barcode).await?;
+        info!(barcode = %target.barcode, drive = held.drive.index(), "spare calibrated");
+        let source = held.mount.source_slot;
+        let mut held = held;
+        held.guard.mounted = None;
+        self.set_mounted(held.drive.index(), None);
+        mount::unmount(&self.library, &held.drive, Some(source)).await?;
+        self.leases.release(&target.barcode).await;
+        Ok(Some(target.barcode.clone()))
+    }
+
     /// A writable cartridge of `pool`, labelling a new one when none is left.
     async fn writable(&self, pool: &str, exclude: &[String]) -> Result<Cartridge, SessionError> {
         if let Some(c) = self

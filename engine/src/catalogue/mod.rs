@@ -37,7 +37,7 @@ mod test_support;
 pub mod testing;
 
 pub use backend::MIGRATIONS_TABLE;
-pub use cartridge::{Cartridge, CartridgeState};
+pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result};
 pub use object::{CopyLocation, MAX_KEY_BYTES, NewCopy, Object, validate_key};
