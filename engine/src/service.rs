@@ -337,10 +337,10 @@ impl TapeService {
             Some(m) => m,
             None => {
                 // The library may hold a cartridge in this drive from an earlier run.
-                if let Some(other) = mount::mounted_barcode(&self.library, &d.drive).await? {
-                    if other != barcode {
-                        mount::unmount(&self.library, &d.drive, None).await?;
-                    }
+                if let Some(other) = mount::mounted_barcode(&self.library, &d.drive).await?
+                    && other != barcode
+                {
+                    mount::unmount(&self.library, &d.drive, None).await?;
                 }
                 let m = match mount::mount(&self.library, &d.drive, barcode).await {
                     Ok(m) => m,
@@ -392,10 +392,10 @@ impl TapeService {
                 self.leases.release(&m.barcode).await;
             }
             self.set_mounted(d.drive.index(), None);
-            if let Ok(Some(_)) = mount::mounted_barcode(&self.library, &d.drive).await {
-                if let Err(e) = mount::unmount(&self.library, &d.drive, None).await {
-                    warn!(drive = d.drive.index(), error = %e, "cannot empty the drive");
-                }
+            if let Ok(Some(_)) = mount::mounted_barcode(&self.library, &d.drive).await
+                && let Err(e) = mount::unmount(&self.library, &d.drive, None).await
+            {
+                warn!(drive = d.drive.index(), error = %e, "cannot empty the drive");
             }
         }
     }
@@ -513,10 +513,10 @@ impl TapeService {
                 let held = self.acquire(&c.barcode).await?;
                 let r = label_cartridge(&self.catalogue, &held.drive, &c.barcode, pool).await?;
                 drop(held);
-                if matches!(r, IntakeOutcome::Labelled { .. }) {
-                    if let Some(c) = self.catalogue.cartridge(&c.barcode).await? {
-                        return Ok(c);
-                    }
+                if matches!(r, IntakeOutcome::Labelled { .. })
+                    && let Some(c) = self.catalogue.cartridge(&c.barcode).await?
+                {
+                    return Ok(c);
                 }
                 return Box::pin(self.writable(pool, exclude)).await;
             }
@@ -832,10 +832,10 @@ impl TapeService {
             let mounted: HashSet<String> = {
                 let mut s = HashSet::new();
                 for d in &self.drives {
-                    if let Ok(g) = d.state.try_lock() {
-                        if let Some(m) = &g.mounted {
-                            s.insert(m.barcode.clone());
-                        }
+                    if let Ok(g) = d.state.try_lock()
+                        && let Some(m) = &g.mounted
+                    {
+                        s.insert(m.barcode.clone());
                     }
                 }
                 s

@@ -180,6 +180,7 @@ pub(crate) mod testdb {
         /// URL of the database (for apalis and for reconnecting).
         pub url: String,
         _dir: Option<tempfile::TempDir>,
+        drop_pg: Option<(String, String)>,
     }
 
     /// A fresh SQLite database in a temporary directory.
@@ -191,6 +192,7 @@ pub(crate) mod testdb {
             db,
             url,
             _dir: Some(dir),
+            drop_pg: None,
         }
     }
 
@@ -201,8 +203,11 @@ pub(crate) mod testdb {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("REEL_TEST_POSTGRES_URL is unset under CI=true: {test} needs PostgreSQL");
             }
-            eprintln!(
-                "*** SKIPPED {test} on PostgreSQL: set REEL_TEST_POSTGRES_URL=postgres://… ***"
+            // Written to the stderr handle, not eprintln!, so the test harness does not capture it.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "*** SKIPPED {test} on PostgreSQL: set REEL_TEST_POSTGRES_URL=postgres://… (CI=true makes this a failure) ***"
             );
             return None;
         };
@@ -221,7 +226,37 @@ pub(crate) mod testdb {
             db,
             url,
             _dir: None,
+            drop_pg: Some((base, name)),
         })
+    }
+
+    impl Drop for TestDb {
+        /// Drop the test's PostgreSQL database (on a thread with its own runtime, since the
+        /// test's runtime may be shutting down).
+        fn drop(&mut self) {
+            let Some((base, name)) = self.drop_pg.take() else {
+                return;
+            };
+            let t = std::thread::spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                rt.block_on(async {
+                    if let Ok(admin) = sqlx::PgPool::connect(&base).await {
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                        )))
+                        .execute(&admin)
+                        .await;
+                        admin.close().await;
+                    }
+                });
+            });
+            let _ = t.join();
+        }
     }
 
     /// Swap the database name in a PostgreSQL URL.

@@ -94,10 +94,10 @@ pub async fn rebuild_cartridge(
                         Ok(r) => {
                             records += 1;
                             block += 1;
-                            if err.is_none() {
-                                if let Err(e) = reader.push_record(&buf[..r.len]) {
-                                    err = Some(format!("block {}: {e}", block - 1));
-                                }
+                            if err.is_none()
+                                && let Err(e) = reader.push_record(&buf[..r.len])
+                            {
+                                err = Some(format!("block {}: {e}", block - 1));
                             }
                         }
                         Err(e) => match DeviceError::from_call(e) {

@@ -470,16 +470,16 @@ fn writer(
                     skip = Some(c.item);
                     continue;
                 }
-                if c.last {
-                    if let Some(o) = open.take() {
-                        let r = finish_file(o, it, fsync);
-                        if let Ok(n) = &r {
-                            done.objects += 1;
-                            done.bytes += n;
-                            progress(done);
-                        }
-                        report(c.item, r);
+                if c.last
+                    && let Some(o) = open.take()
+                {
+                    let r = finish_file(o, it, fsync);
+                    if let Ok(n) = &r {
+                        done.objects += 1;
+                        done.bytes += n;
+                        progress(done);
                     }
+                    report(c.item, r);
                 }
             }
         }

@@ -80,11 +80,10 @@ pub async fn read_back(
                                     "record at block {block} fails its CRC32C on the way from the drive"
                                 ));
                             }
-                            if failure.is_none() {
-                                if let Err(e) = reader.push_record(&buf[..r.len]) {
+                            if failure.is_none()
+                                && let Err(e) = reader.push_record(&buf[..r.len]) {
                                     failure = Some(format!("block {block}: {e}"));
                                 }
-                            }
                             block += 1;
                         }
                         Err(e) => {

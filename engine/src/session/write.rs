@@ -305,7 +305,7 @@ async fn run(
         VerifyMode::None => vec![],
         VerifyMode::Full => (0..durable.len()).collect(),
         VerifyMode::Sampled => (0..durable.len())
-            .filter(|i| (*i as u64) % ctx.config.sample_every == 0)
+            .filter(|i| (*i as u64).is_multiple_of(ctx.config.sample_every))
             .collect(),
     };
     let mut failed_verify: std::collections::HashSet<i64> = Default::default();
