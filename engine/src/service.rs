@@ -400,6 +400,214 @@ impl TapeService {
         }
     }
 
+    /// Write `items` at end of data of the cartridge held in `held`: crash rules first, then
+    /// the MAM label epoch check, then the write session. Marks the cartridge full on early
+    /// warning, end of medium or a write error that is the cartridge's. Gives the drive back
+    /// (None when it had to be ejected after a device error).
+    pub async fn write_held(
+        &self,
+        held: HeldDrive,
+        items: Vec<ArchiveItem>,
+        cancel: &CancelToken,
+        progress: ProgressFn,
+    ) -> (
+        Option<HeldDrive>,
+        Result<crate::session::write::WriteOutcome, HeldWriteError>,
+    ) {
+        let barcode = held.mount.barcode.clone();
+        let cart = match self.catalogue.cartridge(&barcode).await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                return (
+                    Some(held),
+                    Err(HeldWriteError::Failed(SessionError::Other(format!(
+                        "cartridge {barcode} is not in the catalogue"
+                    )))),
+                );
+            }
+            Err(e) => return (Some(held), Err(HeldWriteError::Failed(e.into()))),
+        };
+        let cart = match self.ensure_recovered(&held, &cart).await {
+            Ok(c) => c,
+            Err(e) => {
+                if matches!(e, SessionError::Device(_)) {
+                    self.eject(held).await;
+                    return (None, Err(e.into()));
+                }
+                return (Some(held), Err(e.into()));
+            }
+        };
+        if let Err(e) = check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
+            warn!(barcode = %cart.barcode, error = %e, "cartridge disabled");
+            if let Err(e) = self
+                .catalogue
+                .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
+                .await
+            {
+                return (Some(held), Err(HeldWriteError::Failed(e.into())));
+            }
+            return (
+                Some(held),
+                Err(HeldWriteError::Refused {
+                    items,
+                    reason: e.to_string(),
+                }),
+            );
+        }
+        let ctx = WriteContext {
+            catalogue: self.catalogue.clone(),
+            drive: held.drive.clone(),
+            config: self.options.session.clone(),
+            fence: held.fence.clone(),
+            cancel: cancel.clone(),
+            progress,
+        };
+        let out = match write_session(&ctx, &cart, items).await {
+            Ok(o) => o,
+            Err(e) => {
+                if matches!(e, SessionError::Device(_)) {
+                    self.eject(held).await;
+                    return (None, Err(e.into()));
+                }
+                return (Some(held), Err(e.into()));
+            }
+        };
+        let full = out.cartridge_full || out.stopped_by.as_ref().is_some_and(cartridge_fault);
+        if let Some(e) = out.stopped_by.as_ref().filter(|e| cartridge_fault(e)) {
+            // What is durable on it stays readable; nothing more is written to it.
+            warn!(barcode = %cart.barcode, error = %e, "write failed on this cartridge; it takes no more writes (marked full: consider repacking it) and the rest goes elsewhere");
+        }
+        if full
+            && let Err(e) = self
+                .catalogue
+                .set_cartridge_state(&cart.barcode, CartridgeState::Full)
+                .await
+        {
+            return (Some(held), Err(HeldWriteError::Failed(e.into())));
+        }
+        let back = if matches!(out.stopped_by, Some(SessionError::Device(_)))
+            && !out.stopped_by.as_ref().is_some_and(cartridge_fault)
+        {
+            self.eject(held).await;
+            None
+        } else {
+            Some(held)
+        };
+        (back, Ok(out))
+    }
+
+    /// Hold drive `index` with `barcode` mounted in it (waits while the drive is busy). Fails
+    /// when the cartridge sits in another of this host's drives.
+    pub async fn acquire_on(&self, index: u32, barcode: &str) -> Result<HeldDrive, SessionError> {
+        let d = self
+            .drives
+            .iter()
+            .find(|d| d.drive.index() == index)
+            .ok_or_else(|| SessionError::Config(format!("this host does not use drive {index}")))?;
+        if let Some((other, _)) = self
+            .mounted_map()
+            .into_iter()
+            .find(|(i, b)| *i != index && b == barcode)
+        {
+            return Err(SessionError::Other(format!(
+                "cartridge {barcode} is in drive {other}; it is used there"
+            )));
+        }
+        let g = d.state.clone().lock_owned().await;
+        self.finish_acquire(d, g, barcode).await
+    }
+
+    /// Hold drive `index` with a writable cartridge of `pool` mounted: a labelled one with room,
+    /// else a new one labelled now on this drive. Cartridges mounted in this host's other drives
+    /// and those in `exclude` are left alone.
+    pub async fn writable_on(
+        &self,
+        index: u32,
+        pool: &str,
+        exclude: &[String],
+    ) -> Result<HeldDrive, SessionError> {
+        let _pick = self.allocation.lock().await;
+        let mut exclude: Vec<String> = exclude.to_vec();
+        exclude.extend(
+            self.mounted_map()
+                .into_iter()
+                .filter(|(i, _)| *i != index)
+                .map(|(_, b)| b),
+        );
+        self.catalogue.ensure_pool(pool).await?;
+        for _ in 0..64 {
+            if let Some(c) = self
+                .catalogue
+                .writable_cartridge(pool, &exclude, false)
+                .await?
+            {
+                match self.acquire_on(index, &c.barcode).await {
+                    Ok(h) => return Ok(h),
+                    Err(e) => {
+                        warn!(barcode = %c.barcode, error = %e, "writable cartridge not available");
+                        exclude.push(c.barcode);
+                        continue;
+                    }
+                }
+            }
+            if !self.options.auto_label {
+                break;
+            }
+            let news: Vec<Cartridge> = self
+                .catalogue
+                .cartridges()
+                .await?
+                .into_iter()
+                .filter(|c| {
+                    c.state == CartridgeState::New && !c.worm && !exclude.contains(&c.barcode)
+                })
+                .collect();
+            let Some(c) = news.iter().find(|c| c.calibrated).or_else(|| news.first()) else {
+                break;
+            };
+            let held = match self.acquire_on(index, &c.barcode).await {
+                Ok(h) => h,
+                Err(e) => {
+                    warn!(barcode = %c.barcode, error = %e, "new cartridge not available");
+                    exclude.push(c.barcode.clone());
+                    continue;
+                }
+            };
+            match label_cartridge(&self.catalogue, &held.drive, &c.barcode, pool).await? {
+                IntakeOutcome::Labelled { .. } => return Ok(held),
+                other => {
+                    info!(barcode = %c.barcode, outcome = ?other, "not labelled into {pool}");
+                    exclude.push(c.barcode.clone());
+                }
+            }
+        }
+        Err(SessionError::Other(format!(
+            "pool {pool} has no writable cartridge; add cartridges to the library and run `reel intake --pool {pool}`"
+        )))
+    }
+
+    /// Unload the held drive and put its cartridge back.
+    pub async fn unmount_held(&self, mut held: HeldDrive) -> Result<(), SessionError> {
+        let barcode = held.mount.barcode.clone();
+        held.guard.mounted = None;
+        self.set_mounted(held.drive.index(), None);
+        let r = mount::unmount(&self.library, &held.drive, Some(held.mount.source_slot)).await;
+        self.leases.release(&barcode).await;
+        r.map(|_| ())
+    }
+
+    /// Forget what this service believes drive `index` holds (after it was emptied from
+    /// outside the held-drive path).
+    pub async fn reset_mounts_of(&self, index: u32) {
+        if let Some(d) = self.drives.iter().find(|d| d.drive.index() == index) {
+            let mut g = d.state.lock().await;
+            if let Some(m) = g.mounted.take() {
+                self.leases.release(&m.barcode).await;
+            }
+            self.set_mounted(index, None);
+        }
+    }
+
     /// Put every mounted cartridge back in its slot.
     pub async fn unmount_all(&self) -> Result<(), SessionError> {
         for d in &self.drives {
@@ -638,77 +846,36 @@ impl TapeService {
             };
             let held = self.acquire(&cart.barcode).await?;
             sum.mount_s += held.mount.mount_s;
-            // Crash rules first: a cartridge with pending containers is recovered.
-            let cart = match self.ensure_recovered(&held, &cart).await {
-                Ok(c) => c,
-                Err(e) => {
-                    if matches!(e, SessionError::Device(_)) {
-                        self.eject(held).await;
-                    }
-                    return Err(e);
-                }
-            };
-            if let Err(e) = check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
-                self.catalogue
-                    .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
-                    .await?;
-                warn!(barcode = %cart.barcode, error = %e, "cartridge disabled");
-                continue;
-            }
             let base = done;
             let p2 = progress.clone();
-            let ctx = WriteContext {
-                catalogue: self.catalogue.clone(),
-                drive: held.drive.clone(),
-                config: self.options.session.clone(),
-                fence: held.fence.clone(),
-                cancel: cancel.clone(),
-                progress: Arc::new(move |p: Progress| {
-                    p2(Progress {
-                        objects: base.objects + p.objects,
-                        bytes: base.bytes + p.bytes,
-                    })
-                }),
-            };
-            let out = match write_session(&ctx, &cart, remaining).await {
+            let p: ProgressFn = Arc::new(move |p: Progress| {
+                p2(Progress {
+                    objects: base.objects + p.objects,
+                    bytes: base.bytes + p.bytes,
+                })
+            });
+            let (back, out) = self.write_held(held, remaining, cancel, p).await;
+            drop(back);
+            let out = match out {
                 Ok(o) => o,
-                Err(e) => {
-                    if matches!(e, SessionError::Device(_)) {
-                        self.eject(held).await;
-                    }
-                    return Err(e);
+                Err(HeldWriteError::Refused { items, reason }) => {
+                    warn!(barcode = %cart.barcode, %reason, "cartridge refused for writing; trying another");
+                    remaining = items;
+                    continue;
                 }
+                Err(HeldWriteError::Failed(e)) => return Err(e),
             };
-            if matches!(out.stopped_by, Some(SessionError::Device(_))) {
-                self.eject(held).await;
-            } else {
-                drop(held);
-            }
             sum.add(&out.summary);
             done.objects += out.written.len() as u64;
             done.bytes += out.written.iter().map(|i| i.size).sum::<u64>();
             if !out.written.is_empty() {
                 carts.push(cart.barcode.clone());
             }
-            if out.cartridge_full {
-                self.catalogue
-                    .set_cartridge_state(&cart.barcode, CartridgeState::Full)
-                    .await?;
-            }
             let progressed = !out.written.is_empty();
             remaining = out.remaining;
             if let Some(e) = out.stopped_by {
-                match &e {
-                    SessionError::Device(DeviceError::Medium { .. })
-                    | SessionError::Device(DeviceError::DataProtect { .. })
-                    | SessionError::Device(DeviceError::Worm { .. }) => {
-                        // What is durable on it stays readable; nothing more is written to it.
-                        warn!(barcode = %cart.barcode, error = %e, "write failed on this cartridge; it takes no more writes (marked full: consider repacking it) and the rest goes elsewhere");
-                        self.catalogue
-                            .set_cartridge_state(&cart.barcode, CartridgeState::Full)
-                            .await?;
-                    }
-                    _ => return Err(e),
+                if !cartridge_fault(&e) {
+                    return Err(e);
                 }
             }
             if !progressed && !out.cartridge_full {
@@ -971,9 +1138,21 @@ impl TapeService {
         barcode: &str,
         cancel: &CancelToken,
     ) -> Result<crate::session::verify::VerifyReport, SessionError> {
+        self.verify_containers(barcode, None, cancel).await
+    }
+
+    /// Read back the durable containers of `barcode` (only those in `only`, when given) and
+    /// mark each verified or dead.
+    pub async fn verify_containers(
+        &self,
+        barcode: &str,
+        only: Option<&[i64]>,
+        cancel: &CancelToken,
+    ) -> Result<crate::session::verify::VerifyReport, SessionError> {
         let containers = self.catalogue.containers_on(barcode).await?;
         let targets: Vec<VerifyTarget> = containers
             .iter()
+            .filter(|c| only.is_none_or(|o| o.contains(&c.id)))
             .filter(|c| matches!(c.state, ContainerState::Durable | ContainerState::Verified))
             .filter_map(|c| {
                 Some(VerifyTarget {
@@ -1061,6 +1240,37 @@ impl TapeService {
         }
         Ok(out)
     }
+}
+
+/// Why [`TapeService::write_held`] wrote nothing.
+#[derive(Debug)]
+pub enum HeldWriteError {
+    /// The cartridge must not be written (another host's label epoch): the items come back.
+    Refused {
+        /// The items, to write elsewhere.
+        items: Vec<ArchiveItem>,
+        /// Why.
+        reason: String,
+    },
+    /// Anything else.
+    Failed(SessionError),
+}
+
+impl From<SessionError> for HeldWriteError {
+    fn from(e: SessionError) -> Self {
+        HeldWriteError::Failed(e)
+    }
+}
+
+/// A write error that is the cartridge's, not the drive's: the cartridge takes no more writes
+/// and the session continues elsewhere.
+pub fn cartridge_fault(e: &SessionError) -> bool {
+    matches!(
+        e,
+        SessionError::Device(DeviceError::Medium { .. })
+            | SessionError::Device(DeviceError::DataProtect { .. })
+            | SessionError::Device(DeviceError::Worm { .. })
+    )
 }
 
 fn usable(c: &crate::catalogue::CopyLocation) -> bool {

@@ -54,9 +54,40 @@ struct Args {
     /// system's temporary directory).
     #[arg(long)]
     scratch: Option<PathBuf>,
-    /// Regenerate REPORT.md and plots from an existing results JSON, run nothing.
-    #[arg(long)]
-    from_json: Option<PathBuf>,
+    /// Regenerate REPORT.md and plots from existing results JSON files (their rows merged in
+    /// order; a later file's sections replace the same sections of earlier ones), run nothing.
+    #[arg(long, num_args = 1..)]
+    from_json: Vec<PathBuf>,
+    /// What fails the run: `all` (a wrong byte, a write not at EOD, or any missed target) or
+    /// `integrity` (only a wrong byte, a write not at EOD, a failed recall or a section that
+    /// did not run; missed performance targets are reported, not fatal).
+    #[arg(long, value_enum, default_value_t = Gate::All)]
+    gate: Gate,
+}
+
+/// Which rows fail the process.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    /// Every row with a target.
+    All,
+    /// Integrity rows only.
+    Integrity,
+}
+
+/// Whether a row is an integrity check (bytes, EOD, failures, a section that did not run).
+fn is_integrity(r: &Row) -> bool {
+    r.measure.contains("wrong bytes")
+        || r.measure.contains("not at EOD")
+        || r.measure.contains("failed recalls")
+        || r.measure.contains("keys not found")
+        || r.measure.contains("section ran to completion")
+}
+
+fn gate_failures(r: &RunResult, gate: Gate) -> usize {
+    r.failures()
+        .into_iter()
+        .filter(|row| gate == Gate::All || is_integrity(row))
+        .count()
 }
 
 /// One run's results, as written to JSON.
@@ -118,13 +149,28 @@ fn run() -> Result<usize> {
         }
         return Ok(0);
     }
-    if let Some(path) = &args.from_json {
-        let r: RunResult = serde_json::from_slice(
-            &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
-        )
-        .with_context(|| format!("{} is not a reel-bench results file", path.display()))?;
-        write_outputs(&args, &r, path)?;
-        return Ok(r.failures().len());
+    if let Some(first) = args.from_json.first() {
+        let mut merged: Option<RunResult> = None;
+        for path in &args.from_json {
+            let r: RunResult = serde_json::from_slice(
+                &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+            )
+            .with_context(|| format!("{} is not a reel-bench results file", path.display()))?;
+            match merged.as_mut() {
+                None => merged = Some(r),
+                Some(m) => {
+                    // A later file's sections replace the same sections of earlier files.
+                    m.wall_s += r.wall_s;
+                    m.rows
+                        .retain(|x| !r.rows.iter().any(|y| y.section == x.section));
+                    m.rows.extend(r.rows);
+                }
+            }
+        }
+        let mut r = merged.ok_or_else(|| anyhow::anyhow!("no results file given"))?;
+        r.rows = r.rows.into_iter().map(Row::refreshed).collect();
+        write_outputs(&args, &r, first)?;
+        return Ok(gate_failures(&r, args.gate));
     }
     for name in &args.sections {
         if !all.iter().any(|s| s.name == name) {
@@ -224,7 +270,7 @@ fn run() -> Result<usize> {
         result.wall_s,
         json_path.display()
     );
-    Ok(result.failures().len())
+    Ok(gate_failures(&result, args.gate))
 }
 
 fn write_outputs(args: &Args, result: &RunResult, json_path: &std::path::Path) -> Result<()> {
@@ -276,6 +322,39 @@ fn host_description() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_integrity_gate_ignores_missed_performance_targets() {
+        let rows = vec![
+            Row::info("s", "rate", 1.0, "MB/s", Basis::Simulated).target(Target::AtLeast(2.0), ""),
+            Row::info("s", "wrong bytes read back", 0.0, "bytes", Basis::Measured)
+                .target(Target::Equals(0.0), ""),
+        ];
+        let mut r = RunResult {
+            mode: "quick".into(),
+            date: String::new(),
+            started_unix: 0,
+            wall_s: 0.0,
+            profile: String::new(),
+            host: String::new(),
+            plugin: String::new(),
+            sim_config: String::new(),
+            rows,
+        };
+        assert_eq!(gate_failures(&r, Gate::All), 1);
+        assert_eq!(gate_failures(&r, Gate::Integrity), 0);
+        r.rows.push(
+            Row::info(
+                "s",
+                "writes not at EOD (simulator counter)",
+                1.0,
+                "writes",
+                Basis::Simulated,
+            )
+            .target(Target::Equals(0.0), ""),
+        );
+        assert_eq!(gate_failures(&r, Gate::Integrity), 1);
+    }
 
     #[test]
     fn dates_are_civil_utc() {

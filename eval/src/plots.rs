@@ -136,6 +136,71 @@ where
     Ok(())
 }
 
+/// Horizontal bars: one labelled row per figure (long labels fit on the left).
+fn draw_hbars<DB: DrawingBackend>(
+    area: DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    labels: &[String],
+    values: &[f64],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let n = labels.len().max(1);
+    let max = values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(100.0f64, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&area)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(420)
+        .build_cartesian_2d(0f64..max, 0f64..n as f64)
+        .map_err(|e| anyhow!("{e:?}"))?;
+    let l = labels.to_vec();
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n * 2 + 1)
+        .y_label_formatter(&|y| {
+            let i = y.floor() as usize;
+            if (y - i as f64 - 0.5).abs() < 0.26 {
+                l.get(n - 1 - i.min(n - 1)).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_label_style(("sans-serif", 11))
+        .x_desc("% of the model's bound (100 = the model's best)")
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    let blue = RGBColor(31, 119, 180);
+    chart
+        .draw_series(
+            values
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_finite())
+                .map(|(i, v)| {
+                    let y = (n - 1 - i) as f64;
+                    Rectangle::new([(0.0, y + 0.15), (*v, y + 0.85)], blue.filled())
+                }),
+        )
+        .map_err(|e| anyhow!("{e:?}"))?;
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(100.0, 0.0), (100.0, n as f64)],
+            BLACK.stroke_width(1),
+        )))
+        .map_err(|e| anyhow!("{e:?}"))?;
+    area.present().map_err(|e| anyhow!("{e:?}"))?;
+    Ok(())
+}
+
 fn write_both(dir: &Path, name: &str, b: &Bars) -> Result<Vec<PathBuf>> {
     let svg = dir.join(format!("{name}.svg"));
     let png = dir.join(format!("{name}.png"));
@@ -179,7 +244,8 @@ pub fn draw(r: &RunResult, dir: &Path) -> Result<Vec<PathBuf>> {
             continue;
         };
         let rows: Vec<&&crate::row::Row> = rows.iter().filter(|x| x.unit == unit).collect();
-        if rows.is_empty() {
+        // A section of one or two figures is in the efficiency chart below, not a chart of its own.
+        if rows.len() < 3 {
             continue;
         }
         let b = Bars {
@@ -209,6 +275,40 @@ pub fn draw(r: &RunResult, dir: &Path) -> Result<Vec<PathBuf>> {
             ],
         };
         out.extend(write_both(dir, &format!("{}-{}", r.mode, slug(sec)), &b)?);
+    }
+    // Every row with a model bound: reel's efficiency against it.
+    let eff: Vec<&crate::row::Row> = r.rows.iter().filter(|x| x.efficiency.is_some()).collect();
+    if !eff.is_empty() {
+        let labels: Vec<String> = eff
+            .iter()
+            .map(|x| {
+                let sec: String = x.section.chars().take(40).collect();
+                let m: String = x.measure.chars().take(26).collect();
+                format!("{sec} · {m}")
+            })
+            .collect();
+        let values: Vec<f64> = eff
+            .iter()
+            .map(|x| x.efficiency.unwrap_or(f64::NAN) * 100.0)
+            .collect();
+        let title = format!("reel against the model's bound ({})", r.mode);
+        let h = 120 + 22 * eff.len() as u32;
+        let svg = dir.join(format!("{}-efficiency.svg", r.mode));
+        let png = dir.join(format!("{}-efficiency.png", r.mode));
+        draw_hbars(
+            SVGBackend::new(&svg, (1200, h)).into_drawing_area(),
+            &title,
+            &labels,
+            &values,
+        )?;
+        draw_hbars(
+            BitMapBackend::new(&png, (1200, h)).into_drawing_area(),
+            &title,
+            &labels,
+            &values,
+        )?;
+        out.push(svg);
+        out.push(png);
     }
     Ok(out)
 }

@@ -19,7 +19,7 @@ use crate::job::{
     RecallJob, RecallSelection, VerifyJob, VerifyTarget,
 };
 use crate::queue::{JobQueue, JobRecord};
-use crate::worker::{self, NotWiredExecutor, Runtime};
+use crate::worker::{self, Runtime};
 
 /// reel: a tape archive job engine.
 #[derive(Debug, Parser)]
@@ -273,6 +273,7 @@ async fn open_queue(loaded: &LoadedConfig) -> Result<JobQueue> {
 
 async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
     let json = cli.json;
+    let demo_dir = cli.data_dir.clone();
     match cli.command {
         Command::Archive(a) => {
             let class = a
@@ -349,33 +350,141 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             submit: s,
         }) => submit(loaded, JobSpec::Rebuild(RebuildJob { cartridges }), s, json).await,
         Command::Catalog(c) => catalog(loaded, c).await,
-        Command::Library(_) => Err(library_not_wired()),
+        Command::Library(l) => library(loaded, l).await,
         Command::Worker => run_worker(loaded).await,
-        Command::Demo => Err(demo_not_wired()),
+        Command::Demo => {
+            let (j, text) = crate::demo::run(demo_dir.as_deref()).await?;
+            Ok(Output {
+                json: j,
+                text,
+                status: 0,
+            })
+        }
         Command::Serve => Err(JobsError::NotWired("`reel serve` (the HTTP API)")),
     }
 }
 
-/// `reel library`: filled in when the device host is wired to the CLI.
-pub fn library_not_wired() -> JobsError {
-    JobsError::NotWired("`reel library` (needs the device host to load the plugin)")
+/// `reel library`: what the library reports (through the plugin) and what the catalogue knows.
+async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
+    use reel_plugin_abi::{
+        REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_IMPORT_EXPORT, REEL_ELEMENT_PICKER,
+        REEL_ELEMENT_SLOT, REEL_ELEMENT_WORM,
+    };
+    let tape = |e: reel_engine::device::DeviceError| JobsError::Tape(e.to_string());
+    match cmd {
+        LibraryCommand::Cartridges => {
+            ensure_data_dir(loaded).await?;
+            let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+            let carts = cat.cartridges().await?;
+            let text = carts
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{:<10} {:<9} pool {:<10} {}{} used {} eod block {} mounts {}",
+                        c.barcode,
+                        c.state.as_str(),
+                        c.pool.clone().unwrap_or_else(|| "-".into()),
+                        if c.worm { "WORM " } else { "" },
+                        if c.calibrated {
+                            "calibrated"
+                        } else {
+                            "uncalibrated"
+                        },
+                        human_bytes(c.used_bytes),
+                        c.eod_block,
+                        c.mount_count
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            Ok(Output {
+                json: json!(carts),
+                text,
+                status: 0,
+            })
+        }
+        LibraryCommand::Inventory | LibraryCommand::Drives => {
+            let lib = &loaded.config.library;
+            if lib.plugin.is_empty() {
+                return Err(JobsError::Config {
+                    origin: "the configuration".into(),
+                    message: "[library] plugin is not set; name the device plugin's .so".into(),
+                });
+            }
+            let plugin = reel_engine::device::load_plugin(Path::new(&lib.plugin)).map_err(tape)?;
+            let library =
+                reel_engine::device::Library::open(plugin, &lib.plugin_config).map_err(tape)?;
+            let inv = library.inventory().await.map_err(tape)?;
+            let kind = |k: u32| match k {
+                REEL_ELEMENT_PICKER => "picker",
+                REEL_ELEMENT_SLOT => "slot",
+                REEL_ELEMENT_IMPORT_EXPORT => "mail slot",
+                REEL_ELEMENT_DRIVE => "drive",
+                _ => "?",
+            };
+            let shown: Vec<_> = inv
+                .iter()
+                .filter(|e| {
+                    matches!(cmd, LibraryCommand::Inventory) || e.kind == REEL_ELEMENT_DRIVE
+                })
+                .collect();
+            let text = shown
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{:<9} {:>5} #{:<3} {}{}",
+                        kind(e.kind),
+                        e.address,
+                        e.index,
+                        if e.flags & REEL_ELEMENT_FULL != 0 {
+                            e.barcode.as_str()
+                        } else {
+                            "(empty)"
+                        },
+                        if e.flags & REEL_ELEMENT_WORM != 0 {
+                            " WORM"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            let j: Vec<_> = shown
+                .iter()
+                .map(|e| {
+                    json!({"kind": kind(e.kind), "address": e.address, "index": e.index,
+                           "full": e.flags & REEL_ELEMENT_FULL != 0, "barcode": e.barcode,
+                           "worm": e.flags & REEL_ELEMENT_WORM != 0})
+                })
+                .collect();
+            Ok(Output {
+                json: json!(j),
+                text,
+                status: 0,
+            })
+        }
+    }
 }
 
-/// `reel demo`: filled in when the simulator, sessions and worker are wired together.
-pub fn demo_not_wired() -> JobsError {
-    JobsError::NotWired("`reel demo` (needs the simulator plugin and the engine's sessions)")
-}
-
-/// `reel worker`: runs the job handlers and drive loops with the tape executor. Until the
-/// engine's sessions are wired the executor is [`NotWiredExecutor`]: jobs that need tape fail
-/// with a "not wired yet" error (not retried), the rest of the machinery runs.
+/// `reel worker`: opens the library through the configured plugin, recovers cartridges left
+/// with pending containers by a crash, then runs the job handlers and one drive loop per drive.
 async fn run_worker(loaded: &LoadedConfig) -> Result<Output> {
     let queue = open_queue(loaded).await?;
     let shutdown = CancellationToken::new();
+    let service = Arc::new(crate::executor::open_service(&loaded.config).await?);
+    let recovered = service
+        .recover_pending()
+        .await
+        .map_err(|e| JobsError::Tape(format!("recovery at start-up failed: {e}")))?;
+    for (barcode, r) in &recovered {
+        tracing::info!(%barcode, dead = r.dead_containers.len(), closed_tail = r.closed_tail, "recovered at start-up");
+    }
+    let executor = crate::executor::EngineExecutor::new(service.clone(), loaded.config.clone());
     let rt = Runtime::new(
         loaded.config.clone(),
         queue,
-        Arc::new(NotWiredExecutor),
+        Arc::new(executor),
         shutdown.clone(),
     );
     let name = rt.name.clone();

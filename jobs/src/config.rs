@@ -236,9 +236,11 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
-            min_bytes: 50_000_000_000,
-            min_files: 10_000,
-            max_age_seconds: 600,
+            // A mount is worth ~2 minutes of an LTO-9 drive: ask for a batch that pays for it,
+            // but never keep a request waiting more than half a minute for company.
+            min_bytes: 16_000_000_000,
+            min_files: 1_000,
+            max_age_seconds: 30,
             min_mount_seconds: 300,
             groups: BTreeMap::new(),
         }

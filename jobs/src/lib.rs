@@ -12,6 +12,8 @@
 //! - [`queue`]: job records, the apalis bridge, tape requests and claims, leases and fencing.
 //! - [`scheduler`]: the mount decision, a pure function.
 //! - [`worker`]: the worker process and the [`worker::TapeExecutor`] trait the engine implements.
+//! - [`executor`]: the tape executor, built on the engine's service and sessions.
+//! - [`demo`]: `reel demo`, the main job on SQLite and the simulator.
 //! - [`cli`]: the `reel` command line.
 
 #![deny(missing_docs)]
@@ -19,7 +21,9 @@
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod demo;
 pub mod error;
+pub mod executor;
 pub mod job;
 pub mod queue;
 pub mod scheduler;

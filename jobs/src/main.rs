@@ -5,10 +5,15 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     let cli = reel_jobs::cli::Cli::parse();
+    // The demo prints its own summary; a worker logs what it does.
+    let default = if matches!(cli.command, reel_jobs::cli::Command::Demo) {
+        "warn"
+    } else {
+        "warn,reel_jobs=info,reel_engine=info"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("REEL_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("warn,reel_jobs=info")),
+            EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| EnvFilter::new(default)),
         )
         .with_writer(std::io::stderr)
         .init();

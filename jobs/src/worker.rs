@@ -46,6 +46,9 @@ pub struct BatchOutcome {
     pub done: Vec<i64>,
     /// Requests that failed for good, with the reason.
     pub failed: Vec<(i64, String)>,
+    /// Reads whose copy was bad, sent to another copy: (request, barcode, pool, new detail).
+    /// They go back to the queue on the other cartridge.
+    pub reroute: Vec<(i64, String, Option<String>, serde_json::Value)>,
 }
 
 /// The tape side of reel, implemented by the engine's sessions (write, recall, verify, intake,
@@ -650,83 +653,31 @@ impl<E: TapeExecutor> Runtime<E> {
         job_fence: &Fence,
         cancel: &CancellationToken,
     ) -> Result<serde_json::Value> {
-        let Some((drive, fence)) = self.take_drive(rec, cancel).await? else {
-            // The executor needs no drive: the job lease guards its writes.
-            let progress = self.progress_sink(&rec.id);
-            return match &rec.spec {
-                JobSpec::Verify(v) => {
-                    self.executor
-                        .verify("", v, job_fence, cancel, &*progress)
-                        .await
-                }
-                JobSpec::Intake(i) => {
-                    self.executor
-                        .intake("", i, job_fence, cancel, &*progress)
-                        .await
-                }
-                JobSpec::Rebuild(r) => {
-                    self.executor
-                        .rebuild("", r, job_fence, cancel, &*progress)
-                        .await
-                }
-                JobSpec::Archive(_) | JobSpec::Recall(_) => Err(JobsError::Tape(
-                    "archive and recall run through tape requests".into(),
-                )),
-            };
-        };
+        // Verify, intake and rebuild take whichever of this host's drives is free through the
+        // executor, which serialises drive use in-process; the drive loops hold their drive
+        // leases for the whole run, so a second lease on a drive is never taken here. The job
+        // lease guards the job's writes.
+        let _ = cancel;
         let progress = self.progress_sink(&rec.id);
-        let beat = self.spawn_lease_heartbeat(fence.clone(), cancel.clone());
-        let out = match &rec.spec {
+        match &rec.spec {
             JobSpec::Verify(v) => {
                 self.executor
-                    .verify(&drive, v, &fence, cancel, &*progress)
+                    .verify("", v, job_fence, cancel, &*progress)
                     .await
             }
             JobSpec::Intake(i) => {
                 self.executor
-                    .intake(&drive, i, &fence, cancel, &*progress)
+                    .intake("", i, job_fence, cancel, &*progress)
                     .await
             }
             JobSpec::Rebuild(r) => {
                 self.executor
-                    .rebuild(&drive, r, &fence, cancel, &*progress)
+                    .rebuild("", r, job_fence, cancel, &*progress)
                     .await
             }
             JobSpec::Archive(_) | JobSpec::Recall(_) => Err(JobsError::Tape(
                 "archive and recall run through tape requests".into(),
             )),
-        };
-        beat.abort();
-        if let Err(e) = self.leases.release(&fence).await {
-            tracing::warn!(resource = %fence.resource, error = %e, "cannot release lease; it expires by itself");
-        }
-        out
-    }
-
-    /// A free drive of this host and its lease; `None` when the executor has no drives.
-    async fn take_drive(
-        &self,
-        rec: &JobRecord,
-        cancel: &CancellationToken,
-    ) -> Result<Option<(String, Fence)>> {
-        let drives = self.executor.drives().await?;
-        if drives.is_empty() {
-            return Ok(None);
-        }
-        loop {
-            for d in &drives {
-                if let Ok(fence) = self
-                    .leases
-                    .acquire(&drive_resource(d), &self.name, self.lease_ttl())
-                    .await
-                {
-                    return Ok(Some((d.clone(), fence)));
-                }
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(JobsError::Cancelled(rec.id.clone())),
-                _ = tokio::time::sleep(self.poll()) => {}
-            }
         }
     }
 
@@ -935,12 +886,18 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
     }
 }
 
+/// Most requests one drive batch claims.
+pub const MAX_BATCH_FILES: u64 = 100_000;
+
 /// One drive: lease it, ask the scheduler what to do, mount, claim a batch, run it, repeat.
 pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
     let policy = Policy::from_config(&rt.config.scheduler);
     let poll = rt.poll();
+    // One batch is what one session does between two mounts decisions: up to a group-commit
+    // barrier's worth of bytes (a write session then pays one synchronous filemark and, under
+    // FULL verify, one sequential read-back).
     let limit = ClaimLimit {
-        max_files: rt.config.scheduler.min_files.max(1),
+        max_files: MAX_BATCH_FILES,
         max_bytes: rt.config.archive.barrier_bytes.max(1),
     };
     let mut mounted: Option<(String, MountTarget, tokio::time::Instant)> = None;
@@ -1069,6 +1026,15 @@ async fn drive_step<E: TapeExecutor>(
                 .collect();
             let rest: Vec<i64> = ids.into_iter().filter(|i| !finished.contains(i)).collect();
             rt.requests.unclaim(&rest, fence).await?;
+            for (id, barcode, pool, detail) in &o.reroute {
+                if !rt
+                    .requests
+                    .reroute(*id, barcode, pool.as_deref(), detail)
+                    .await?
+                {
+                    tracing::warn!(request = id, "could not re-route a read to another copy");
+                }
+            }
             rt.finalize_waiting().await
         }
         Err(e) => {

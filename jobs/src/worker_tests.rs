@@ -115,6 +115,7 @@ impl TapeExecutor for Fake {
             "batch for another cartridge"
         );
         Ok(BatchOutcome {
+            reroute: Vec::new(),
             done: reqs.iter().map(|r| r.id).collect(),
             failed: vec![],
         })

@@ -11,6 +11,7 @@ use crate::model::Model;
 use crate::row::Row;
 
 pub mod archive;
+pub mod catalogue;
 pub mod mixed;
 pub mod parallel;
 pub mod recall;
@@ -55,6 +56,11 @@ pub fn all() -> Vec<Section> {
             run: archive::run,
         },
         Section {
+            name: "shoeshine",
+            title: "Shoe-shining, spool-fed archive, 2 GiB",
+            run: archive::shoe_shining,
+        },
+        Section {
             name: "drives2",
             title: "Archive, a session per drive, 2 drives, aggregate",
             run: parallel::two_drives,
@@ -88,6 +94,11 @@ pub fn all() -> Vec<Section> {
             name: "mixed",
             title: "Mixed: 4 closed-loop readers + 1 archiving writer, 2 drives, one modelled hour",
             run: mixed::run,
+        },
+        Section {
+            name: "catalogue",
+            title: "Catalogue at scale: bulk insert and key look-up (PostgreSQL, SQLite)",
+            run: catalogue::run,
         },
         Section {
             name: "restore3",

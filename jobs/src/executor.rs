@@ -1,0 +1,710 @@
+//! The tape executor: the worker's [`TapeExecutor`] built on the engine's [`TapeService`] and
+//! sessions. Archive jobs become one write request per object and copy; the drive loops hand
+//! batches of them to [`write_batch`](TapeExecutor::write_batch), which runs one group-commit
+//! write session. Recall jobs become one read request per object on the cartridge of its best
+//! copy; [`read_batch`](TapeExecutor::read_batch) reads a whole batch in planned order, and a
+//! bad copy is re-routed to another copy.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
+use reel_engine::service::{
+    HeldWriteError, LocalLeases, ServiceOptions, TapeService, recall_options,
+};
+use reel_engine::session::order::OrderPolicy;
+use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
+use reel_engine::session::write::ArchiveItem;
+use reel_engine::session::{self, CancelToken, SessionConfig, destination};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::config::{Config, VerifyMode};
+use crate::error::{JobsError, Result};
+use crate::job::{
+    ArchiveJob, ArchiveSource, DEFAULT_PRIORITY, IntakeJob, IntakeSelection, RebuildJob, RecallJob,
+    RecallSelection, VerifyJob, VerifyTarget,
+};
+use crate::queue::{Fence, NewTapeRequest, Progress, TapeRequest};
+use crate::scheduler::MountTarget;
+use crate::worker::{BatchOutcome, ProgressFn, TapeExecutor};
+
+fn tape(e: impl std::fmt::Display) -> JobsError {
+    JobsError::Tape(e.to_string())
+}
+
+fn config_error(key: &str, reason: impl Into<String>) -> JobsError {
+    JobsError::Config {
+        origin: "the configuration".to_string(),
+        message: format!("{key}: {}", reason.into()),
+    }
+}
+
+/// The session tunables a configuration asks for.
+pub fn session_config(c: &Config) -> SessionConfig {
+    SessionConfig {
+        record_size: c.archive.record_size as usize,
+        barrier_bytes: c.archive.barrier_bytes,
+        barrier_seconds: c.archive.barrier_seconds as f64,
+        verify: match c.archive.verify {
+            VerifyMode::Full => session::VerifyMode::Full,
+            VerifyMode::Sampled => session::VerifyMode::Sampled,
+            VerifyMode::None => session::VerifyMode::None,
+        },
+        sample_every: c.archive.sample_every.max(1),
+        writer_threads: c.recall.writer_threads.max(1),
+        read_through_gap_bytes: c.recall.read_through_gap_bytes,
+        ..SessionConfig::default()
+    }
+}
+
+/// Open the engine for this host: catalogue, storage classes, plugin, library, drives.
+pub async fn open_service(config: &Config) -> Result<TapeService> {
+    let catalogue = Catalogue::open(&config.store.url).await?;
+    for (name, pools) in &config.archive.storage_classes {
+        catalogue.ensure_storage_class(name, pools).await?;
+    }
+    if config.library.plugin.is_empty() {
+        return Err(config_error(
+            "library.plugin",
+            "no device plugin configured: set [library] plugin to the plugin's .so (the simulator is libreel_plugin_sim.so)",
+        ));
+    }
+    let drives = if config.library.drives.is_empty() {
+        None
+    } else {
+        let mut v = Vec::new();
+        for d in &config.library.drives {
+            v.push(d.parse::<u32>().map_err(|_| {
+                config_error(
+                    "library.drives",
+                    format!("drive `{d}` is not a drive index (0, 1, ...)"),
+                )
+            })?);
+        }
+        Some(v)
+    };
+    let options = ServiceOptions {
+        drives,
+        session: session_config(config),
+        ..ServiceOptions::default()
+    };
+    TapeService::open(
+        catalogue,
+        Path::new(&config.library.plugin),
+        &config.library.plugin_config,
+        options,
+        Arc::new(LocalLeases),
+    )
+    .await
+    .map_err(tape)
+}
+
+/// Bridges a jobs-layer lease to the engine's fence: checked (from the drive thread) before
+/// every container and barrier a write session writes.
+struct LeaseFence {
+    fence: Fence,
+    rt: tokio::runtime::Handle,
+}
+
+impl session::Fence for LeaseFence {
+    fn check(&self) -> std::result::Result<(), String> {
+        self.rt
+            .block_on(self.fence.check())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// An engine cancel token that follows a jobs cancellation token.
+fn engine_cancel(c: &CancellationToken) -> CancelToken {
+    let t = CancelToken::new();
+    let t2 = t.clone();
+    let c = c.clone();
+    tokio::spawn(async move {
+        c.cancelled().await;
+        t2.cancel();
+    });
+    t
+}
+
+/// The engine-backed executor.
+pub struct EngineExecutor {
+    service: Arc<TapeService>,
+    config: Config,
+    /// Bad copies seen per request (barcodes), so a re-route never goes back to one.
+    bad: std::sync::Mutex<HashMap<i64, HashSet<String>>>,
+}
+
+impl EngineExecutor {
+    /// An executor over an opened service.
+    pub fn new(service: Arc<TapeService>, config: Config) -> EngineExecutor {
+        EngineExecutor {
+            service,
+            config,
+            bad: Default::default(),
+        }
+    }
+
+    /// The engine service.
+    pub fn service(&self) -> &Arc<TapeService> {
+        &self.service
+    }
+
+    fn catalogue(&self) -> &Catalogue {
+        self.service.catalogue()
+    }
+
+    fn drive_index(drive: &str) -> Result<u32> {
+        drive
+            .parse::<u32>()
+            .map_err(|_| tape(format!("drive `{drive}` is not a drive index")))
+    }
+
+    fn default_pool(&self) -> String {
+        self.config
+            .archive
+            .storage_classes
+            .get(&self.config.archive.default_class)
+            .and_then(|p| p.first().cloned())
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// The best readable copy of (key, generation), avoiding `bad` cartridges.
+    async fn best_copy(
+        &self,
+        key: &str,
+        generation: u64,
+        bad: &HashSet<String>,
+    ) -> Result<Option<CopyLocation>> {
+        let copies = self.catalogue().copies(key, generation).await?;
+        Ok(copies.into_iter().find(|c| {
+            !bad.contains(&c.barcode)
+                && !matches!(
+                    c.cartridge_state,
+                    CartridgeState::Disabled | CartridgeState::Broken | CartridgeState::Exported
+                )
+                && matches!(
+                    c.container_state,
+                    ContainerState::Durable | ContainerState::Verified
+                )
+        }))
+    }
+}
+
+fn read_detail(c: &CopyLocation, dest: &Path, root: &Path) -> serde_json::Value {
+    json!({
+        "generation": c.generation,
+        "container_first_block": c.container_first_block,
+        "record_size": c.record_size,
+        "offset": c.offset,
+        "length": c.length,
+        "sha256": hex::encode(c.sha256),
+        "dest": dest,
+        "root": root,
+    })
+}
+
+fn field<T: serde::de::DeserializeOwned>(r: &TapeRequest, name: &str) -> Result<T> {
+    r.detail
+        .get(name)
+        .cloned()
+        .ok_or_else(|| tape(format!("request {} has no `{name}` in its detail", r.id)))
+        .and_then(|v| {
+            serde_json::from_value(v)
+                .map_err(|e| tape(format!("request {}: bad `{name}`: {e}", r.id)))
+        })
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let rd = std::fs::read_dir(dir).map_err(|source| JobsError::Io {
+        doing: "listing",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut entries: Vec<_> = rd.filter_map(|e| e.ok()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let p = e.path();
+        let ft = e.file_type().map_err(|source| JobsError::Io {
+            doing: "inspecting",
+            path: p.clone(),
+            source,
+        })?;
+        if ft.is_dir() {
+            walk(&p, out)?;
+        } else if ft.is_file() {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+impl TapeExecutor for EngineExecutor {
+    async fn drives(&self) -> Result<Vec<String>> {
+        Ok(self
+            .service
+            .drives()
+            .iter()
+            .map(|d| d.index().to_string())
+            .collect())
+    }
+
+    async fn plan_archive(&self, _job_id: &str, job: &ArchiveJob) -> Result<Vec<NewTapeRequest>> {
+        let class = self
+            .catalogue()
+            .storage_class(&job.storage_class)
+            .await?
+            .ok_or_else(|| {
+                config_error(
+                    "archive.storage_classes",
+                    format!(
+                        "storage class `{}` does not exist; define it under [archive.storage_classes]",
+                        job.storage_class
+                    ),
+                )
+            })?;
+        let mut files: Vec<(String, PathBuf)> = Vec::new();
+        match &job.source {
+            ArchiveSource::Files(paths) => {
+                for p in paths {
+                    let name = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .ok_or_else(|| tape(format!("{} names no file", p.display())))?;
+                    files.push((format!("{}{name}", job.key_prefix), p.clone()));
+                }
+            }
+            ArchiveSource::Tree(dir) => {
+                let mut all = Vec::new();
+                walk(dir, &mut all)?;
+                for p in all {
+                    let rel = p.strip_prefix(dir).map_err(|_| {
+                        tape(format!("{} is outside {}", p.display(), dir.display()))
+                    })?;
+                    let rel: Vec<String> = rel
+                        .components()
+                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                        .collect();
+                    files.push((format!("{}{}", job.key_prefix, rel.join("/")), p));
+                }
+            }
+        }
+        if files.is_empty() {
+            return Err(tape(
+                "nothing to archive: no regular files under the given paths",
+            ));
+        }
+        let mut reqs = Vec::new();
+        for (key, path) in files {
+            reel_engine::catalogue::validate_key(&key)?;
+            let meta = std::fs::metadata(&path).map_err(|source| JobsError::Io {
+                doing: "reading",
+                path: path.clone(),
+                source,
+            })?;
+            let generation = self.catalogue().next_generation(&key).await?;
+            for pool in &class.pools {
+                reqs.push(NewTapeRequest {
+                    target: MountTarget::Write { pool: pool.clone() },
+                    pool: Some(pool.clone()),
+                    object_key: key.clone(),
+                    bytes: meta.len(),
+                    files: 1,
+                    priority: DEFAULT_PRIORITY,
+                    detail: json!({"path": path, "generation": generation, "size": meta.len()}),
+                });
+            }
+        }
+        Ok(reqs)
+    }
+
+    async fn plan_recall(&self, _job_id: &str, job: &RecallJob) -> Result<Vec<NewTapeRequest>> {
+        let keys: Vec<String> = match &job.selection {
+            RecallSelection::Keys(k) => k.clone(),
+            RecallSelection::Prefix(p) => self
+                .catalogue()
+                .list_objects(p, u32::MAX as u64)
+                .await?
+                .into_iter()
+                .map(|o| o.key)
+                .collect(),
+        };
+        if keys.is_empty() {
+            return Err(tape("no object matches the selection"));
+        }
+        let root = &job.destination;
+        std::fs::create_dir_all(root).map_err(|source| JobsError::Io {
+            doing: "creating",
+            path: root.clone(),
+            source,
+        })?;
+        let mut reqs = Vec::new();
+        let mut missing = Vec::new();
+        for key in keys {
+            let dest = destination::safe_join(root, &key).map_err(tape)?;
+            let Some(obj) = self.catalogue().object(&key).await? else {
+                missing.push(key);
+                continue;
+            };
+            let Some(c) = self
+                .best_copy(&key, obj.generation, &HashSet::new())
+                .await?
+            else {
+                return Err(tape(format!(
+                    "object {key} has no readable copy (its cartridges are disabled, broken or exported)"
+                )));
+            };
+            reqs.push(NewTapeRequest {
+                target: MountTarget::Read {
+                    barcode: c.barcode.clone(),
+                },
+                pool: None,
+                object_key: key.clone(),
+                bytes: c.length,
+                files: 1,
+                priority: DEFAULT_PRIORITY,
+                detail: read_detail(&c, &dest, root),
+            });
+        }
+        if !missing.is_empty() {
+            return Err(tape(format!(
+                "{} key(s) are not in the catalogue: {}; check them with `reel catalog find`",
+                missing.len(),
+                missing
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(reqs)
+    }
+
+    async fn mount(
+        &self,
+        drive: &str,
+        target: &MountTarget,
+        _fence: &Fence,
+        _cancel: &CancellationToken,
+    ) -> Result<String> {
+        let index = Self::drive_index(drive)?;
+        let held = match target {
+            MountTarget::Read { barcode } => self.service.acquire_on(index, barcode).await,
+            MountTarget::Write { pool } => self.service.writable_on(index, pool, &[]).await,
+        }
+        .map_err(tape)?;
+        let barcode = held.mount.barcode.clone();
+        // The cartridge stays in the drive; the drive is free for this host's other work
+        // between batches.
+        drop(held);
+        Ok(barcode)
+    }
+
+    async fn unmount(&self, drive: &str, _fence: &Fence) -> Result<()> {
+        let index = Self::drive_index(drive)?;
+        let Some(d) = self
+            .service
+            .drives()
+            .into_iter()
+            .find(|d| d.index() == index)
+        else {
+            return Ok(());
+        };
+        let lib = self.service.library().clone();
+        reel_engine::session::mount::unmount(&lib, &d, None)
+            .await
+            .map(|_| ())
+            .map_err(tape)?;
+        self.service.reset_mounts_of(index).await;
+        Ok(())
+    }
+
+    async fn write_batch(
+        &self,
+        drive: &str,
+        _barcode: &str,
+        requests: &[TapeRequest],
+        fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> Result<BatchOutcome> {
+        let index = Self::drive_index(drive)?;
+        let Some(pool) = requests.first().and_then(|r| r.pool.clone()) else {
+            return Ok(BatchOutcome::default());
+        };
+        let mut items = Vec::with_capacity(requests.len());
+        let mut by_key: HashMap<String, Vec<i64>> = HashMap::new();
+        for r in requests {
+            items.push(ArchiveItem {
+                key: r.object_key.clone(),
+                generation: field(r, "generation")?,
+                path: field(r, "path")?,
+                size: field(r, "size")?,
+            });
+            by_key.entry(r.object_key.clone()).or_default().push(r.id);
+        }
+        // The cartridge mounted for this pool, or the next writable one.
+        let mut held = self
+            .service
+            .writable_on(index, &pool, &[])
+            .await
+            .map_err(tape)?;
+        held.fence = Arc::new(LeaseFence {
+            fence: fence.clone(),
+            rt: tokio::runtime::Handle::current(),
+        });
+        let total: u64 = requests.len() as u64;
+        let bytes_total: u64 = requests.iter().map(|r| r.bytes).sum();
+        let p: session::ProgressFn = {
+            let progress: &ProgressFn = progress;
+            let progress = detached_progress(progress);
+            Arc::new(move |x: session::Progress| {
+                progress(Progress {
+                    objects_done: x.objects,
+                    objects_total: total,
+                    bytes_done: x.bytes,
+                    bytes_total,
+                })
+            })
+        };
+        let barcode = held.mount.barcode.clone();
+        let (_back, out) = self
+            .service
+            .write_held(held, items, &engine_cancel(cancel), p)
+            .await;
+        match out {
+            Ok(o) => {
+                let mut done = Vec::new();
+                for it in &o.written {
+                    if let Some(ids) = by_key.get_mut(&it.key)
+                        && let Some(id) = ids.pop()
+                    {
+                        done.push(id);
+                    }
+                }
+                if let Some(e) = &o.stopped_by {
+                    warn!(drive, %barcode, error = %e, written = done.len(), "write batch stopped early; the rest is queued again");
+                }
+                info!(drive, %barcode, written = done.len(), of = requests.len(), "write batch");
+                Ok(BatchOutcome {
+                    done,
+                    ..BatchOutcome::default()
+                })
+            }
+            Err(HeldWriteError::Refused { reason, .. }) => {
+                warn!(drive, %barcode, %reason, "cartridge refused; the batch goes to another one");
+                Ok(BatchOutcome::default())
+            }
+            Err(HeldWriteError::Failed(e)) => Err(tape(e)),
+        }
+    }
+
+    async fn read_batch(
+        &self,
+        drive: &str,
+        barcode: &str,
+        requests: &[TapeRequest],
+        _fence: &Fence,
+        cancel: &CancellationToken,
+        progress: &ProgressFn,
+    ) -> Result<BatchOutcome> {
+        let index = Self::drive_index(drive)?;
+        let mut items = Vec::with_capacity(requests.len());
+        for r in requests {
+            let sha: String = field(r, "sha256")?;
+            let sha = hex::decode(&sha)
+                .ok()
+                .and_then(|v| <[u8; 32]>::try_from(v).ok())
+                .ok_or_else(|| tape(format!("request {}: bad sha256", r.id)))?;
+            items.push(RecallItem {
+                key: r.object_key.clone(),
+                container_first_block: field(r, "container_first_block")?,
+                record_size: field(r, "record_size")?,
+                offset: field(r, "offset")?,
+                length: field(r, "length")?,
+                sha256: sha,
+                dest: field(r, "dest")?,
+                root: field(r, "root")?,
+            });
+        }
+        let held = self
+            .service
+            .acquire_on(index, barcode)
+            .await
+            .map_err(tape)?;
+        let total = requests.len() as u64;
+        let bytes_total: u64 = requests.iter().map(|r| r.bytes).sum();
+        let progress = detached_progress(progress);
+        let p: session::ProgressFn = Arc::new(move |x: session::Progress| {
+            progress(Progress {
+                objects_done: x.objects,
+                objects_total: total,
+                bytes_done: x.bytes,
+                bytes_total,
+            })
+        });
+        let opts = recall_options(self.service.session_config(), OrderPolicy::Auto);
+        let rep = match recall_session(&held.drive, items, &opts, &engine_cancel(cancel), p).await {
+            Ok(r) => r,
+            Err(e) => {
+                if matches!(e, session::SessionError::Device(_)) {
+                    self.service.eject(held).await;
+                }
+                return Err(tape(e));
+            }
+        };
+        drop(held);
+        let mut out = BatchOutcome::default();
+        for res in rep.results {
+            let r = &requests[res.index];
+            match res.outcome {
+                Ok(_) => out.done.push(r.id),
+                Err(RecallFailure::Destination(m)) => out.failed.push((r.id, m)),
+                Err(RecallFailure::NotAttempted(_)) => {}
+                Err(RecallFailure::BadCopy(m)) => {
+                    warn!(key = %r.object_key, %barcode, reason = %m, "bad copy; trying another");
+                    let bad = {
+                        let mut b = self.bad.lock().unwrap_or_else(|e| e.into_inner());
+                        let set = b.entry(r.id).or_default();
+                        set.insert(barcode.to_string());
+                        set.clone()
+                    };
+                    let generation: u64 = field(r, "generation")?;
+                    let root: PathBuf = field(r, "root")?;
+                    let dest: PathBuf = field(r, "dest")?;
+                    match self.best_copy(&r.object_key, generation, &bad).await? {
+                        Some(c) => {
+                            let mut d = read_detail(&c, &dest, &root);
+                            d["bad_copies"] = json!(bad.iter().collect::<Vec<_>>());
+                            out.reroute.push((r.id, c.barcode.clone(), None, d));
+                        }
+                        None => out.failed.push((
+                            r.id,
+                            format!(
+                                "no readable copy left (bad: {}): {m}",
+                                bad.iter().cloned().collect::<Vec<_>>().join(", ")
+                            ),
+                        )),
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn verify(
+        &self,
+        _drive: &str,
+        job: &VerifyJob,
+        _fence: &Fence,
+        cancel: &CancellationToken,
+        _progress: &ProgressFn,
+    ) -> Result<serde_json::Value> {
+        let cancel = engine_cancel(cancel);
+        let mut targets: Vec<(String, Option<Vec<i64>>)> = Vec::new();
+        match &job.target {
+            VerifyTarget::Cartridge(b) => targets.push((b.clone(), None)),
+            VerifyTarget::Container(id) => {
+                let c = self
+                    .catalogue()
+                    .container(*id)
+                    .await?
+                    .ok_or_else(|| tape(format!("container {id} does not exist")))?;
+                targets.push((c.barcode, Some(vec![*id])));
+            }
+            VerifyTarget::Sample { every } => {
+                let every = (*every).max(1);
+                let mut n = 0u64;
+                for cart in self.catalogue().cartridges().await? {
+                    let mut ids = Vec::new();
+                    for c in self.catalogue().containers_on(&cart.barcode).await? {
+                        if matches!(c.state, ContainerState::Durable | ContainerState::Verified) {
+                            if n.is_multiple_of(every) {
+                                ids.push(c.id);
+                            }
+                            n += 1;
+                        }
+                    }
+                    if !ids.is_empty() {
+                        targets.push((cart.barcode, Some(ids)));
+                    }
+                }
+            }
+        }
+        let mut ok = 0usize;
+        let mut bad = Vec::new();
+        for (barcode, only) in targets {
+            let rep = self
+                .service
+                .verify_containers(&barcode, only.as_deref(), &cancel)
+                .await
+                .map_err(tape)?;
+            for (id, r) in rep.results {
+                match r {
+                    Ok(()) => ok += 1,
+                    Err(m) => bad.push(json!({"container": id, "barcode": barcode, "reason": m})),
+                }
+            }
+        }
+        if !bad.is_empty() {
+            return Err(tape(format!(
+                "{} container(s) failed verification and are marked dead (their objects are read from other copies): {}",
+                bad.len(),
+                serde_json::Value::Array(bad)
+            )));
+        }
+        Ok(json!({"verified": ok}))
+    }
+
+    async fn intake(
+        &self,
+        _drive: &str,
+        job: &IntakeJob,
+        _fence: &Fence,
+        _cancel: &CancellationToken,
+        _progress: &ProgressFn,
+    ) -> Result<serde_json::Value> {
+        let barcodes = match &job.selection {
+            IntakeSelection::Barcodes(b) => b.clone(),
+            IntakeSelection::AllNew => Vec::new(),
+        };
+        let out = self
+            .service
+            .intake(&barcodes, &self.default_pool())
+            .await
+            .map_err(tape)?;
+        Ok(json!(
+            out.into_iter()
+                .map(|(b, o)| json!({"barcode": b, "result": o}))
+                .collect::<Vec<_>>()
+        ))
+    }
+
+    async fn rebuild(
+        &self,
+        _drive: &str,
+        job: &RebuildJob,
+        _fence: &Fence,
+        cancel: &CancellationToken,
+        _progress: &ProgressFn,
+    ) -> Result<serde_json::Value> {
+        let reps = self
+            .service
+            .rebuild(&job.cartridges, &engine_cancel(cancel))
+            .await
+            .map_err(tape)?;
+        Ok(json!(reps))
+    }
+}
+
+/// The jobs layer's progress callback borrowed for the duration of a batch, as an owned
+/// callback the engine can keep: progress reported after the batch returns is dropped.
+fn detached_progress(p: &ProgressFn) -> Arc<dyn Fn(Progress) + Send + Sync> {
+    let _ = p;
+    // The borrowed callback cannot outlive the call, so batches report progress through the
+    // request counts the drive loop records (see `Runtime::finalize_waiting`).
+    Arc::new(|_p: Progress| {})
+}
