@@ -175,6 +175,8 @@ pub struct TapeService {
     /// Held while a writer picks (and perhaps labels) a cartridge, so two copies or two jobs
     /// never pick the same new cartridge.
     allocation: Mutex<()>,
+    /// Cartridges being mounted right now, so two tasks never mount one cartridge in two drives.
+    mounting: std::sync::Mutex<HashSet<String>>,
 }
 
 impl TapeService {
@@ -225,6 +227,7 @@ impl TapeService {
             leases,
             mounted: Default::default(),
             allocation: Mutex::new(()),
+            mounting: Default::default(),
         };
         svc.sync_inventory().await?;
         Ok(svc)
@@ -283,7 +286,7 @@ impl TapeService {
                     }
                 }
             }
-            if !in_busy_drive {
+            if !in_busy_drive && self.reserve(barcode) {
                 let mut candidate = None;
                 for d in &self.drives {
                     if let Ok(g) = d.state.clone().try_lock_owned() {
@@ -297,11 +300,32 @@ impl TapeService {
                     }
                 }
                 if let Some((d, g)) = candidate {
-                    return self.finish_acquire(d, g, barcode).await;
+                    let r = self.finish_acquire(d, g, barcode).await;
+                    self.unreserve(barcode);
+                    return r;
                 }
+                self.unreserve(barcode);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Claim the right to mount `barcode`: refused while another task mounts it or one of our
+    /// drives holds it (the check and the claim are one step under the lock).
+    fn reserve(&self, barcode: &str) -> bool {
+        let mut m = self.mounting.lock().unwrap_or_else(|e| e.into_inner());
+        if m.contains(barcode) || self.mounted_map().values().any(|b| b == barcode) {
+            return false;
+        }
+        m.insert(barcode.to_string());
+        true
+    }
+
+    fn unreserve(&self, barcode: &str) {
+        self.mounting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(barcode);
     }
 
     /// Which cartridge each of our drives holds, readable while drives are busy.
@@ -334,7 +358,12 @@ impl TapeService {
         }
         let fence = self.leases.acquire(barcode, d.drive.index()).await?;
         let m = match g.mounted.clone() {
-            Some(m) => m,
+            // Already in this drive: no robot move, no load.
+            Some(m) => Mount {
+                mount_s: 0.0,
+                already: true,
+                ..m
+            },
             None => {
                 // The library may hold a cartridge in this drive from an earlier run.
                 if let Some(other) = mount::mounted_barcode(&self.library, &d.drive).await?
@@ -873,10 +902,10 @@ impl TapeService {
             }
             let progressed = !out.written.is_empty();
             remaining = out.remaining;
-            if let Some(e) = out.stopped_by {
-                if !cartridge_fault(&e) {
-                    return Err(e);
-                }
+            if let Some(e) = out.stopped_by
+                && !cartridge_fault(&e)
+            {
+                return Err(e);
             }
             if !progressed && !out.cartridge_full {
                 idle_rounds += 1;

@@ -47,6 +47,10 @@ struct Args {
     /// Directory for the results JSON and plots.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results"))]
     out: PathBuf,
+    /// Extra word in the results file name (`<date>-<mode>-<label>.json`), so a run of some
+    /// sections does not replace the day's full results.
+    #[arg(long)]
+    label: Option<String>,
     /// The report regenerated from the JSON.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/REPORT.md"))]
     report: PathBuf,
@@ -257,9 +261,11 @@ fn run() -> Result<usize> {
     };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let json_path = args
-        .out
-        .join(format!("{}-{}.json", result.date, result.mode));
+    let stem = match &args.label {
+        Some(l) => format!("{}-{}-{l}", result.date, result.mode),
+        None => format!("{}-{}", result.date, result.mode),
+    };
+    let json_path = args.out.join(format!("{stem}.json"));
     std::fs::write(&json_path, serde_json::to_vec_pretty(&result)?)
         .with_context(|| format!("writing {}", json_path.display()))?;
     write_outputs(&args, &result, &json_path)?;

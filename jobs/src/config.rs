@@ -145,8 +145,8 @@ pub struct RecallConfig {
 impl Default for RecallConfig {
     fn default() -> Self {
         RecallConfig {
-            writer_threads: 8,
-            read_through_gap_bytes: 256 << 20,
+            writer_threads: 16,
+            read_through_gap_bytes: 1 << 30,
         }
     }
 }

@@ -103,7 +103,21 @@ impl Db {
             Db::Sqlite(p) => {
                 let mut m = sqlx::migrate!("./migrations/sqlite");
                 m.dangerous_set_table_name(MIGRATIONS_TABLE);
-                m.run(p).await?;
+                // Two processes opening a new file at once (a worker and a command) may both
+                // try to apply the first migration; SQLite has no migration lock, so the loser
+                // looks again once the winner has committed.
+                let mut attempt = 0;
+                loop {
+                    match m.run(p).await {
+                        Ok(()) => break,
+                        Err(e) if attempt < 20 => {
+                            attempt += 1;
+                            tracing::debug!(error = %e, attempt, "migration raced another process; retrying");
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
             }
             Db::Postgres(p) => {
                 let mut m = sqlx::migrate!("./migrations/postgres");

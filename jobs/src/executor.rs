@@ -156,10 +156,21 @@ impl EngineExecutor {
         self.service.catalogue()
     }
 
+    /// A drive's name in leases and logs: `<library id>-<index>`, so drive 0 of one library
+    /// and drive 0 of another never share a lease, while hosts sharing one library do.
+    fn drive_name(&self, index: u32) -> String {
+        use sha2::Digest;
+        let lib = &self.config.library;
+        let id = sha2::Sha256::digest(format!("{}\n{}", lib.plugin, lib.plugin_config));
+        format!("{}-{index}", hex::encode(&id[..4]))
+    }
+
     fn drive_index(drive: &str) -> Result<u32> {
         drive
-            .parse::<u32>()
-            .map_err(|_| tape(format!("drive `{drive}` is not a drive index")))
+            .rsplit('-')
+            .next()
+            .and_then(|i| i.parse::<u32>().ok())
+            .ok_or_else(|| tape(format!("drive `{drive}` does not end in a drive index")))
     }
 
     fn default_pool(&self) -> String {
@@ -247,7 +258,7 @@ impl TapeExecutor for EngineExecutor {
             .service
             .drives()
             .iter()
-            .map(|d| d.index().to_string())
+            .map(|d| self.drive_name(d.index()))
             .collect())
     }
 

@@ -811,11 +811,9 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
         .map(|k| spawn_kind_worker(rt.clone(), k))
         .collect();
     tasks.push(tokio::spawn(maintenance(rt.clone())));
-    let drives = if rt.config.library.drives.is_empty() {
-        rt.executor.drives().await?
-    } else {
-        rt.config.library.drives.clone()
-    };
+    // The executor knows this host's drives ([library] drives restricts them) and names them
+    // for leases.
+    let drives = rt.executor.drives().await?;
     for d in drives {
         tasks.push(tokio::spawn(drive_loop(rt.clone(), d)));
     }

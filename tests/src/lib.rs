@@ -235,3 +235,225 @@ impl Backend {
         }
     }
 }
+
+/// A PostgreSQL database of its own (for tests whose job queue must not be shared: apalis keeps
+/// its tables in a fixed schema); dropped, with its sessions, on drop.
+pub struct PgDatabase {
+    admin: String,
+    /// Database name.
+    pub name: String,
+    /// URL of the database.
+    pub url: String,
+}
+
+impl PgDatabase {
+    /// Create a fresh database on the server of `base` (a URL naming any database).
+    pub async fn create(base: &str) -> PgDatabase {
+        let name = format!("reel_t_{}", uuid::Uuid::new_v4().simple());
+        let mut c = connect(base).await;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut c)
+            .await
+            .expect("create database");
+        let (head, tail) = match base.find('?') {
+            Some(i) => (&base[..i], &base[i..]),
+            None => (base, ""),
+        };
+        let cut = head.rfind('/').expect("database URL has a path");
+        let url = format!("{}/{name}{tail}", &head[..cut]);
+        PgDatabase {
+            admin: base.to_string(),
+            name,
+            url,
+        }
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let admin = self.admin.clone();
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(async {
+                    let mut c = connect(&admin).await;
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                    )))
+                    .execute(&mut c)
+                    .await;
+                });
+            }
+        })
+        .join();
+    }
+}
+
+/// A store for the `reel` binary: a SQLite file in the data dir, or a PostgreSQL database.
+pub enum Store {
+    /// `sqlite:reel.db` in the data directory.
+    Sqlite,
+    /// A database of its own.
+    Postgres(PgDatabase),
+}
+
+impl Store {
+    /// The `[store] url`.
+    pub fn url(&self) -> String {
+        match self {
+            Store::Sqlite => "sqlite:reel.db".into(),
+            Store::Postgres(d) => d.url.clone(),
+        }
+    }
+    /// "sqlite" or "postgres".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Store::Sqlite => "sqlite",
+            Store::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// SQLite always, PostgreSQL when configured (required under CI).
+pub async fn stores(test: &str) -> Vec<Store> {
+    let mut v = vec![Store::Sqlite];
+    if let Some(u) = postgres_url(test) {
+        v.push(Store::Postgres(PgDatabase::create(&u).await));
+    }
+    v
+}
+
+/// Write a `reel.toml` for tests into `data_dir`: the store, the simulator in `lib_dir` (INSTANT
+/// clock, `drives` drives), storage class `default` = one copy, fast polling, mount at once.
+pub fn write_config(
+    data_dir: &Path,
+    store_url: &str,
+    lib_dir: &Path,
+    drives: u32,
+    extra: &str,
+) -> PathBuf {
+    let cfg = data_dir.join("reel.toml");
+    let text = format!(
+        r#"[store]
+url = "{store_url}"
+jobs_url = "sqlite:jobs.db"
+
+[library]
+plugin = "{plugin}"
+plugin_config = "dir={lib}\nsim.clock=instant\nsim.calibrated=true\nsim.drives={drives}\nsim.cartridges=10"
+
+[archive]
+verify = "full"
+barrier_seconds = 5
+default_class = "default"
+
+[archive.storage_classes]
+default = ["p1"]
+two = ["p1", "p2"]
+
+[worker]
+poll_interval_ms = 100
+heartbeat_ms = 1000
+lease_ms = 4000
+backoff_base_ms = 500
+backoff_max_ms = 2000
+
+[scheduler]
+min_bytes = 1
+min_files = 1
+max_age_seconds = 0
+min_mount_seconds = 0
+{extra}
+"#,
+        plugin = plugin_path("reel_plugin_sim").display(),
+        lib = lib_dir.display(),
+    );
+    std::fs::create_dir_all(data_dir).expect("data dir");
+    std::fs::write(&cfg, text).expect("write config");
+    cfg
+}
+
+/// Run `reel --data-dir DIR --json ARGS…`; returns (exit status, parsed JSON stdout, stderr).
+pub fn reel(data_dir: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = std::process::Command::new(binary_path("reel"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("run reel");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json =
+        serde_json::from_str(&stdout).unwrap_or(serde_json::Value::String(stdout.into_owned()));
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A `reel worker` child process, killed (SIGKILL) on drop unless stopped.
+pub struct Worker {
+    /// The child.
+    pub child: std::process::Child,
+}
+
+impl Worker {
+    /// Start `reel --data-dir DIR worker`, logging to `DIR/worker-N.log`.
+    pub fn start(data_dir: &Path, n: u32) -> Worker {
+        let log = std::fs::File::create(data_dir.join(format!("worker-{n}.log"))).expect("log");
+        let child = std::process::Command::new(binary_path("reel"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("worker")
+            .env("REEL_LOG", "info")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn reel worker");
+        // Ready once it says so (its signal handlers are installed by then).
+        let path = data_dir.join(format!("worker-{n}.log"));
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_secs(60) {
+            if std::fs::read_to_string(&path).is_ok_and(|l| l.contains(": running")) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Worker { child }
+    }
+
+    /// SIGTERM, then wait; returns the exit code.
+    pub fn stop(mut self) -> i32 {
+        let pid = self.child.id() as i32;
+        // The kill command sends the signal: no unsafe libc call in test helpers.
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status();
+        let code = self
+            .child
+            .wait()
+            .map(|s| s.code().unwrap_or(-1))
+            .unwrap_or(-1);
+        std::mem::forget(self);
+        code
+    }
+
+    /// SIGKILL at once (a crash).
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

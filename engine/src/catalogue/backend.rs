@@ -157,10 +157,19 @@ async fn connect_sqlite(url: &str) -> Result<SqlitePool> {
     check_sqlite_durability(&pool, &shown).await?;
     let mut migrator = sqlx::migrate!("./migrations/sqlite");
     migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
-    migrator
-        .run(&pool)
-        .await
-        .map_err(|source| CatalogueError::Migrate { source })?;
+    // SQLite has no migration lock: a second process opening a new file at the same moment
+    // may lose the race for the first migration; it looks again once the winner committed.
+    let mut attempt = 0;
+    loop {
+        match migrator.run(&pool).await {
+            Ok(()) => break,
+            Err(_) if attempt < 20 => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(source) => return Err(CatalogueError::Migrate { source }),
+        }
+    }
     info!(path = %path.display(), "catalogue open (sqlite, WAL, synchronous=FULL)");
     Ok(pool)
 }

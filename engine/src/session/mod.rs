@@ -98,8 +98,11 @@ impl Default for SessionConfig {
             sample_every: 10,
             pipeline_records: 64,
             lbp: true,
-            read_through_gap_bytes: 256 << 20,
-            writer_threads: 4,
+            // Reading through beats a LOCATE (about 2 s settle plus travel) up to roughly a GiB
+            // at LTO-9's 400 MB/s (eval/REPORT.md).
+            read_through_gap_bytes: 1 << 30,
+            // The restore sweep in eval/REPORT.md: more writers keep up better with one drive.
+            writer_threads: 16,
             read_ahead_records: 256,
             fsync: true,
         }

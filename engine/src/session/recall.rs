@@ -168,7 +168,7 @@ pub async fn recall_session(
         let cancel2 = cancel.clone();
         let lbp = drive.lbp_enabled();
         let read = drive
-            .run(move |h| read_runs(h, &reader_items, &runs, &senders, &cancel2, lbp))
+            .run(move |h| read_runs(h, &reader_items, &runs, &senders, &cancel2, lbp, gap_blocks))
             .await;
         for j in joins {
             let _ = j.join();
@@ -224,6 +224,7 @@ fn read_runs(
     writers: &[crossbeam_channel::Sender<WriterMsg>],
     cancel: &CancelToken,
     lbp: bool,
+    gap_blocks: u64,
 ) -> ReadOutcome {
     let mut sum = SessionSummary::default();
     let mut clock_ns: u64 = 0;
@@ -258,7 +259,7 @@ fn read_runs(
             for b in first..=last {
                 let rec = match &cached {
                     Some((cb, d)) if *cb == b => d.clone(),
-                    _ => match fetch(h, b, &mut pos, rs, &mut sum, &mut clock_ns, lbp) {
+                    _ => match fetch(h, b, &mut pos, gap_blocks, &mut sum, &mut clock_ns, lbp) {
                         Ok(d) => {
                             cached = Some((b, d.clone()));
                             d
@@ -313,12 +314,13 @@ fn read_runs(
     (sum, first_byte, None)
 }
 
-/// Read block `b`, locating or reading through from the current position as needed.
+/// Read block `b`: read through from the current position when `b` is at most `gap_blocks`
+/// ahead (cheaper than a LOCATE), locate otherwise.
 fn fetch(
     h: &mut reel_plugin_abi::host::DriveHandle,
     b: u64,
     pos: &mut Option<u64>,
-    _rs: u64,
+    gap_blocks: u64,
     sum: &mut SessionSummary,
     clock_ns: &mut u64,
     lbp: bool,
@@ -326,7 +328,7 @@ fn fetch(
     let mut buf = vec![0u8; MAX_RECORD_SIZE + 4096];
     // Read through forward gaps the planner merged into this run; locate otherwise.
     while let Some(p) = *pos {
-        if p >= b {
+        if p >= b || b - p > gap_blocks + 1 {
             break;
         }
         match h.read_record(&mut buf) {

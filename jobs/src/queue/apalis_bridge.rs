@@ -68,9 +68,19 @@ impl ApalisDb {
                     "sqlite",
                     "opening the apalis queue file",
                 ))?;
-            SqliteStorage::setup(&pool)
-                .await
-                .map_err(qerr("sqlite", "migrating the apalis queue"))?;
+            // A worker and a command opening a new queue at once race for its first
+            // migration; the loser looks again once the winner committed.
+            let mut attempt = 0;
+            loop {
+                match SqliteStorage::setup(&pool).await {
+                    Ok(_) => break,
+                    Err(_) if attempt < 20 => {
+                        attempt += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => return Err(qerr("sqlite", "migrating the apalis queue")(e)),
+                }
+            }
             Ok(ApalisDb::Sqlite(pool))
         } else {
             let pool = PgPool::connect(url)
@@ -79,13 +89,25 @@ impl ApalisDb {
                     "postgres",
                     "connecting the apalis queue",
                 ))?;
-            PostgresStorage::<()>::setup(&pool)
-                .await
-                .map_err(|e| JobsError::Queue {
-                    backend: "postgres",
-                    doing: "migrating the apalis queue (needs the hstore extension)".into(),
-                    message: e.to_string(),
-                })?;
+            // CREATE EXTENSION (hstore) is not safe against a concurrent one in a new
+            // database: the loser retries once the winner committed.
+            let mut attempt = 0;
+            loop {
+                match PostgresStorage::<()>::setup(&pool).await {
+                    Ok(_) => break,
+                    Err(_) if attempt < 20 => {
+                        attempt += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        return Err(JobsError::Queue {
+                            backend: "postgres",
+                            doing: "migrating the apalis queue (needs the hstore extension)".into(),
+                            message: e.to_string(),
+                        });
+                    }
+                }
+            }
             Ok(ApalisDb::Postgres(pool))
         }
     }

@@ -75,6 +75,9 @@ pub struct SimConfig {
     pub cartridges: u32,
     /// How many of them (the last ones) are WORM.
     pub worm_cartridges: u32,
+    /// First two characters of every barcode (`RL` gives `RL0001L9`); libraries that share
+    /// one catalogue need different prefixes.
+    pub barcode_prefix: String,
     /// Native capacity of a new cartridge.
     pub capacity_bytes: u64,
     /// Early warning at this percentage of the capacity.
@@ -133,6 +136,7 @@ impl SimConfig {
             ie_slots: 4,
             cartridges: 8,
             worm_cartridges: 0,
+            barcode_prefix: "RL".to_string(),
             capacity_bytes: 64 << 30,
             early_warning_percent: 98.0,
             calibrated: false,
@@ -218,6 +222,12 @@ impl SimConfig {
                 "sim.ie_slots" => cfg.ie_slots = int(k, v)? as u32,
                 "sim.cartridges" => cfg.cartridges = int(k, v)? as u32,
                 "sim.worm_cartridges" => cfg.worm_cartridges = int(k, v)? as u32,
+                "sim.barcode_prefix" => {
+                    if v.len() != 2 || !v.bytes().all(|b| b.is_ascii_uppercase()) {
+                        return Err(bad(k, v, "two upper-case letters (barcodes are PP0001L9)"));
+                    }
+                    cfg.barcode_prefix = v.to_string();
+                }
                 "sim.capacity_bytes" => cfg.capacity_bytes = int(k, v)?,
                 "sim.early_warning_percent" => cfg.early_warning_percent = float(k, v)?,
                 "sim.calibrated" => cfg.calibrated = boolean(k, v)?,

@@ -36,9 +36,10 @@ pub const IE_BASE: u32 = 768;
 /// Address of storage slot 0.
 pub const SLOT_BASE: u32 = 1024;
 
-/// The barcode of cartridge `n` (1-based).
-pub fn barcode(n: u32, worm: bool) -> String {
-    format!("RL{n:04}{}", if worm { "LZ" } else { "L9" })
+/// The barcode of cartridge `n` (1-based): `RL0001L9` with the default prefix `RL`; WORM
+/// cartridges end in `LZ`, the LTO-9 WORM suffix.
+pub fn barcode(prefix: &str, n: u32, worm: bool) -> String {
+    format!("{prefix}{n:04}{}", if worm { "LZ" } else { "L9" })
 }
 
 /// An element address decoded.
@@ -527,7 +528,7 @@ fn load_layout(cfg: &SimConfig) -> Result<Layout, Fault> {
         let first_worm = cfg.cartridges - cfg.worm_cartridges;
         for n in 0..cfg.cartridges {
             let worm = n >= first_worm;
-            let bc = barcode(n + 1, worm);
+            let bc = barcode(&cfg.barcode_prefix, n + 1, worm);
             let c = Cartridge::create(&cfg.dir, &bc, worm, cfg.calibrated, cfg.capacity_bytes)
                 .map_err(|e| sense::io("create cartridge", e))?;
             l.homes.insert(bc, n);

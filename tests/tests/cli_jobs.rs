@@ -1,0 +1,149 @@
+//! End to end through the `reel` binary with a separate `reel worker` process, on SQLite and on
+//! PostgreSQL, with the simulator loaded through dlopen: intake, archive, recall (byte for
+//! byte), verify, catalogue look-ups, cancel, retry, graceful shutdown.
+
+use std::path::Path;
+
+use reel_tests::*;
+
+fn job_id(v: &serde_json::Value) -> String {
+    v.get("id")
+        .or_else(|| v.get(0).and_then(|j| j.get("id")))
+        .and_then(|x| x.as_str())
+        .unwrap_or_else(|| panic!("no job id in {v}"))
+        .to_string()
+}
+
+fn state_of(dir: &Path, id: &str) -> String {
+    let (_, v, _) = reel(dir, &["jobs", "show", id]);
+    v.get("state")
+        .or_else(|| v.get("job").and_then(|j| j.get("state")))
+        .and_then(|s| s.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Submit a job (no --wait) and wait for it with a timeout, so a dead worker fails the test
+/// instead of hanging it.
+fn run_job(dir: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let (code, v, err) = reel(dir, args);
+    assert_eq!(code, 0, "submit {args:?}: {v} {err}");
+    let id = job_id(&v);
+    let (code, v) = wait(dir, &id);
+    (code, v, err)
+}
+
+fn wait(dir: &Path, id: &str) -> (i32, serde_json::Value) {
+    let (code, v, err) = reel(dir, &["jobs", "wait", id, "--timeout", "120"]);
+    assert_ne!(code, 2, "job {id} timed out: {v} {err}");
+    (code, v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_recall_verify_intake_cancel_retry_through_the_binary() {
+    for store in stores("cli_end_to_end").await {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        write_config(dir.path(), &store.url(), lib.path(), 2, "");
+        let worker = Worker::start(dir.path(), 1);
+
+        // Intake every new cartridge.
+        let (code, v, err) = run_job(dir.path(), &["intake", "--all-new"]);
+        assert_eq!(code, 0, "{}: intake: {v} {err}", store.name());
+
+        // Archive a tree.
+        let src = tempfile::tempdir().unwrap();
+        let mut sums = std::collections::BTreeMap::new();
+        for i in 0..40u64 {
+            let rel = format!("d{}/f{i}.bin", i % 4);
+            let size = if i == 7 { 3 << 20 } else { i * 997 };
+            sums.insert(
+                rel.clone(),
+                write_random_file(&src.path().join(&rel), size, i),
+            );
+        }
+        let srcs = src.path().to_str().unwrap();
+        let (code, v, err) = run_job(dir.path(), &["archive", srcs, "--key-prefix", "t/"]);
+        assert_eq!(code, 0, "{}: archive: {v} {err}", store.name());
+
+        // The catalogue lists them.
+        let (code, v, _) = reel(dir.path(), &["catalog", "ls", "t/"]);
+        assert_eq!(code, 0);
+        assert_eq!(v.as_array().map(|a| a.len()), Some(40), "{v}");
+        let (code, v, _) = reel(dir.path(), &["catalog", "find", "t/d3/f7.bin"]);
+        assert_eq!(code, 0, "{v}");
+
+        // Recall them all, byte for byte.
+        let dst = tempfile::tempdir().unwrap();
+        let dsts = dst.path().to_str().unwrap();
+        let (code, v, err) = run_job(dir.path(), &["recall", "--prefix", "t/", "--to", dsts]);
+        assert_eq!(code, 0, "{}: recall: {v} {err}", store.name());
+        for (rel, sum) in &sums {
+            assert_eq!(sha256_file(&dst.path().join("t").join(rel)), *sum, "{rel}");
+        }
+
+        // Verify a sample of everything.
+        let (code, v, err) = run_job(dir.path(), &["verify", "--sample-every", "1"]);
+        assert_eq!(code, 0, "{}: verify: {v} {err}", store.name());
+
+        // Retry: a recall of a key not archived yet fails; once it is archived, a retry succeeds.
+        let late = src.path().join("late.txt");
+        write_random_file(&late, 1234, 99);
+        let (_, v, _) = reel(dir.path(), &["recall", "t/late.txt", "--to", dsts]);
+        let failing = job_id(&v);
+        let (code, _) = wait(dir.path(), &failing);
+        assert_ne!(
+            code,
+            0,
+            "{}: the recall of a missing key succeeded",
+            store.name()
+        );
+        assert_eq!(state_of(dir.path(), &failing), "failed");
+        let lates = late.to_str().unwrap();
+        let (code, v, err) = run_job(dir.path(), &["archive", lates, "--key-prefix", "t/"]);
+        assert_eq!(code, 0, "{v} {err}");
+        let (code, v, err) = reel(dir.path(), &["jobs", "retry", &failing]);
+        assert_eq!(code, 0, "retry: {v} {err}");
+        let (code, v) = wait(dir.path(), &failing);
+        assert_eq!(code, 0, "{}: retried recall: {v}", store.name());
+        assert!(dst.path().join("t/late.txt").exists());
+
+        // The library through the plugin, and the jobs list.
+        let (code, v, _) = reel(dir.path(), &["library", "cartridges"]);
+        assert_eq!(code, 0, "{v}");
+        let (code, v, _) = reel(dir.path(), &["jobs", "list"]);
+        assert_eq!(code, 0, "{v}");
+
+        // Graceful shutdown.
+        let code = worker.stop();
+        assert_eq!(code, 0, "{}: worker did not stop cleanly", store.name());
+
+        // Cancel: a recall submitted while no worker runs is cancelled before any drive gets
+        // to it; a worker started afterwards does not run it.
+        let (_, v, _) = reel(dir.path(), &["recall", "--prefix", "t/", "--to", dsts]);
+        let c = job_id(&v);
+        let (code, v, err) = reel(dir.path(), &["jobs", "cancel", &c]);
+        assert_eq!(code, 0, "cancel: {v} {err}");
+        let worker = Worker::start(dir.path(), 2);
+        let _ = wait(dir.path(), &c);
+        assert_eq!(state_of(dir.path(), &c), "cancelled", "{}", store.name());
+        assert_eq!(worker.stop(), 0);
+    }
+}
+
+#[test]
+fn errors_say_what_and_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "sqlite:reel.db", lib.path(), 1, "");
+    let (code, _, err) = reel(dir.path(), &["archive", "/no/such/path/anywhere"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("/no/such/path/anywhere"), "{err}");
+    let (code, _, err) = reel(dir.path(), &["jobs", "show", "no-such-job"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no-such-job"), "{err}");
+    std::fs::write(dir.path().join("reel.toml"), "[store]\nurll = 1\n").unwrap();
+    let (code, _, err) = reel(dir.path(), &["jobs", "list"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("urll"), "the bad key is named: {err}");
+}
