@@ -899,7 +899,10 @@ mod tests {
         let err = dispatch(parse(&["library", "drives"]), &loaded)
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("not wired"), "{err}");
+        assert!(
+            err.to_string().contains("[library] plugin is not set"),
+            "{err}"
+        );
         assert!(dir.path().join("reel.db").exists() && dir.path().join("jobs.db").exists());
     }
 }

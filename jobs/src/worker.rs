@@ -139,86 +139,6 @@ pub trait TapeExecutor: Send + Sync + 'static {
     ) -> impl Future<Output = Result<serde_json::Value>> + Send;
 }
 
-/// The executor of a build whose tape sessions are not wired yet: every call says so.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NotWiredExecutor;
-
-impl TapeExecutor for NotWiredExecutor {
-    async fn drives(&self) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-    async fn plan_archive(&self, _: &str, _: &ArchiveJob) -> Result<Vec<NewTapeRequest>> {
-        Err(JobsError::NotWired("archive planning"))
-    }
-    async fn plan_recall(&self, _: &str, _: &RecallJob) -> Result<Vec<NewTapeRequest>> {
-        Err(JobsError::NotWired("recall planning"))
-    }
-    async fn mount(
-        &self,
-        _: &str,
-        _: &MountTarget,
-        _: &Fence,
-        _: &CancellationToken,
-    ) -> Result<String> {
-        Err(JobsError::NotWired("mount"))
-    }
-    async fn unmount(&self, _: &str, _: &Fence) -> Result<()> {
-        Err(JobsError::NotWired("unmount"))
-    }
-    async fn write_batch(
-        &self,
-        _: &str,
-        _: &str,
-        _: &[TapeRequest],
-        _: &Fence,
-        _: &CancellationToken,
-        _: &ProgressFn,
-    ) -> Result<BatchOutcome> {
-        Err(JobsError::NotWired("tape write"))
-    }
-    async fn read_batch(
-        &self,
-        _: &str,
-        _: &str,
-        _: &[TapeRequest],
-        _: &Fence,
-        _: &CancellationToken,
-        _: &ProgressFn,
-    ) -> Result<BatchOutcome> {
-        Err(JobsError::NotWired("tape read"))
-    }
-    async fn verify(
-        &self,
-        _: &str,
-        _: &VerifyJob,
-        _: &Fence,
-        _: &CancellationToken,
-        _: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        Err(JobsError::NotWired("verify"))
-    }
-    async fn intake(
-        &self,
-        _: &str,
-        _: &IntakeJob,
-        _: &Fence,
-        _: &CancellationToken,
-        _: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        Err(JobsError::NotWired("intake"))
-    }
-    async fn rebuild(
-        &self,
-        _: &str,
-        _: &RebuildJob,
-        _: &Fence,
-        _: &CancellationToken,
-        _: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        Err(JobsError::NotWired("catalog rebuild"))
-    }
-}
-
 /// A worker name unique to this start: `PREFIX-HOST-PID-RANDOM`.
 pub fn unique_name(prefix: &str) -> String {
     let host = nix::unistd::gethostname()
@@ -813,7 +733,10 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     tasks.push(tokio::spawn(maintenance(rt.clone())));
     // The executor knows this host's drives ([library] drives restricts them) and names them
     // for leases.
-    let drives = rt.executor.drives().await?;
+    let mut drives = rt.executor.drives().await?;
+    if drives.is_empty() {
+        drives = rt.config.library.drives.clone();
+    }
     for d in drives {
         tasks.push(tokio::spawn(drive_loop(rt.clone(), d)));
     }
@@ -997,18 +920,44 @@ async fn drive_step<E: TapeExecutor>(
         return Ok(());
     }
     let progress: Box<ProgressFn> = Box::new(|_| {});
+    // A user's cancel of any job in the batch stops the batch at its next record boundary and
+    // frees the drive; the other jobs' unfinished requests go back to the queue.
+    let batch_cancel = cancel.child_token();
+    let watcher = {
+        let store = rt.store().clone();
+        let jobs: std::collections::BTreeSet<String> =
+            batch.iter().map(|r| r.job_id.clone()).collect();
+        let bc = batch_cancel.clone();
+        let every = rt.poll();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = bc.cancelled() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                for j in &jobs {
+                    if let Ok(true) = store.cancel_requested(j).await {
+                        tracing::info!(job = %j, "cancel requested: stopping the batch");
+                        bc.cancel();
+                        return;
+                    }
+                }
+            }
+        })
+    };
     let outcome = match target {
         MountTarget::Read { .. } => {
             rt.executor
-                .read_batch(drive, barcode, &batch, fence, cancel, &*progress)
+                .read_batch(drive, barcode, &batch, fence, &batch_cancel, &*progress)
                 .await
         }
         MountTarget::Write { .. } => {
             rt.executor
-                .write_batch(drive, barcode, &batch, fence, cancel, &*progress)
+                .write_batch(drive, barcode, &batch, fence, &batch_cancel, &*progress)
                 .await
         }
     };
+    watcher.abort();
     let ids: Vec<i64> = batch.iter().map(|r| r.id).collect();
     match outcome {
         Ok(o) => {

@@ -147,3 +147,94 @@ fn errors_say_what_and_exit_non_zero() {
     assert_ne!(code, 0);
     assert!(err.contains("urll"), "the bad key is named: {err}");
 }
+
+/// A running recall cancelled by the user stops at the next record boundary: the job ends
+/// cancelled, not every object was written, no partial file is left behind, and the drive is
+/// free for the next job. The simulator runs on its SCALED clock at 1× with a slow drive
+/// (20 MB/s) so that the recall is still reading when the cancel arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_of_a_running_recall_stops_it_and_frees_the_drive() {
+    for store in stores("cancel_of_a_running_recall").await {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        let cfg = write_config(dir.path(), &store.url(), lib.path(), 1, "");
+        let slow = "sim.clock=scaled\\nsim.time_scale=1\\nsim.robot_ms=50\\nsim.load_ms=50\\nsim.unload_ms=50\\nsim.stream_bytes_per_sec=20000000\\nsim.min_stream_bytes_per_sec=10000000";
+        let t = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("sim.clock=instant", slow)
+            .replace("verify = \"full\"", "verify = \"none\"");
+        std::fs::write(&cfg, t).unwrap();
+        let worker = Worker::start(dir.path(), 1);
+        let src = tempfile::tempdir().unwrap();
+        for i in 0..12u64 {
+            write_random_file(&src.path().join(format!("f{i}")), 8 << 20, i);
+        }
+        let (code, v, err) = run_job(
+            dir.path(),
+            &[
+                "archive",
+                src.path().to_str().unwrap(),
+                "--key-prefix",
+                "c/",
+            ],
+        );
+        assert_eq!(code, 0, "{}: archive {v} {err}", store.name());
+        // ~100 MB at 20 MB/s: about 5 s of reading.
+        let dst = tempfile::tempdir().unwrap();
+        let (_, v, _) = reel(
+            dir.path(),
+            &[
+                "recall",
+                "--prefix",
+                "c/",
+                "--to",
+                dst.path().to_str().unwrap(),
+            ],
+        );
+        let id = job_id(&v);
+        let t0 = std::time::Instant::now();
+        while state_of(dir.path(), &id) != "running" && t0.elapsed().as_secs() < 30 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let (code, v, err) = reel(dir.path(), &["jobs", "cancel", &id]);
+        assert_eq!(code, 0, "cancel: {v} {err}");
+        let _ = wait(dir.path(), &id);
+        assert_eq!(state_of(dir.path(), &id), "cancelled", "{}", store.name());
+        let mut written = 0;
+        for e in walk_files(dst.path()) {
+            let name = e.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                !name.contains("reel-partial"),
+                "partial file left: {}",
+                e.display()
+            );
+            written += 1;
+        }
+        assert!(
+            written < 12,
+            "{}: the cancelled recall wrote all {written} objects",
+            store.name()
+        );
+        // The drive is free: a small recall completes.
+        let (code, v, err) = run_job(
+            dir.path(),
+            &["recall", "c/f0", "--to", dst.path().to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{}: recall after cancel: {v} {err}", store.name());
+        assert_eq!(worker.stop(), 0);
+    }
+}
+
+fn walk_files(d: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

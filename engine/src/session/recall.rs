@@ -257,6 +257,11 @@ fn read_runs(
             }
             let mut failed: Option<RecallFailure> = None;
             for b in first..=last {
+                // Cancel stops at the next record boundary: a partial object's temporary file
+                // is removed by its writer, nothing half-written is renamed into place.
+                if cancel.is_cancelled() {
+                    return (sum, first_byte, Some("cancelled".into()));
+                }
                 let rec = match &cached {
                     Some((cb, d)) if *cb == b => d.clone(),
                     _ => match fetch(h, b, &mut pos, gap_blocks, &mut sum, &mut clock_ns, lbp) {

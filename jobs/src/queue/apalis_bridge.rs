@@ -333,6 +333,19 @@ impl JobQueue {
                 n += 1;
             }
         }
+        // A ticket not taken long after it was due was lost by the queue (seen under load with
+        // apalis 1.0): push a new one; the stale ticket no longer matches the job's link and
+        // is ignored if it ever arrives.
+        let stale_ms = (self.worker.poll_interval_ms as i64 * 50).max(10_000);
+        for rec in self.store.stale_queued(stale_ms).await? {
+            if let Some(old) = rec.apalis_task_id.clone() {
+                tracing::warn!(job = %rec.id, ticket = %old, "queued job not taken; pushing a new ticket");
+                self.store.unlink_apalis_task(&rec.id, &old).await?;
+                if self.push(&rec, Duration::ZERO).await?.is_some() {
+                    n += 1;
+                }
+            }
+        }
         Ok(n)
     }
 

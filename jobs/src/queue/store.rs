@@ -488,6 +488,24 @@ impl JobStore {
         })
     }
 
+    /// Queued jobs whose apalis ticket was pushed but not taken for `stale_ms`: a ticket apalis
+    /// lost (reel re-pushes them; the job record decides which ticket may run).
+    pub async fn stale_queued(&self, stale_ms: i64) -> Result<Vec<JobRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM reel_jobs WHERE state = 'queued' AND apalis_task_id IS NOT NULL \
+             AND not_before < $1 AND updated_ms < $1 ORDER BY created_ms"
+        );
+        let cutoff = now_ms() - stale_ms;
+        on_db!(&self.db, |p| {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(cutoff)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("finding stale queued jobs"))?;
+            rows.iter().map(decode).collect()
+        })
+    }
+
     /// Delete final jobs (and their tape requests) that finished before `now - retention`.
     pub async fn prune(&self, retention: Duration) -> Result<u64> {
         let cutoff = now_ms() - retention.as_millis() as i64;
