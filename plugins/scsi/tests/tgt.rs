@@ -306,8 +306,9 @@ fn records_on_drive_two(rig: &Rig, p: &Arc<Plugin>) {
     drop(d);
     lib.move_medium(257, 1025).expect("GFS002L9 back home");
 
-    // end of medium on a 64 MiB cartridge (patched tgtd): early warning is success with EOM,
-    // then VOLUME OVERFLOW with EOM and the residue, nothing written past it
+    // end of medium on a 64 MiB cartridge (patched tgtd): early warning is CHECK CONDITION
+    // 0/00/02 with EOM and the record written (docs/ABI.md), then VOLUME OVERFLOW with EOM and
+    // the residue, nothing written past it
     lib.move_medium(1026, 257).expect("GFS003L9 -> drive 257");
     let mut d = lib.open_drive(1).expect("open drive 1");
     d.load().expect("load");
@@ -317,9 +318,11 @@ fn records_on_drive_two(rig: &Rig, p: &Arc<Plugin>) {
     let (mut good, mut warned) = (0u64, None);
     let overflow = loop {
         match d.write_record(&rec, None) {
-            Ok(()) => {
+            Ok(()) => good += 1,
+            // Early warning: written.
+            Err(e) if e.status.sense_key == 0 && e.has_flag(REEL_FLAG_EOM) => {
                 good += 1;
-                if warned.is_none() && d.last_status().flags & REEL_FLAG_EOM != 0 {
+                if warned.is_none() {
                     warned = Some(good);
                 }
             }
