@@ -400,16 +400,11 @@ impl TapeService {
     /// After a device error: put the cartridge back in its slot if the library still can, and
     /// forget the mount, so the next use starts from a fresh load (position, buffer and mode
     /// are not trusted after a reset, a power cut or a dead drive).
-    pub async fn eject(&self, mut held: HeldDrive) {
-        let barcode = held.mount.barcode.clone();
-        held.guard.mounted = None;
-        self.set_mounted(held.drive.index(), None);
-        if let Err(e) =
-            mount::unmount(&self.library, &held.drive, Some(held.mount.source_slot)).await
-        {
-            warn!(barcode = %barcode, drive = held.drive.index(), error = %e, "cannot put the cartridge back after an error; the next mount will try again");
+    pub async fn eject(&self, held: HeldDrive) {
+        let (barcode, drive) = (held.mount.barcode.clone(), held.drive.index());
+        if let Err(e) = self.unmount_held(held).await {
+            warn!(barcode = %barcode, drive, error = %e, "cannot put the cartridge back after an error; the next mount will try again");
         }
-        self.leases.release(&barcode).await;
     }
 
     /// Forget every mount and put back whatever the library reports in our drives (after a
