@@ -27,7 +27,7 @@ use crate::job::{
     ArchiveJob, ArchiveSource, DEFAULT_PRIORITY, IntakeJob, IntakeSelection, RebuildJob, RecallJob,
     RecallSelection, VerifyJob, VerifyTarget,
 };
-use crate::queue::{Fence, NewTapeRequest, Progress, TapeRequest};
+use crate::queue::{Fence, NewTapeRequest, TapeRequest};
 use crate::scheduler::MountTarget;
 use crate::worker::{BatchOutcome, ProgressFn, TapeExecutor};
 
@@ -440,7 +440,7 @@ impl TapeExecutor for EngineExecutor {
         requests: &[TapeRequest],
         fence: &Fence,
         cancel: &CancellationToken,
-        progress: &ProgressFn,
+        _progress: &ProgressFn,
     ) -> Result<BatchOutcome> {
         let index = Self::drive_index(drive)?;
         let Some(pool) = requests.first().and_then(|r| r.pool.clone()) else {
@@ -467,20 +467,9 @@ impl TapeExecutor for EngineExecutor {
             fence: fence.clone(),
             rt: tokio::runtime::Handle::current(),
         });
-        let total: u64 = requests.len() as u64;
-        let bytes_total: u64 = requests.iter().map(|r| r.bytes).sum();
-        let p: session::ProgressFn = {
-            let progress: &ProgressFn = progress;
-            let progress = detached_progress(progress);
-            Arc::new(move |x: session::Progress| {
-                progress(Progress {
-                    objects_done: x.objects,
-                    objects_total: total,
-                    bytes_done: x.bytes,
-                    bytes_total,
-                })
-            })
-        };
+        // Job progress is counted per finished request by the drive loop; the borrowed
+        // callback cannot outlive this call, so the session reports to nobody.
+        let p = session::no_progress();
         let barcode = held.mount.barcode.clone();
         let (_back, out) = self
             .service
@@ -520,7 +509,7 @@ impl TapeExecutor for EngineExecutor {
         requests: &[TapeRequest],
         _fence: &Fence,
         cancel: &CancellationToken,
-        progress: &ProgressFn,
+        _progress: &ProgressFn,
     ) -> Result<BatchOutcome> {
         let index = Self::drive_index(drive)?;
         let mut items = Vec::with_capacity(requests.len());
@@ -546,17 +535,8 @@ impl TapeExecutor for EngineExecutor {
             .acquire_on(index, barcode)
             .await
             .map_err(tape)?;
-        let total = requests.len() as u64;
-        let bytes_total: u64 = requests.iter().map(|r| r.bytes).sum();
-        let progress = detached_progress(progress);
-        let p: session::ProgressFn = Arc::new(move |x: session::Progress| {
-            progress(Progress {
-                objects_done: x.objects,
-                objects_total: total,
-                bytes_done: x.bytes,
-                bytes_total,
-            })
-        });
+        // Job progress is counted per finished request by the drive loop.
+        let p = session::no_progress();
         let opts = recall_options(self.service.session_config(), OrderPolicy::Auto);
         let rep = match recall_session(&held.drive, items, &opts, &engine_cancel(cancel), p).await {
             Ok(r) => r,
@@ -709,13 +689,4 @@ impl TapeExecutor for EngineExecutor {
             .map_err(tape)?;
         Ok(json!(reps))
     }
-}
-
-/// The jobs layer's progress callback borrowed for the duration of a batch, as an owned
-/// callback the engine can keep: progress reported after the batch returns is dropped.
-fn detached_progress(p: &ProgressFn) -> Arc<dyn Fn(Progress) + Send + Sync> {
-    let _ = p;
-    // The borrowed callback cannot outlive the call, so batches report progress through the
-    // request counts the drive loop records (see `Runtime::finalize_waiting`).
-    Arc::new(|_p: Progress| {})
 }
