@@ -335,6 +335,29 @@ pub fn write_config(
     drives: u32,
     extra: &str,
 ) -> PathBuf {
+    let plugin_config = format!(
+        "dir={}\\nsim.clock=instant\\nsim.calibrated=true\\nsim.drives={drives}\\nsim.cartridges=10",
+        lib_dir.display()
+    );
+    write_plugin_config(
+        data_dir,
+        store_url,
+        &plugin_path("reel_plugin_sim"),
+        &plugin_config,
+        extra,
+    )
+}
+
+/// Write a `reel.toml` for tests into `data_dir` with any device plugin: `plugin_config` goes
+/// into a TOML basic string as it is (write a line break as `\n`); otherwise as
+/// [`write_config`].
+pub fn write_plugin_config(
+    data_dir: &Path,
+    store_url: &str,
+    plugin: &Path,
+    plugin_config: &str,
+    extra: &str,
+) -> PathBuf {
     let cfg = data_dir.join("reel.toml");
     let text = format!(
         r#"[store]
@@ -343,7 +366,7 @@ jobs_url = "sqlite:jobs.db"
 
 [library]
 plugin = "{plugin}"
-plugin_config = "dir={lib}\nsim.clock=instant\nsim.calibrated=true\nsim.drives={drives}\nsim.cartridges=10"
+plugin_config = "{plugin_config}"
 
 [archive]
 verify = "full"
@@ -368,8 +391,7 @@ max_age_seconds = 0
 min_mount_seconds = 0
 {extra}
 "#,
-        plugin = plugin_path("reel_plugin_sim").display(),
-        lib = lib_dir.display(),
+        plugin = plugin.display(),
     );
     std::fs::create_dir_all(data_dir).expect("data dir");
     std::fs::write(&cfg, text).expect("write config");

@@ -147,9 +147,30 @@ impl Drive {
     }
 
     /// Set the logical block protection mode (`REEL_LBP_*`).
+    ///
+    /// A drive that refuses LBP (`REEL_E_UNSUPPORTED`: older generations, virtual libraries
+    /// such as tgt) is run without it, with a warning, rather than refused: LBP guards the
+    /// path between host and head, while every record still carries its own CRC32C in the
+    /// container format and every object its SHA-256. [`Drive::lbp_enabled`] tells which.
     pub async fn set_lbp(&self, mode: u32) -> Result<(), DeviceError> {
-        self.call("drive_set_lbp", move |h| typed(h.set_lbp(mode)))
-            .await?;
+        match self
+            .call("drive_set_lbp", move |h| typed(h.set_lbp(mode)))
+            .await
+        {
+            Ok(()) => {}
+            Err(DeviceError::Unsupported { detail, .. })
+                if mode != reel_plugin_abi::REEL_LBP_OFF =>
+            {
+                tracing::warn!(
+                    drive = self.index,
+                    %detail,
+                    "the drive refuses logical block protection; writing and reading without it"
+                );
+                self.lbp.store(false, std::sync::atomic::Ordering::SeqCst);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
         self.lbp.store(
             mode != reel_plugin_abi::REEL_LBP_OFF,
             std::sync::atomic::Ordering::SeqCst,

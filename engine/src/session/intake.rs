@@ -129,7 +129,20 @@ async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
             ),
         ];
         for (id, v) in attrs {
-            drive.mam_write(id, v).await?;
+            match drive.mam_write(id, v).await {
+                Ok(()) => {}
+                // A drive or medium without MAM (tgt, some older media): the label record
+                // just written at BOT is what identifies the cartridge; MAM only saves reading it.
+                Err(crate::device::DeviceError::Unsupported { detail, .. }) => {
+                    tracing::warn!(
+                        barcode = %label.barcode,
+                        %detail,
+                        "the drive keeps no MAM attributes; the cartridge is labelled on tape only"
+                    );
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
     Ok(())

@@ -9,142 +9,16 @@
 //! Env: `TGTD` (tgtd binary; default: the patched build under /tmp/tgt-build), `RIG` (rig
 //! scripts directory), `REEL_TGT_PORT` / `REEL_TGT_CN` (default 3270 / 7).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 
 use reel_plugin_abi::host::{LibraryHandle, Plugin};
 use reel_plugin_abi::kit::{self, KitOptions, Outcome};
 use reel_plugin_abi::*;
 
-const IQN: &str = "iqn.2026-11.test:reel-scsi";
-
-/// A running tgt library; brought down on drop.
-struct Rig {
-    scripts: PathBuf,
-    vtl: tempfile::TempDir,
-    cn: String,
-    port: String,
-}
-
-fn on_path(bin: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skip_or_fail(why: &str) -> Option<Rig> {
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("tgt rig unavailable on CI: {why}; CI must run plugins/scsi/tests/rig.sh first");
-    }
-    // Written to the stderr handle, not with eprintln!: the test harness captures the macros
-    // and would hide the message of a passing (skipped) test.
-    use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "\n================================================================\n\
-         SKIPPING tgt integration test: {why}.\n\
-         Install the rig with plugins/scsi/tests/rig.sh (root) and run again.\n\
-         ================================================================"
-    );
-    None
-}
-
-impl Rig {
-    fn up() -> Option<Rig> {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let scripts = std::env::var_os("RIG")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| manifest.join("../../../shared/rig"));
-        if !scripts.join("vtl-up.sh").exists() {
-            return skip_or_fail(&format!("no rig scripts at {}", scripts.display()));
-        }
-        for bin in ["tgtadm", "tgtimg", "tgt-admin"] {
-            if !on_path(bin) {
-                return skip_or_fail(&format!("`{bin}` is not installed (Debian package tgt)"));
-            }
-        }
-        let tgtd =
-            std::env::var("TGTD").unwrap_or_else(|_| "/tmp/tgt-build/src/tgt/usr/tgtd".to_string());
-        if !Path::new(&tgtd).exists() {
-            return skip_or_fail(&format!(
-                "patched tgtd not found at {tgtd} (stock tgtd has no READ POSITION or LOCATE)"
-            ));
-        }
-        if !Path::new("/usr/lib/x86_64-linux-gnu/libiscsi.so.7").exists()
-            && !Command::new("sh")
-                .args(["-c", "ldconfig -p | grep -q libiscsi.so.7"])
-                .status()
-                .is_ok_and(|s| s.success())
-        {
-            return skip_or_fail("libiscsi.so.7 is not installed (Debian package libiscsi7)");
-        }
-        let port = std::env::var("REEL_TGT_PORT").unwrap_or_else(|_| "3270".into());
-        let cn = std::env::var("REEL_TGT_CN").unwrap_or_else(|_| "7".into());
-        let vtl = tempfile::Builder::new()
-            .prefix("reel-scsi-vtl")
-            .tempdir()
-            .expect("temp dir for the rig");
-        let rig = Rig {
-            scripts,
-            vtl,
-            cn,
-            port,
-        };
-        // a stale tgtd from an aborted run on the same control port would collide
-        rig.run("vtl-down.sh");
-        let out = Command::new("bash")
-            .arg(rig.scripts.join("vtl-up.sh"))
-            .envs(rig.env())
-            .env("TGTD", &tgtd)
-            .env("SIZE_MB", "64")
-            .output()
-            .expect("run vtl-up.sh");
-        assert!(
-            out.status.success(),
-            "vtl-up.sh failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(rig)
-    }
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("CN", self.cn.clone()),
-            ("PORT", self.port.clone()),
-            ("IQN", IQN.to_string()),
-            ("VTL", self.vtl.path().display().to_string()),
-        ]
-    }
-
-    fn run(&self, script: &str) {
-        let _ = Command::new("bash")
-            .arg(self.scripts.join(script))
-            .envs(self.env())
-            .output();
-    }
-
-    fn url(&self, lun: u32) -> String {
-        format!("iscsi://127.0.0.1:{}/{IQN}/{lun}", self.port)
-    }
-
-    fn config(&self) -> String {
-        format!(
-            "changer={}\ndrives={},{}\ntimeout.status=30\ntimeout.move=60",
-            self.url(3),
-            self.url(1),
-            self.url(2)
-        )
-    }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        self.run("vtl-down.sh");
-    }
-}
+#[path = "support/rig.rs"]
+mod rig;
+use rig::Rig;
 
 fn plugin() -> Arc<Plugin> {
     // target/<profile>/deps/tgt-<hash> -> target/<profile>/libreel_plugin_scsi.so
@@ -381,7 +255,15 @@ fn contract_kit(rig: &Rig, p: &Arc<Plugin>) {
 
 #[test]
 fn tgt_library() {
-    let Some(rig) = Rig::up() else {
+    let port = std::env::var("REEL_TGT_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3270);
+    let cn = std::env::var("REEL_TGT_CN")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(7);
+    let Some(rig) = Rig::up(port, cn, 64) else {
         return;
     };
     let p = plugin();
