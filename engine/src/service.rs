@@ -6,6 +6,13 @@
 //! it, else an idle empty drive, else an idle drive whose cartridge is put back. Across hosts,
 //! cartridge ownership goes through [`CartridgeLeases`] (the jobs layer implements it with its
 //! lease tables and fencing epochs); in one process [`LocalLeases`] is enough.
+//!
+//! Hosts that share one library (each using some of its drives) see each other's drives in the
+//! library's inventory. A cartridge loaded in a drive this host does not use is in use there:
+//! [`TapeService::acquire`] waits for it, [`TapeService::acquire_on`] answers
+//! [`SessionError::HeldElsewhere`] at once (the jobs scheduler then does other work and tries
+//! again), and a writer picks another cartridge. A cartridge left unloaded in such a drive (its
+//! host unloaded it, or died) is moved from there by the robot.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
@@ -14,7 +21,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reel_plugin_abi::{REEL_ELEMENT_FULL, REEL_ELEMENT_SLOT, REEL_ELEMENT_WORM, REEL_LBP_CRC32C};
+use reel_plugin_abi::{
+    REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_LOADED, REEL_ELEMENT_SLOT,
+    REEL_ELEMENT_WORM, REEL_LBP_CRC32C,
+};
 use serde::Serialize;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use tracing::{info, warn};
@@ -177,6 +187,8 @@ pub struct TapeService {
     allocation: Mutex<()>,
     /// Cartridges being mounted right now, so two tasks never mount one cartridge in two drives.
     mounting: std::sync::Mutex<HashSet<String>>,
+    /// Whether the library has drives this host does not use (other hosts may share it).
+    foreign_drives: bool,
 }
 
 impl TapeService {
@@ -199,6 +211,7 @@ impl TapeService {
             .map(|e| e.index)
             .collect();
         let wanted = options.drives.clone().unwrap_or_else(|| all.clone());
+        let foreign_drives = all.iter().any(|i| !wanted.contains(i));
         let mut drives = Vec::new();
         for i in wanted {
             if !all.contains(&i) {
@@ -228,6 +241,7 @@ impl TapeService {
             mounted: Default::default(),
             allocation: Mutex::new(()),
             mounting: Default::default(),
+            foreign_drives,
         };
         svc.sync_inventory().await?;
         Ok(svc)
@@ -268,13 +282,58 @@ impl TapeService {
         Ok(self.catalogue.cartridges().await?)
     }
 
+    /// Cartridges loaded in drives of the library that this host does not use (another host
+    /// sharing the library is using them), with the drive's index. Empty, without asking the
+    /// library, when this host uses every drive.
+    pub async fn held_elsewhere(&self) -> Result<Vec<(String, u32)>, SessionError> {
+        if !self.foreign_drives {
+            return Ok(Vec::new());
+        }
+        let ours: HashSet<u32> = self.drives.iter().map(|d| d.drive.index()).collect();
+        let inv = self.library.inventory().await?;
+        Ok(inv
+            .into_iter()
+            .filter(|e| {
+                e.kind == REEL_ELEMENT_DRIVE
+                    && !ours.contains(&e.index)
+                    && e.flags & REEL_ELEMENT_FULL != 0
+                    && e.flags & REEL_ELEMENT_LOADED != 0
+                    && !e.barcode.is_empty()
+            })
+            .map(|e| (e.barcode, e.index))
+            .collect())
+    }
+
+    /// The drive of another host that has `barcode` loaded, if any.
+    async fn drive_elsewhere(&self, barcode: &str) -> Result<Option<u32>, SessionError> {
+        Ok(self
+            .held_elsewhere()
+            .await?
+            .into_iter()
+            .find(|(b, _)| b == barcode)
+            .map(|(_, i)| i))
+    }
+
     /// Get a drive with `barcode` mounted: the drive holding it, else an idle empty one, else
-    /// an idle one whose cartridge goes back to its slot. Waits while every drive is busy, or
-    /// while the cartridge is in a busy drive.
+    /// an idle one whose cartridge goes back to its slot. Waits while every drive is busy,
+    /// while the cartridge is in a busy drive, or while another host sharing the library has
+    /// it loaded.
     pub async fn acquire(&self, barcode: &str) -> Result<HeldDrive, SessionError> {
         if self.drives.is_empty() {
             return Err(SessionError::Config("this host uses no drives".into()));
         }
+        let mut told = false;
+        let mut wait_elsewhere = |drive: u32| {
+            if !told {
+                info!(
+                    barcode,
+                    drive,
+                    "cartridge is loaded in another host's drive; waiting until it is unloaded"
+                );
+                told = true;
+            }
+            tokio::time::sleep(Duration::from_millis(250))
+        };
         loop {
             let map = self.mounted_map();
             let mut in_busy_drive = false;
@@ -287,6 +346,18 @@ impl TapeService {
                 }
             }
             if !in_busy_drive && self.reserve(barcode) {
+                match self.drive_elsewhere(barcode).await {
+                    Ok(None) => {}
+                    Ok(Some(drive)) => {
+                        self.unreserve(barcode);
+                        wait_elsewhere(drive).await;
+                        continue;
+                    }
+                    Err(e) => {
+                        self.unreserve(barcode);
+                        return Err(e);
+                    }
+                }
                 let mut candidate = None;
                 for d in &self.drives {
                     if let Ok(g) = d.state.clone().try_lock_owned() {
@@ -302,6 +373,11 @@ impl TapeService {
                 if let Some((d, g)) = candidate {
                     let r = self.finish_acquire(d, g, barcode).await;
                     self.unreserve(barcode);
+                    // Another host loaded it between the check and the move: wait for it.
+                    if let Err(SessionError::HeldElsewhere { drive, .. }) = r {
+                        wait_elsewhere(drive).await;
+                        continue;
+                    }
                     return r;
                 }
                 self.unreserve(barcode);
@@ -521,7 +597,9 @@ impl TapeService {
     }
 
     /// Hold drive `index` with `barcode` mounted in it (waits while the drive is busy). Fails
-    /// when the cartridge sits in another of this host's drives.
+    /// when the cartridge sits in another of this host's drives, and with
+    /// [`SessionError::HeldElsewhere`] (before touching drive `index`) while another host
+    /// sharing the library has it loaded.
     pub async fn acquire_on(&self, index: u32, barcode: &str) -> Result<HeldDrive, SessionError> {
         let d = self
             .drives
@@ -537,13 +615,22 @@ impl TapeService {
                 "cartridge {barcode} is in drive {other}; it is used there"
             )));
         }
+        if self.mounted_map().get(&index).is_none_or(|b| b != barcode)
+            && let Some(drive) = self.drive_elsewhere(barcode).await?
+        {
+            return Err(SessionError::HeldElsewhere {
+                barcode: barcode.to_string(),
+                drive,
+            });
+        }
         let g = d.state.clone().lock_owned().await;
         self.finish_acquire(d, g, barcode).await
     }
 
-    /// Hold drive `index` with a writable cartridge of `pool` mounted: a labelled one with room,
-    /// else a new one labelled now on this drive. Cartridges mounted in this host's other drives
-    /// and those in `exclude` are left alone.
+    /// Hold drive `index` with a writable cartridge of `pool` mounted: the one already in this
+    /// drive if it is a writable cartridge of the pool (no remount), else a labelled one with
+    /// room, else a new one labelled now on this drive. Cartridges mounted in this host's other
+    /// drives, those loaded in other hosts' drives, and those in `exclude` are left alone.
     pub async fn writable_on(
         &self,
         index: u32,
@@ -558,7 +645,24 @@ impl TapeService {
                 .filter(|(i, _)| *i != index)
                 .map(|(_, b)| b),
         );
+        exclude.extend(self.held_elsewhere().await?.into_iter().map(|(b, _)| b));
         self.catalogue.ensure_pool(pool).await?;
+        if let Some(cur) = self.mounted_map().get(&index).cloned()
+            && !exclude.contains(&cur)
+            && let Some(c) = self.catalogue.cartridge(&cur).await?
+            && c.state == CartridgeState::Active
+            && c.pool.as_deref() == Some(pool)
+            && c.cartridge_uuid.is_some()
+            && !c.worm
+        {
+            match self.acquire_on(index, &cur).await {
+                Ok(h) => return Ok(h),
+                Err(e) => {
+                    warn!(barcode = %cur, error = %e, "mounted cartridge not available for writing");
+                    exclude.push(cur);
+                }
+            }
+        }
         for _ in 0..64 {
             if let Some(c) = self
                 .catalogue
@@ -970,6 +1074,12 @@ impl TapeService {
             let Some(cart) = self.catalogue.cartridge(&b).await? else {
                 continue;
             };
+            if let Some(drive) = self.drive_elsewhere(&b).await? {
+                // The host using it recovers it (a write mount recovers first), or this host
+                // does when it next mounts it.
+                info!(barcode = %b, drive, "cartridge with pending containers is loaded in another host's drive; not recovered now");
+                continue;
+            }
             let held = self.acquire(&b).await?;
             let r = recover_cartridge(&self.catalogue, &held.drive, &cart).await?;
             out.push((b, r));

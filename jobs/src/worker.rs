@@ -86,6 +86,14 @@ pub trait TapeExecutor: Send + Sync + 'static {
     /// Unload whatever is in `drive`.
     fn unmount(&self, drive: &str, fence: &Fence) -> impl Future<Output = Result<()>> + Send;
 
+    /// Cartridges loaded in drives of the library that this host does not use: another host
+    /// sharing the library is using them, so this host does not mount them now (the scheduler
+    /// treats them as mounted elsewhere). Asked only before mounting a cartridge for reading.
+    /// Default: none (this host is the library's only user).
+    fn held_elsewhere(&self) -> impl Future<Output = Result<Vec<String>>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
     /// Write a batch of requests at EOD of the mounted cartridge.
     fn write_batch(
         &self,
@@ -391,7 +399,7 @@ impl<E: TapeExecutor> Runtime<E> {
             Ending::Failed(e) => {
                 let retryable = !matches!(
                     e,
-                    JobsError::NotWired(_) | JobsError::Payload { .. } | JobsError::Config { .. }
+                    JobsError::Payload { .. } | JobsError::Config { .. }
                 );
                 let delay = self.queue.backoff().delay(record.attempts);
                 match self
@@ -888,9 +896,35 @@ async fn drive_step<E: TapeExecutor>(
         }),
         unavailable: false,
     };
-    let decision = scheduler::decide(policy, &queues, &[state])
+    let mut decision = scheduler::decide(policy, &queues, std::slice::from_ref(&state))
         .into_iter()
         .next();
+    // Hosts sharing one library: a cartridge another host has loaded is mounted there, not
+    // here. Decide again with it counted as mounted in an (unavailable) drive of its own, so
+    // this drive takes other work or waits, and that host keeps the cartridge without a remount.
+    if let Some(Decision::Mount {
+        target: MountTarget::Read { barcode },
+        ..
+    }) = &decision
+    {
+        let elsewhere = rt.executor.held_elsewhere().await?;
+        if elsewhere.contains(barcode) {
+            tracing::debug!(drive, %barcode, "cartridge is loaded in another host's drive; not mounting it here now");
+            let mut drives = vec![state];
+            drives.extend(elsewhere.into_iter().map(|b| DriveState {
+                name: format!("elsewhere:{b}"),
+                mounted: Some(Mounted {
+                    target: MountTarget::Read { barcode: b.clone() },
+                    barcode: b,
+                    mounted_for: Duration::ZERO,
+                }),
+                unavailable: true,
+            }));
+            decision = scheduler::decide(policy, &queues, &drives)
+                .into_iter()
+                .next();
+        }
+    }
     let target = match decision {
         Some(Decision::Stay { target, .. }) => target,
         Some(Decision::Mount { target, reason, .. }) => {

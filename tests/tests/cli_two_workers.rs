@@ -1,6 +1,9 @@
-//! Two worker processes, one drive each, sharing one PostgreSQL database and one simulated
-//! library. Jobs spread over both; `kill -9` of one in the middle of an archive: the job
-//! completes on the other, every acknowledged object recalls intact, no write except at EOD.
+//! Two worker processes, one drive each, sharing one PostgreSQL database and ONE simulated
+//! library (`sim.shared=true`: worker 1 uses drive 0, worker 2 drive 1, as two drive hosts share a
+//! SCSI library). Jobs spread over both; `kill -9` of one in the middle of an archive: the job
+//! completes on the other, which takes over cartridges the dead host left in its drive; every
+//! acknowledged object recalls intact; no write except at EOD, by either process (the library's
+//! event log counts a killed process's writes too).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,31 +21,103 @@ fn worker_log(dir: &Path, n: u32) -> String {
     std::fs::read_to_string(dir.join(format!("worker-{n}.log"))).unwrap_or_default()
 }
 
+/// The simulator's configuration string every process sharing the library uses (identical, so
+/// the drives' lease names `<library id>-<index>` are the same on both hosts).
+fn shared_sim_config(lib: &Path) -> String {
+    format!(
+        "dir={}\nsim.clock=instant\nsim.calibrated=true\nsim.drives=2\nsim.cartridges=10\nsim.shared=true",
+        lib.display()
+    )
+}
+
+/// A `reel.toml` for one host: the shared library, only drive `drive`.
+fn host_config(data_dir: &Path, store_url: &str, lib: &Path, drive: u32) {
+    let cfg = write_config(data_dir, store_url, lib, 2, "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace("sim.cartridges=10", "sim.cartridges=10\\nsim.shared=true");
+    let text = text.replacen(
+        "\n[archive]\n",
+        &format!("drives = [\"{drive}\"]\n\n[archive]\n"),
+        1,
+    );
+    // Small group commits, so an archive is many batches and both hosts take part in one.
+    let text = text.replacen(
+        "barrier_seconds = 5\n",
+        "barrier_seconds = 5\nbarrier_bytes = 1048576\n",
+        1,
+    );
+    assert!(
+        text.contains("sim.shared=true")
+            && text.contains("drives = [")
+            && text.contains("barrier_bytes"),
+        "{text}"
+    );
+    std::fs::write(&cfg, text).unwrap();
+}
+
+/// A handle on the shared library for this test process: it opens no drive, so it disturbs
+/// neither worker.
+fn observer(lib: &Path) -> reel_engine::device::Library {
+    let plugin = reel_engine::device::load_plugin(&plugin_path("reel_plugin_sim")).unwrap();
+    reel_engine::device::Library::open(plugin, &shared_sim_config(lib)).unwrap()
+}
+
+/// `{"op":"counters"}` of the shared library.
+async fn library_counters(lib: &Path) -> serde_json::Value {
+    let reply = observer(lib).control(r#"{"op":"counters"}"#).await.unwrap();
+    serde_json::from_str(&reply).unwrap()
+}
+
+/// What drive `i` holds, as the library's inventory says: (barcode, loaded).
+async fn drive_holds(lib: &Path, i: u32) -> Option<(String, bool)> {
+    use reel_plugin_abi::{REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_LOADED};
+    observer(lib)
+        .inventory()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == REEL_ELEMENT_DRIVE && e.index == i && e.flags & REEL_ELEMENT_FULL != 0)
+        .map(|e| (e.barcode, e.flags & REEL_ELEMENT_LOADED != 0))
+}
+
+async fn recall_all(host: &Path, sums: &std::collections::BTreeMap<String, [u8; 32]>) {
+    let dst = tempfile::tempdir().unwrap();
+    let (code, v, err) = reel(
+        host,
+        &[
+            "recall",
+            "--prefix",
+            "s/",
+            "--to",
+            dst.path().to_str().unwrap(),
+            "--wait",
+        ],
+    );
+    assert_eq!(code, 0, "recall: {v} {err}");
+    for (k, sum) in sums {
+        assert_eq!(sha256_file(&dst.path().join(k)), *sum, "{k}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_share_postgres_and_survive_a_kill() {
     let Some(base) = postgres_url("two_workers_share_postgres") else {
         return;
     };
     let db = PgDatabase::create(&base).await;
-    // One simulated library directory is opened by one process at a time, so each host gets
-    // its own library (its own drive and cartridges): the shared part is the database.
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (l1, l2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    write_config(d1.path(), &db.url, l1.path(), 1, "");
-    write_config(d2.path(), &db.url, l2.path(), 1, "");
-    // Different barcodes per host, so the one catalogue tells the libraries apart.
-    for (d, prefix) in [(d1.path(), "RA"), (d2.path(), "RB")] {
-        let cfg = d.join("reel.toml");
-        let t = std::fs::read_to_string(&cfg).unwrap().replace(
-            "sim.cartridges=10",
-            &format!("sim.cartridges=10\\nsim.barcode_prefix={prefix}"),
-        );
-        std::fs::write(&cfg, t).unwrap();
-    }
+    let lib = tempfile::tempdir().unwrap();
+    host_config(d1.path(), &db.url, lib.path(), 0);
+    host_config(d2.path(), &db.url, lib.path(), 1);
     let w1 = Worker::start(d1.path(), 1);
     let w2 = Worker::start(d2.path(), 2);
+    let (l1s, l2s) = (worker_log(d1.path(), 1), worker_log(d2.path(), 2));
+    assert!(
+        l1s.contains(": running") && l2s.contains(": running"),
+        "both workers run on the one library:\n{l1s}\n---\n{l2s}"
+    );
 
-    // Several archives: both workers take part.
+    // Several archives: both workers take part, each on its own drive of the one library.
     let src = tempfile::tempdir().unwrap();
     let mut sums = std::collections::BTreeMap::new();
     let mut ids = Vec::new();
@@ -79,13 +154,14 @@ async fn two_workers_share_postgres_and_survive_a_kill() {
 
     // A big archive; kill -9 worker 1 while it runs.
     let big = src.path().join("big");
-    for i in 0..40u64 {
+    for i in 0..80u64 {
         let rel = format!("big/f{i}");
         sums.insert(
             format!("s/{rel}"),
             write_random_file(&src.path().join(&rel), 1 << 20, 9000 + i),
         );
     }
+    let batches_before = worker_log(d1.path(), 1).matches("write batch").count();
     let (code, v, err) = reel(
         d1.path(),
         &["archive", big.to_str().unwrap(), "--key-prefix", "s/big/"],
@@ -93,16 +169,21 @@ async fn two_workers_share_postgres_and_survive_a_kill() {
     assert_eq!(code, 0, "{v} {err}");
     let big_id = job_id(&v);
     let t0 = Instant::now();
-    while !worker_log(d1.path(), 1).contains("s/big/")
-        && !worker_log(d1.path(), 1)
-            .matches("write batch")
-            .count()
-            .gt(&6)
+    while worker_log(d1.path(), 1).matches("write batch").count() <= batches_before
         && t0.elapsed() < Duration::from_secs(20)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     w1.kill();
+    let w2_batches_at_kill = worker_log(d2.path(), 2).matches("write batch").count();
+    // What the dead host left in its drive counts as unloaded: the robot may take it away.
+    let left = drive_holds(lib.path(), 0).await;
+    if let Some((barcode, loaded)) = &left {
+        assert!(
+            !loaded,
+            "{barcode} in the dead host's drive still counts as loaded"
+        );
+    }
     let (code, v, err) = reel(d2.path(), &["jobs", "wait", &big_id, "--timeout", "180"]);
     assert_eq!(
         code,
@@ -111,25 +192,47 @@ async fn two_workers_share_postgres_and_survive_a_kill() {
         worker_log(d2.path(), 2)
     );
 
-    // Every acknowledged object recalls intact (on the surviving host: objects whose copies
-    // are on the killed host's library stay unreachable until it comes back, so restart it).
-    let w1 = Worker::start(d1.path(), 3);
-    let dst = tempfile::tempdir().unwrap();
-    let (code, v, err) = reel(
-        d2.path(),
-        &[
-            "recall",
-            "--prefix",
-            "s/",
-            "--to",
-            dst.path().to_str().unwrap(),
-            "--wait",
-        ],
+    assert!(
+        worker_log(d2.path(), 2).matches("write batch").count() > w2_batches_at_kill,
+        "worker 1 was killed in the middle of the archive and worker 2 finished it:\n{}",
+        worker_log(d2.path(), 2)
     );
-    assert_eq!(code, 0, "recall: {v} {err}");
-    for (k, sum) in &sums {
-        assert_eq!(sha256_file(&dst.path().join(k)), *sum, "{k}");
+
+    // Every acknowledged object recalls intact through the surviving host alone: a cartridge
+    // the dead host left in its drive counts as unloaded, and the robot brings it to drive 1.
+    recall_all(d2.path(), &sums).await;
+    if let Some((barcode, _)) = left {
+        // It held acknowledged objects (worker 1 had just finished a write batch on it).
+        assert!(
+            drive_holds(lib.path(), 0).await.is_none(),
+            "drive 0 still holds {barcode}"
+        );
+        assert!(
+            worker_log(d2.path(), 2).contains("moving it from there"),
+            "worker 2 took {barcode} from the dead host's drive:\n{}",
+            worker_log(d2.path(), 2)
+        );
     }
+
+    // The dead host comes back (on drive 0 again) and both recall: reads spread over the two
+    // drives, a cartridge loaded on one host is left to it by the other.
+    let w1 = Worker::start(d1.path(), 3);
+    recall_all(d1.path(), &sums).await;
+
+    // No write anywhere but at EOD, by either process, the killed one included.
+    let c = library_counters(lib.path()).await;
+    assert_eq!(c["shared"], true, "{c}");
+    assert_eq!(c["library"]["violations"], 0, "writes short of EOD: {c}");
+    assert!(
+        c["library"]["robot_moves"].as_u64().unwrap_or(0) > 0,
+        "the robot moved for both hosts: {c}"
+    );
     assert_eq!(w1.stop(), 0);
     assert_eq!(w2.stop(), 0);
+    if std::env::var_os("REEL_TEST_SHOW_LOGS").is_some() {
+        for (d, n) in [(d1.path(), 1), (d1.path(), 3), (d2.path(), 2)] {
+            eprintln!("===== worker {n}\n{}", worker_log(d, n));
+        }
+        eprintln!("===== counters {c}");
+    }
 }

@@ -206,6 +206,18 @@ pub enum SessionError {
     /// The fencing epoch moved: another worker owns this drive or cartridge now.
     #[error("lost the lease: {0}")]
     Fenced(String),
+    /// The cartridge is loaded in a drive this host does not use (another host sharing the
+    /// library is using it). Not a failure of the cartridge: it can be mounted here once that
+    /// host unloads it.
+    #[error(
+        "cartridge {barcode} is loaded in drive {drive}, which another host sharing the library uses; it is mounted here once that host unloads it (retry later)"
+    )]
+    HeldElsewhere {
+        /// Barcode.
+        barcode: String,
+        /// The library's index of the drive holding it.
+        drive: u32,
+    },
     /// Anything else, with its explanation.
     #[error("{0}")]
     Other(String),

@@ -2,7 +2,9 @@
 //! it, and reel reads the BOT label to know whose cartridge it is.
 
 use reel_plugin_abi::sdk::Element;
-use reel_plugin_abi::{REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_SLOT};
+use reel_plugin_abi::{
+    REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_LOADED, REEL_ELEMENT_SLOT, asc, sense_key,
+};
 use tracing::{debug, info};
 
 use super::{SessionError, secs};
@@ -76,13 +78,27 @@ pub async fn mount(library: &Library, drive: &Drive, barcode: &str) -> Result<Mo
             .into(),
     })?;
     if from.kind == REEL_ELEMENT_DRIVE {
-        return Err(SessionError::Cartridge {
-            barcode: barcode.to_string(),
-            reason: format!("is in drive {} already", from.index),
-        });
+        // In another drive (of another host sharing the library: the caller handles its own
+        // drives). Loaded there: in use, wait. Not loaded (that host unloaded it, or is gone):
+        // the robot may take it from there; the library refuses if it is loaded after all.
+        if from.flags & REEL_ELEMENT_LOADED != 0 {
+            return Err(SessionError::HeldElsewhere {
+                barcode: barcode.to_string(),
+                drive: from.index,
+            });
+        }
+        info!(
+            barcode,
+            from_drive = from.index,
+            drive = drive.index(),
+            "cartridge sits unloaded in another drive; moving it from there"
+        );
     }
     let source = from.address;
-    let move_ns = library.move_medium(source, de.address).await?;
+    let move_ns = library
+        .move_medium(source, de.address)
+        .await
+        .map_err(|e| move_refused(e, barcode, from))?;
     let load_ns = match drive.load().await {
         Ok(ns) => ns,
         Err(e) => {
@@ -99,6 +115,34 @@ pub async fn mount(library: &Library, drive: &Drive, barcode: &str) -> Result<Mo
         mount_s,
         already: false,
     })
+}
+
+/// A MOVE MEDIUM refused because another host holds the cartridge (SMC MEDIUM REMOVAL
+/// PREVENTED from a drive) or took it meanwhile (source empty) becomes
+/// [`SessionError::HeldElsewhere`] or a cartridge error saying to retry; anything else stays a
+/// device error.
+fn move_refused(e: DeviceError, barcode: &str, from: &Element) -> SessionError {
+    let sense = e.sense();
+    let asc_ascq = sense.map(|(_, a, q)| (a, q));
+    let illegal = sense.is_some_and(|(k, _, _)| k == sense_key::ILLEGAL_REQUEST);
+    if illegal && from.kind == REEL_ELEMENT_DRIVE && asc_ascq == Some(asc::MEDIUM_REMOVAL_PREVENTED)
+    {
+        return SessionError::HeldElsewhere {
+            barcode: barcode.to_string(),
+            drive: from.index,
+        };
+    }
+    if illegal && asc_ascq == Some(asc::SOURCE_EMPTY) {
+        return SessionError::Cartridge {
+            barcode: barcode.to_string(),
+            reason: format!(
+                "was no longer in element {} when the robot came for it (another host sharing the \
+                 library moved it); retry, the next inventory shows where it is",
+                from.address
+            ),
+        };
+    }
+    e.into()
 }
 
 /// Unload the drive and put its cartridge back in `return_to` (its source slot) or, if that
@@ -142,7 +186,18 @@ pub async fn unmount(
         .ok_or_else(|| {
             SessionError::Other("no empty slot to put the cartridge back; export one".into())
         })?;
-    let move_ns = library.move_medium(de.address, target).await?;
+    let move_ns = match library.move_medium(de.address, target).await {
+        Ok(ns) => ns,
+        Err(e) => {
+            // Once unloaded, another host sharing the library may have taken the cartridge
+            // from this drive for itself: then the drive is empty, which is all we wanted.
+            if mounted_barcode(library, drive).await?.is_none() {
+                info!(barcode = %de.barcode, drive = drive.index(), "unloaded; another host took the cartridge from the drive");
+                return Ok(secs(unload_ns));
+            }
+            return Err(e.into());
+        }
+    };
     info!(barcode = %de.barcode, drive = drive.index(), slot = target, "unmounted");
     Ok(secs(unload_ns) + secs(move_ns))
 }

@@ -121,6 +121,9 @@ pub struct SimConfig {
     pub max_record_bytes: u64,
     /// Whether the drives do logical block protection.
     pub lbp_capable: bool,
+    /// Shared mode: several processes open this library directory at once, each owning the
+    /// drives it opens (docs/SIMULATOR.md §7).
+    pub shared: bool,
 }
 
 impl SimConfig {
@@ -158,6 +161,7 @@ impl SimConfig {
             buffer_bytes: 1 << 30,
             max_record_bytes: 8 << 20,
             lbp_capable: true,
+            shared: false,
         }
     }
 
@@ -255,6 +259,7 @@ impl SimConfig {
                 "sim.buffer_bytes" => cfg.buffer_bytes = int(k, v)?,
                 "sim.max_record_bytes" => cfg.max_record_bytes = int(k, v)?,
                 "sim.lbp" => cfg.lbp_capable = boolean(k, v)?,
+                "sim.shared" => cfg.shared = boolean(k, v)?,
                 _ => return Err(ConfigError::UnknownKey(k.clone())),
             }
         }

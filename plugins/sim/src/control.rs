@@ -52,6 +52,7 @@ fn drive_of(s: &Shared, req: &Value, op: &str) -> Result<u32, Fault> {
             s.drive_count()
         )));
     }
+    s.check_not_foreign(d as u32, op)?;
     Ok(d as u32)
 }
 
@@ -76,7 +77,7 @@ pub fn handle(s: &Shared, request: &str) -> Result<(String, f64), Fault> {
             arm_point(s, d, n, op == "test.early_warning_after")?;
             ok()
         }
-        "counters" => counters(s),
+        "counters" => counters(s)?,
         "feed" => feed(s, &req)?,
         "robot_recover" => {
             let d = drive_of(s, &req, op)?;
@@ -128,7 +129,7 @@ fn arm_point(s: &Shared, d: u32, bytes: u64, early_warning: bool) -> Result<(), 
     Ok(())
 }
 
-fn counters(s: &Shared) -> Value {
+fn counters(s: &Shared) -> Result<Value, Fault> {
     let stats = s.all_stats();
     let drives: Vec<Value> = stats
         .iter()
@@ -152,17 +153,29 @@ fn counters(s: &Shared) -> Value {
                 "mounts": st.mounts,
                 "writes_not_at_eod": st.writes_not_at_eod,
                 "relabels": st.relabels,
+                "owned": s.owns(i as u32),
             })
         })
         .collect();
-    json!({
+    let mut v = json!({
         "ok": true,
         "basis": "SIMULATED",
         "violations": stats.iter().map(|s| s.writes_not_at_eod).sum::<u64>(),
         "relabels": stats.iter().map(|s| s.relabels).sum::<u64>(),
         "robot_moves": s.robot_moves(),
         "drives": drives,
-    })
+    });
+    // Shared mode: the figures above are this process's; the library's whole history, every
+    // process included (a killed one too), comes from its event log and layout.
+    if let Some((violations, relabels, moves)) = s.library_counters()? {
+        v["shared"] = json!(true);
+        v["library"] = json!({
+            "violations": violations,
+            "relabels": relabels,
+            "robot_moves": moves,
+        });
+    }
+    Ok(v)
 }
 
 fn feed(s: &Shared, req: &Value) -> Result<Value, Fault> {

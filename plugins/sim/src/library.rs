@@ -3,12 +3,27 @@
 //!
 //! Element addresses: picker 1, drive `i` at 256+i, import/export `i` at 768+i, slot `i` at
 //! 1024+i. Barcodes are `RL0001L9`, `RL0002L9`, ...; WORM cartridges end in `LZ`.
+//!
+//! The changer knows its cartridges by barcode; a cartridge's records are opened only while it
+//! is in a drive this library handle owns (opened when it is moved in, synced and closed when
+//! it is moved out).
+//!
+//! **Shared mode** (`sim.shared=true`): several processes open one library directory, as drive
+//! hosts share a real SCSI library. `library.json` is then the changer's source of truth: every
+//! changer operation (inventory, move, import/export, recovery) holds an advisory lock on
+//! `<dir>/.changer.lock`, re-reads the file first and writes it back atomically. Each drive
+//! belongs to the process that opened it (`<dir>/drive-N.lock`, holding its pid); the owner
+//! saves whether the drive's cartridge is loaded. A move out of a drive another live process
+//! has loaded is refused with MEDIUM REMOVAL PREVENTED; a drive whose owner is gone counts as
+//! not loaded (as a reopened library's drives do).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CStr;
-use std::path::Path;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use reel_plugin_abi::sdk::{Call, Element, Fault, Library};
 use reel_plugin_abi::{
@@ -36,6 +51,10 @@ pub const IE_BASE: u32 = 768;
 /// Address of storage slot 0.
 pub const SLOT_BASE: u32 = 1024;
 
+/// The append-only log of writes short of EOD and relabels, in shared mode (one JSON object a
+/// line), so the whole library's count survives any one process.
+pub const EVENTS_FILE: &str = "events.jsonl";
+
 /// The barcode of cartridge `n` (1-based): `RL0001L9` with the default prefix `RL`; WORM
 /// cartridges end in `LZ`, the LTO-9 WORM suffix.
 pub fn barcode(prefix: &str, n: u32, worm: bool) -> String {
@@ -53,14 +72,28 @@ pub enum Addr {
     Slot(u32),
 }
 
-/// The changer's own state (slots and mail slots); drives hold their cartridges themselves.
+/// The changer's state: which barcode each element holds. Drives this handle owns also hold
+/// the open cartridge in their [`DriveState`]; `in_drive` mirrors them.
 pub struct Changer {
-    slots: Vec<Option<Cartridge>>,
-    ie: Vec<Option<Cartridge>>,
-    /// Barcode in each drive (mirrors the drive states, updated only under this lock).
+    slots: Vec<Option<String>>,
+    ie: Vec<Option<String>>,
+    /// Barcode in each drive.
     in_drive: Vec<Option<String>>,
+    /// Whether each drive's cartridge is loaded, as its owner last saved it (shared mode).
+    loaded: Vec<bool>,
     /// Home slot of every cartridge (the slot it last came from).
     homes: BTreeMap<String, u32>,
+    /// WORM flag of every cartridge seen (a fact of the cartridge, never changes).
+    worm: BTreeMap<String, bool>,
+    /// Robot moves of the whole library, every process (shared mode).
+    library_moves: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+struct GeometryFile {
+    drives: u32,
+    slots: u32,
+    ie_slots: u32,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -70,6 +103,55 @@ struct LibraryFile {
     locations: BTreeMap<String, u32>,
     /// Barcode → home slot index.
     homes: BTreeMap<String, u32>,
+    /// The element counts the library was created with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    geometry: Option<GeometryFile>,
+    /// Drives whose cartridge is loaded (shared mode: saved by each drive's owner).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    loaded: BTreeSet<u32>,
+    /// Robot moves by every process (shared mode).
+    #[serde(default)]
+    robot_moves: u64,
+}
+
+/// Ownership of one drive by this library handle (shared mode): an advisory lock on
+/// `<dir>/drive-N.lock`, which holds the owner's pid. Released when the last drive handle
+/// opened on it is closed.
+pub struct DriveLock {
+    _file: File,
+}
+
+/// Holds `<dir>/.changer.lock` for one changer operation (shared mode).
+struct Flock<'a>(&'a File);
+
+impl Drop for Flock<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.unlock() {
+            tracing::error!(error = %e, "releasing the changer lock failed");
+        }
+    }
+}
+
+/// The changer, locked for one operation. In shared mode it also holds the changer file lock
+/// and was re-read from disk when taken.
+pub struct ChangerGuard<'a> {
+    // Field order matters: the file lock is released before the in-process mutex, so another
+    // thread of this process never believes it holds the file lock while it is being released.
+    _flock: Option<Flock<'a>>,
+    ch: MutexGuard<'a, Changer>,
+}
+
+impl std::ops::Deref for ChangerGuard<'_> {
+    type Target = Changer;
+    fn deref(&self) -> &Changer {
+        &self.ch
+    }
+}
+
+impl std::ops::DerefMut for ChangerGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Changer {
+        &mut self.ch
+    }
 }
 
 /// State shared by the library handle and its drive handles.
@@ -78,12 +160,21 @@ pub struct Shared {
     pub cfg: SimConfig,
     changer: Mutex<Changer>,
     drives: Vec<Mutex<DriveState>>,
+    /// Shared mode: the drives this handle owns (a live lock).
+    owners: Vec<Mutex<Weak<DriveLock>>>,
     medium_errors: Mutex<Vec<(String, u64)>>,
     robot_moves: AtomicU64,
     /// Wall clock (pacing and host-clock arrivals).
     pub time: Arc<dyn TimeSource>,
-    /// Advisory lock on `<dir>/.lock`, held while the library is open.
-    _lock: std::fs::File,
+    /// Advisory lock on `<dir>/.lock`, held while the library is open: exclusive, or shared in
+    /// shared mode (so the two modes never mix on one directory).
+    _lock: File,
+    /// Shared mode: `<dir>/.changer.lock`, locked for each changer operation.
+    changer_file: Option<File>,
+}
+
+fn io_fault(what: &str) -> impl FnOnce(std::io::Error) -> Fault + '_ {
+    move |e| sense::io(what, e)
 }
 
 impl Shared {
@@ -96,8 +187,85 @@ impl Shared {
         Ok(m.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn changer(&self) -> MutexGuard<'_, Changer> {
-        self.changer.lock().unwrap_or_else(|p| p.into_inner())
+    /// Lock the changer for one operation. In shared mode: take the changer file lock, re-read
+    /// `library.json`, and bring the drives this handle owns in line with it (a cartridge
+    /// another process moved into or out of one of them while it was not loaded).
+    pub fn changer(&self) -> Result<ChangerGuard<'_>, Fault> {
+        let ch = self.changer.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(f) = self.changer_file.as_ref() else {
+            return Ok(ChangerGuard { _flock: None, ch });
+        };
+        f.lock().map_err(io_fault("lock the changer"))?;
+        let mut g = ChangerGuard {
+            _flock: Some(Flock(f)),
+            ch,
+        };
+        self.refresh(&mut g)?;
+        Ok(g)
+    }
+
+    /// Shared mode: re-read the layout and reconcile the drives this handle owns.
+    fn refresh(&self, ch: &mut Changer) -> Result<(), Fault> {
+        let file = read_library_file(&self.cfg)?.ok_or_else(|| {
+            Fault::invalid(format!(
+                "{} is missing: the shared library's layout was removed while open; reopen the library",
+                self.cfg.dir.join("library.json").display()
+            ))
+        })?;
+        let placed = place(&self.cfg, &file, &mut Vec::new());
+        ch.slots = placed.slots;
+        ch.ie = placed.ie;
+        ch.in_drive = placed.drives;
+        ch.loaded = (0..self.cfg.drives)
+            .map(|i| file.loaded.contains(&i))
+            .collect();
+        ch.homes = file.homes;
+        ch.library_moves = file.robot_moves;
+        let all: Vec<String> = ch
+            .slots
+            .iter()
+            .chain(ch.ie.iter())
+            .chain(ch.in_drive.iter())
+            .flatten()
+            .cloned()
+            .collect();
+        for bc in all {
+            if let std::collections::btree_map::Entry::Vacant(v) = ch.worm.entry(bc) {
+                let m = Cartridge::read_meta(&self.cfg.dir, v.key())
+                    .map_err(io_fault("read cartridge meta"))?;
+                v.insert(m.worm);
+            }
+        }
+        for i in 0..self.drive_count() {
+            if !self.owns(i) {
+                continue;
+            }
+            let mut st = self.drive(i)?;
+            let disk = ch.in_drive[i as usize].clone();
+            let mem = st.cart.as_ref().map(|c| c.barcode().to_string());
+            if mem != disk {
+                if st.loaded {
+                    // Nobody may move a loaded cartridge: keep what the drive holds.
+                    tracing::warn!(
+                        drive = i,
+                        ?disk,
+                        ?mem,
+                        "library.json disagrees with a loaded drive this process owns; keeping the drive's cartridge"
+                    );
+                    ch.in_drive[i as usize] = mem;
+                } else {
+                    drop(st.take_cartridge()?);
+                    if let Some(bc) = disk {
+                        st.cart = Some(
+                            Cartridge::open(&self.cfg.dir, &bc)
+                                .map_err(io_fault("open cartridge"))?,
+                        );
+                    }
+                }
+            }
+            ch.loaded[i as usize] = st.loaded;
+        }
+        Ok(())
     }
 
     /// A pacer for a new handle, per the clock mode.
@@ -133,67 +301,222 @@ impl Shared {
         self.drives.len() as u32
     }
 
-    /// Robot moves so far.
+    /// Robot moves so far (this process).
     pub fn robot_moves(&self) -> u64 {
         self.robot_moves.load(Ordering::Relaxed)
     }
 
-    /// Run `f` on the cartridge with `barcode`, wherever it is.
+    /// Whether this handle owns drive `index`: always outside shared mode; in shared mode,
+    /// while a drive handle opened on it is open.
+    pub fn owns(&self, index: u32) -> bool {
+        if !self.cfg.shared {
+            return true;
+        }
+        self.owners
+            .get(index as usize)
+            .is_some_and(|w| w.lock().unwrap_or_else(|p| p.into_inner()).strong_count() > 0)
+    }
+
+    fn drive_lock_path(&self, index: u32) -> PathBuf {
+        self.cfg.dir.join(format!("drive-{index}.lock"))
+    }
+
+    /// Shared mode, a drive this handle does not own: the pid of the live process that owns
+    /// it, if any. Called under the changer lock (as drives are claimed), so the probe never
+    /// races a claim.
+    pub fn foreign_owner(&self, index: u32) -> Result<Option<u32>, Fault> {
+        if !self.cfg.shared || self.owns(index) {
+            return Ok(None);
+        }
+        let path = self.drive_lock_path(index);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_fault("drive lock file"))?;
+        match f.try_lock() {
+            Ok(()) => {
+                f.unlock().map_err(io_fault("drive lock file"))?;
+                Ok(None)
+            }
+            Err(std::fs::TryLockError::WouldBlock) => Ok(Some(
+                std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or(0),
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(sense::io("probe drive lock", e)),
+        }
+    }
+
+    /// Refuse a per-drive request for a drive another live process owns (shared mode): its
+    /// state lives in that process.
+    pub fn check_not_foreign(&self, index: u32, what: &str) -> Result<(), Fault> {
+        if !self.cfg.shared || self.owns(index) {
+            return Ok(());
+        }
+        let _g = self.changer()?;
+        match self.foreign_owner(index)? {
+            Some(pid) => Err(Fault::invalid(format!(
+                "{what}: drive {index} is owned by process {pid} (sim.shared); send the request \
+                 through that process's library handle"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Shared mode: take drive `index` for this handle (see [`DriveLock`]). Its state starts
+    /// afresh from the layout on disk: the cartridge it holds, not loaded.
+    pub fn claim_drive(&self, index: u32) -> Result<Option<Arc<DriveLock>>, Fault> {
+        if !self.cfg.shared {
+            return Ok(None);
+        }
+        let mut ch = self.changer()?;
+        let mut w = self.owners[index as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = w.upgrade() {
+            return Ok(Some(l));
+        }
+        let path = self.drive_lock_path(index);
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_fault("drive lock file"))?;
+        match f.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let pid = std::fs::read_to_string(&path).unwrap_or_default();
+                return Err(Fault::invalid(format!(
+                    "drive {index} of the simulated library in {} is in use by process {} \
+                     (sim.shared: each drive belongs to one process); give this host other \
+                     drives ([library] drives) or stop that process",
+                    self.cfg.dir.display(),
+                    pid.trim()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(sense::io("lock drive", e)),
+        }
+        f.set_len(0)
+            .and_then(|()| f.write_all(std::process::id().to_string().as_bytes()))
+            .map_err(io_fault("drive lock file"))?;
+        let lock = Arc::new(DriveLock { _file: f });
+        *w = Arc::downgrade(&lock);
+        drop(w);
+        {
+            let mut st = self.drive(index)?;
+            drop(st.take_cartridge()?);
+            st.reset_for_owner(&self.cfg);
+            st.events = Some(self.cfg.dir.join(EVENTS_FILE));
+            if let Some(bc) = ch.in_drive[index as usize].clone() {
+                st.cart =
+                    Some(Cartridge::open(&self.cfg.dir, &bc).map_err(io_fault("open cartridge"))?);
+            }
+        }
+        ch.loaded[index as usize] = false;
+        self.save_layout(&ch)?;
+        tracing::info!(
+            drive = index,
+            pid = std::process::id(),
+            "drive owned (sim.shared)"
+        );
+        Ok(Some(lock))
+    }
+
+    /// Record whether drive `index` is loaded (shared mode: others read it).
+    pub fn set_loaded(&self, ch: &mut Changer, index: u32, loaded: bool) -> Result<(), Fault> {
+        if !self.cfg.shared || ch.loaded[index as usize] == loaded {
+            return Ok(());
+        }
+        ch.loaded[index as usize] = loaded;
+        self.save_layout(ch)
+    }
+
+    /// Run `f` on the cartridge with `barcode`, wherever it is (in shared mode, not in a drive
+    /// another live process owns).
     pub fn with_cartridge<R>(
         &self,
         barcode: &str,
         f: impl FnOnce(&mut Cartridge, Option<&mut DriveState>) -> Result<R, Fault>,
     ) -> Result<R, Fault> {
-        let mut guard = self.changer();
-        let ch = &mut *guard;
-        if let Some(c) = ch
+        let ch = self.changer()?;
+        let in_changer = ch
             .slots
-            .iter_mut()
-            .chain(ch.ie.iter_mut())
+            .iter()
+            .chain(ch.ie.iter())
             .flatten()
-            .find(|c| c.barcode() == barcode)
-        {
-            return f(c, None);
-        }
+            .any(|b| b == barcode);
         let drive = ch
             .in_drive
             .iter()
-            .position(|b| b.as_deref() == Some(barcode));
-        drop(guard);
-        if let Some(i) = drive {
-            let mut st = self.drive(i as u32)?;
-            let st = &mut *st;
-            if let Some(mut c) = st.cart.take() {
-                let r = f(&mut c, Some(st));
-                st.cart = Some(c);
-                return r;
-            }
+            .position(|b| b.as_deref() == Some(barcode))
+            .map(|i| i as u32);
+        if !in_changer && drive.is_none() {
+            return Err(Fault::invalid(format!(
+                "no cartridge {barcode} in the library; see the inventory for barcodes"
+            )));
         }
-        Err(Fault::invalid(format!(
-            "no cartridge {barcode} in the library; see the inventory for barcodes"
-        )))
+        if let Some(i) = drive.filter(|&i| self.owns(i)) {
+            let mut st = self.drive(i)?;
+            let st = &mut *st;
+            let Some(mut c) = st.cart.take() else {
+                return Err(Fault::internal(format!(
+                    "drive {i} should hold {barcode} but is empty"
+                )));
+            };
+            let r = f(&mut c, Some(st));
+            st.cart = Some(c);
+            return r;
+        }
+        if let Some(i) = drive
+            && let Some(pid) = self.foreign_owner(i)?
+        {
+            return Err(Fault::invalid(format!(
+                "cartridge {barcode} is in drive {i}, owned by process {pid} (sim.shared); send \
+                 the request through that process's library handle, or wait until it is back in \
+                 a slot"
+            )));
+        }
+        // In a slot, a mail slot, or a drive nobody owns: its directory, under the changer lock.
+        let mut c = Cartridge::open(&self.cfg.dir, barcode).map_err(io_fault("open cartridge"))?;
+        let r = f(&mut c, None);
+        drop(c);
+        drop(ch);
+        r
     }
 
     fn save_layout(&self, ch: &Changer) -> Result<(), Fault> {
         let mut f = LibraryFile {
             version: 1,
+            geometry: Some(GeometryFile {
+                drives: self.cfg.drives,
+                slots: self.cfg.slots,
+                ie_slots: self.cfg.ie_slots,
+            }),
+            robot_moves: ch.library_moves,
             ..Default::default()
         };
-        for (i, c) in ch.slots.iter().enumerate() {
-            if let Some(c) = c {
-                f.locations
-                    .insert(c.barcode().to_string(), SLOT_BASE + i as u32);
+        for (i, b) in ch.slots.iter().enumerate() {
+            if let Some(b) = b {
+                f.locations.insert(b.clone(), SLOT_BASE + i as u32);
             }
         }
-        for (i, c) in ch.ie.iter().enumerate() {
-            if let Some(c) = c {
-                f.locations
-                    .insert(c.barcode().to_string(), IE_BASE + i as u32);
+        for (i, b) in ch.ie.iter().enumerate() {
+            if let Some(b) = b {
+                f.locations.insert(b.clone(), IE_BASE + i as u32);
             }
         }
         for (i, b) in ch.in_drive.iter().enumerate() {
             if let Some(b) = b {
                 f.locations.insert(b.clone(), DRIVE_BASE + i as u32);
+                if self.cfg.shared && ch.loaded[i] {
+                    f.loaded.insert(i as u32);
+                }
             }
         }
         f.homes = ch.homes.clone();
@@ -202,124 +525,150 @@ impl Shared {
         let tmp = self.cfg.dir.join("library.json.tmp");
         std::fs::write(&tmp, bytes)
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| sense::io("library.json", e))
+            .map_err(io_fault("library.json"))
     }
 
     fn decode(&self, address: u32) -> Result<Addr, Fault> {
-        let bad = || {
-            Fault::check(
-                sk::ILLEGAL_REQUEST,
-                asc::INVALID_ELEMENT_ADDRESS,
-                format!("element address {address} does not exist in this library"),
-            )
-        };
-        let ch = self.changer();
         if (DRIVE_BASE..IE_BASE).contains(&address) {
             let i = address - DRIVE_BASE;
-            if i < self.drive_count() {
+            if i < self.cfg.drives {
                 return Ok(Addr::Drive(i));
             }
         } else if (IE_BASE..SLOT_BASE).contains(&address) {
             let i = address - IE_BASE;
-            if (i as usize) < ch.ie.len() {
+            if i < self.cfg.ie_slots {
                 return Ok(Addr::Ie(i));
             }
         } else if address >= SLOT_BASE {
             let i = address - SLOT_BASE;
-            if (i as usize) < ch.slots.len() {
+            if i < self.cfg.slots {
                 return Ok(Addr::Slot(i));
             }
         }
-        Err(bad())
+        Err(Fault::check(
+            sk::ILLEGAL_REQUEST,
+            asc::INVALID_ELEMENT_ADDRESS,
+            format!("element address {address} does not exist in this library"),
+        ))
     }
 
     /// Move a cartridge between two elements, charging the robot to the drive it serves.
     pub fn move_medium(&self, source: u32, destination: u32) -> Result<f64, Fault> {
         let (src, dst) = (self.decode(source)?, self.decode(destination)?);
         let robot_s = self.cfg.robot_ms as f64 / 1000.0;
-        let mut ch = self.changer();
-        // Destination must be empty.
-        let dest_full = match dst {
-            Addr::Slot(i) => ch.slots[i as usize].is_some(),
-            Addr::Ie(i) => ch.ie[i as usize].is_some(),
-            Addr::Drive(i) => ch.in_drive[i as usize].is_some(),
+        let mut ch = self.changer()?;
+        let held = |ch: &Changer, a: Addr| -> Option<String> {
+            match a {
+                Addr::Slot(i) => ch.slots[i as usize].clone(),
+                Addr::Ie(i) => ch.ie[i as usize].clone(),
+                Addr::Drive(i) => ch.in_drive[i as usize].clone(),
+            }
         };
         if src == dst {
-            let full = match src {
-                Addr::Slot(i) => ch.slots[i as usize].is_some(),
-                Addr::Ie(i) => ch.ie[i as usize].is_some(),
-                Addr::Drive(i) => ch.in_drive[i as usize].is_some(),
-            };
-            return if full {
-                Ok(0.0)
-            } else {
-                Err(source_empty(source))
+            return match held(&ch, src) {
+                Some(_) => Ok(0.0),
+                None => Err(source_empty(source)),
             };
         }
-        if dest_full {
+        if held(&ch, dst).is_some() {
             return Err(Fault::check(
                 sk::ILLEGAL_REQUEST,
                 asc::DESTINATION_FULL,
                 format!("destination element {destination} is full"),
             ));
         }
-        let cart = match src {
-            Addr::Slot(i) => ch.slots[i as usize].take(),
-            Addr::Ie(i) => ch.ie[i as usize].take(),
-            Addr::Drive(i) => {
-                if ch.in_drive[i as usize].is_none() {
-                    None
-                } else {
-                    let mut st = self.drive(i)?;
-                    if st.loaded && !st.dead {
-                        return Err(Fault::check(
-                            sk::ILLEGAL_REQUEST,
-                            asc::MEDIUM_REMOVAL_PREVENTED,
-                            format!("the cartridge in drive {i} is loaded; UNLOAD it first"),
-                        ));
-                    }
-                    let c = st.take_cartridge()?;
-                    st.charge_mount(robot_s);
-                    ch.in_drive[i as usize] = None;
-                    c
-                }
-            }
-        };
-        let Some(cart) = cart else {
+        let Some(bc) = held(&ch, src) else {
             return Err(source_empty(source));
         };
-        if let Addr::Slot(i) = src {
-            ch.homes.insert(cart.barcode().to_string(), i);
+        let owned_drive = |a: Addr| matches!(a, Addr::Drive(i) if self.owns(i));
+        if let Addr::Drive(i) = src {
+            if owned_drive(src) {
+                let st = self.drive(i)?;
+                if st.loaded && !st.dead {
+                    return Err(Fault::check(
+                        sk::ILLEGAL_REQUEST,
+                        asc::MEDIUM_REMOVAL_PREVENTED,
+                        format!("the cartridge in drive {i} is loaded; UNLOAD it first"),
+                    ));
+                }
+            } else if ch.loaded[i as usize]
+                && let Some(pid) = self.foreign_owner(i)?
+            {
+                return Err(Fault::check(
+                    sk::ILLEGAL_REQUEST,
+                    asc::MEDIUM_REMOVAL_PREVENTED,
+                    format!(
+                        "the cartridge in drive {i} ({bc}) is loaded by process {pid}, which owns \
+                         that drive; it moves once that process unloads it"
+                    ),
+                ));
+            }
+        }
+        // Open the cartridge for a drive of ours before anything changes, so a failure leaves
+        // the library as it was.
+        let mut cart = if owned_drive(dst) && !owned_drive(src) {
+            Some(Cartridge::open(&self.cfg.dir, &bc).map_err(io_fault("open cartridge"))?)
+        } else {
+            None
+        };
+        match src {
+            Addr::Slot(i) => {
+                ch.slots[i as usize] = None;
+                ch.homes.insert(bc.clone(), i);
+            }
+            Addr::Ie(i) => ch.ie[i as usize] = None,
+            Addr::Drive(i) => {
+                if owned_drive(src) {
+                    let mut st = self.drive(i)?;
+                    let c = st.take_cartridge()?;
+                    st.charge_mount(robot_s);
+                    if owned_drive(dst) {
+                        cart = c;
+                    }
+                }
+                ch.in_drive[i as usize] = None;
+                ch.loaded[i as usize] = false;
+            }
         }
         match dst {
             Addr::Slot(i) => {
-                ch.homes.insert(cart.barcode().to_string(), i);
-                ch.slots[i as usize] = Some(cart);
+                ch.homes.insert(bc.clone(), i);
+                ch.slots[i as usize] = Some(bc);
             }
-            Addr::Ie(i) => ch.ie[i as usize] = Some(cart),
+            Addr::Ie(i) => ch.ie[i as usize] = Some(bc),
             Addr::Drive(i) => {
-                let mut st = self.drive(i)?;
-                ch.in_drive[i as usize] = Some(cart.barcode().to_string());
-                st.cart = Some(cart);
-                st.loaded = false;
-                st.pos = 0;
-                st.pos_unknown = false;
-                st.charge_mount(robot_s);
+                ch.in_drive[i as usize] = Some(bc.clone());
+                ch.loaded[i as usize] = false;
+                if owned_drive(dst) {
+                    let mut st = self.drive(i)?;
+                    st.cart = Some(cart.ok_or_else(|| {
+                        Fault::internal(format!("cartridge {bc} was not opened for drive {i}"))
+                    })?);
+                    st.loaded = false;
+                    st.pos = 0;
+                    st.pos_unknown = false;
+                    st.charge_mount(robot_s);
+                }
+                // A drive another process owns: that process picks the cartridge up from
+                // library.json at its next command.
             }
         }
         self.robot_moves.fetch_add(1, Ordering::Relaxed);
+        ch.library_moves += 1;
         self.save_layout(&ch)?;
         Ok(robot_s)
     }
 
     /// Pull the cartridge out of a (dead) drive back to its home slot and replace the drive.
     pub fn robot_recover(&self, drive: u32) -> Result<f64, Fault> {
+        self.check_not_foreign(drive, "robot_recover")?;
         let robot_s = self.cfg.robot_ms as f64 / 1000.0;
-        let mut ch = self.changer();
+        let mut ch = self.changer()?;
         let mut st = self.drive(drive)?;
         let mut t = 0.0;
         if let Some(cart) = st.take_cartridge()? {
             let bc = cart.barcode().to_string();
+            drop(cart);
             let home = ch
                 .homes
                 .get(&bc)
@@ -334,11 +683,13 @@ impl Shared {
                         "no free slot to put the recovered cartridge in; export one first",
                     )
                 })?;
-            ch.homes.insert(bc, slot);
-            ch.slots[slot as usize] = Some(cart);
+            ch.homes.insert(bc.clone(), slot);
+            ch.slots[slot as usize] = Some(bc);
             ch.in_drive[drive as usize] = None;
+            ch.loaded[drive as usize] = false;
             st.charge_mount(robot_s);
             self.robot_moves.fetch_add(1, Ordering::Relaxed);
+            ch.library_moves += 1;
             t = robot_s;
         }
         st.dead = false;
@@ -350,14 +701,14 @@ impl Shared {
         Ok(t)
     }
 
-    /// Put a new blank cartridge into an import/export element (an operator's insert).
+    /// Put a cartridge into an import/export element (an operator's insert): a new blank one,
+    /// or an existing cartridge directory.
     pub fn ie_insert(&self, ie: u32, barcode: &str, worm: bool) -> Result<(), Fault> {
-        let mut ch = self.changer();
-        let slot = ch
-            .ie
-            .get_mut(ie as usize)
-            .ok_or_else(|| Fault::invalid(format!("no import/export element {ie}")))?;
-        if slot.is_some() {
+        let mut ch = self.changer()?;
+        if ie >= self.cfg.ie_slots {
+            return Err(Fault::invalid(format!("no import/export element {ie}")));
+        }
+        if ch.ie[ie as usize].is_some() {
             return Err(Fault::invalid(format!(
                 "import/export element {ie} is full"
             )));
@@ -365,47 +716,66 @@ impl Shared {
         if barcode.is_empty() || barcode.len() > 32 || !barcode.is_ascii() {
             return Err(Fault::invalid("barcode must be 1..=32 ASCII characters"));
         }
-        if self.cfg.dir.join(barcode).exists() {
-            *slot =
-                Some(Cartridge::open(&self.cfg.dir, barcode).map_err(|e| sense::io("open", e))?);
-        } else {
-            *slot = Some(
-                Cartridge::create(
-                    &self.cfg.dir,
-                    barcode,
-                    worm,
-                    self.cfg.calibrated,
-                    self.cfg.capacity_bytes,
-                )
-                .map_err(|e| sense::io("create", e))?,
-            );
+        if ch
+            .slots
+            .iter()
+            .chain(ch.ie.iter())
+            .chain(ch.in_drive.iter())
+            .flatten()
+            .any(|b| b == barcode)
+        {
+            return Err(Fault::invalid(format!(
+                "cartridge {barcode} is already in the library"
+            )));
         }
+        let is_worm = if self.cfg.dir.join(barcode).exists() {
+            Cartridge::read_meta(&self.cfg.dir, barcode)
+                .map_err(io_fault("open"))?
+                .worm
+        } else {
+            Cartridge::create(
+                &self.cfg.dir,
+                barcode,
+                worm,
+                self.cfg.calibrated,
+                self.cfg.capacity_bytes,
+            )
+            .map_err(io_fault("create"))?;
+            worm
+        };
+        ch.worm.insert(barcode.to_string(), is_worm);
+        ch.ie[ie as usize] = Some(barcode.to_string());
         self.save_layout(&ch)
     }
 
     /// Take a cartridge out of an import/export element (its directory is kept).
     pub fn ie_remove(&self, ie: u32) -> Result<String, Fault> {
-        let mut ch = self.changer();
-        let c = ch
+        let mut ch = self.changer()?;
+        let bc = ch
             .ie
             .get_mut(ie as usize)
             .and_then(|s| s.take())
             .ok_or_else(|| Fault::invalid(format!("import/export element {ie} is empty")))?;
         self.save_layout(&ch)?;
-        Ok(c.barcode().to_string())
+        Ok(bc)
     }
 
-    /// Every drive's statistics.
+    /// Every drive's statistics (in shared mode, drives this handle does not own report what
+    /// this process did on them: nothing, unless it owned them before).
     pub fn all_stats(&self) -> Vec<reel_plugin_abi::ReelDriveStats> {
         (0..self.drive_count())
             .filter_map(|i| self.drive(i).ok().map(|s| s.stats))
             .collect()
     }
 
-    /// Cut the power: every drive's buffer is dropped, positions are lost.
+    /// Cut the power: every drive's buffer is dropped, positions are lost (in shared mode, the
+    /// drives this handle owns: the others' buffers live in their owners).
     pub fn power_cut(&self) -> Result<u64, Fault> {
         let mut lost = 0;
         for i in 0..self.drive_count() {
+            if !self.owns(i) {
+                continue;
+            }
             let mut st = self.drive(i)?;
             lost += st.lose_buffer()?;
             if st.loaded {
@@ -414,6 +784,32 @@ impl Shared {
             st.pending_ua = Some(asc::POWER_ON_RESET);
         }
         Ok(lost)
+    }
+
+    /// Shared mode: the whole library's writes short of EOD and relabels, from every process
+    /// that ever opened it (`events.jsonl`), and its robot moves.
+    pub fn library_counters(&self) -> Result<Option<(u64, u64, u64)>, Fault> {
+        if !self.cfg.shared {
+            return Ok(None);
+        }
+        let moves = self.changer()?.library_moves;
+        let text = match std::fs::read_to_string(self.cfg.dir.join(EVENTS_FILE)) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(sense::io(EVENTS_FILE, e)),
+        };
+        let (mut violations, mut relabels) = (0, 0);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+                Fault::invalid(format!("{EVENTS_FILE} has a line that is not JSON: {e}"))
+            })?;
+            match v.get("event").and_then(|e| e.as_str()) {
+                Some("write_not_at_eod") => violations += 1,
+                Some("relabel") => relabels += 1,
+                _ => {}
+            }
+        }
+        Ok(Some((violations, relabels, moves)))
     }
 }
 
@@ -441,42 +837,80 @@ impl SimLibrary {
                 cfg.dir.display()
             ))
         })?;
-        let lock = lock_dir(&cfg.dir)?;
-        let changer = load_layout(&cfg)?;
-        let mut drives = Vec::new();
-        for i in 0..cfg.drives {
-            drives.push(Mutex::new(DriveState::new(i, &cfg)));
-        }
-        let mut in_drive = vec![None; cfg.drives as usize];
-        let mut ch = Changer {
-            slots: changer.slots,
-            ie: changer.ie,
-            in_drive: Vec::new(),
-            homes: changer.homes,
+        let lock = lock_dir(&cfg.dir, cfg.shared)?;
+        let changer_file = if cfg.shared {
+            Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(cfg.dir.join(".changer.lock"))
+                    .map_err(io_fault("changer lock file"))?,
+            )
+        } else {
+            None
         };
-        for (i, c) in changer.drives.into_iter().enumerate() {
-            if let Some(c) = c {
-                in_drive[i] = Some(c.barcode().to_string());
-                if let Some(m) = drives.get(i) {
-                    m.lock().unwrap_or_else(|p| p.into_inner()).cart = Some(c);
-                }
-            }
-        }
-        ch.in_drive = in_drive;
+        let drives = (0..cfg.drives)
+            .map(|i| Mutex::new(DriveState::new(i, &cfg)))
+            .collect();
+        let owners = (0..cfg.drives).map(|_| Mutex::new(Weak::new())).collect();
+        let empty = Changer {
+            slots: Vec::new(),
+            ie: Vec::new(),
+            in_drive: Vec::new(),
+            loaded: Vec::new(),
+            homes: BTreeMap::new(),
+            worm: BTreeMap::new(),
+            library_moves: 0,
+        };
         let shared = Arc::new(Shared {
             cfg,
-            changer: Mutex::new(ch),
+            changer: Mutex::new(empty),
             drives,
+            owners,
             medium_errors: Mutex::new(Vec::new()),
             robot_moves: AtomicU64::new(0),
             time,
             _lock: lock,
+            changer_file,
         });
         {
-            let ch = shared.changer();
+            let mut ch = shared.changer.lock().unwrap_or_else(|p| p.into_inner());
+            // In shared mode the layout is read (and a new library created) under the changer
+            // lock; declared after `ch`, so released before it.
+            let _flock = match shared.changer_file.as_ref() {
+                Some(f) => {
+                    f.lock().map_err(io_fault("lock the changer"))?;
+                    Some(Flock(f))
+                }
+                None => None,
+            };
+            let cfg = &shared.cfg;
+            let layout = load_layout(cfg)?;
+            if !cfg.shared {
+                // One process owns every drive: a cartridge left in one is there again, not
+                // loaded.
+                for (i, b) in layout.drives.iter().enumerate() {
+                    if let Some(b) = b {
+                        shared.drive(i as u32)?.cart =
+                            Some(Cartridge::open(&cfg.dir, b).map_err(io_fault("open cartridge"))?);
+                    }
+                }
+            }
+            *ch = Changer {
+                slots: layout.slots,
+                ie: layout.ie,
+                in_drive: layout.drives,
+                loaded: (0..cfg.drives)
+                    .map(|i| cfg.shared && layout.loaded.contains(&i))
+                    .collect(),
+                homes: layout.homes,
+                worm: layout.worm,
+                library_moves: layout.robot_moves,
+            };
             shared.save_layout(&ch)?;
         }
-        tracing::info!(dir = %shared.cfg.dir.display(), profile = %shared.cfg.profile, "simulated library open (figures SIMULATED)");
+        tracing::info!(dir = %shared.cfg.dir.display(), profile = %shared.cfg.profile, shared = shared.cfg.shared, "simulated library open (figures SIMULATED)");
         let pacer = shared.pacer();
         Ok(SimLibrary { shared, pacer })
     }
@@ -499,29 +933,94 @@ impl SimLibrary {
 }
 
 struct Layout {
-    slots: Vec<Option<Cartridge>>,
-    ie: Vec<Option<Cartridge>>,
-    drives: Vec<Option<Cartridge>>,
+    slots: Vec<Option<String>>,
+    ie: Vec<Option<String>>,
+    drives: Vec<Option<String>>,
     homes: BTreeMap<String, u32>,
+    loaded: BTreeSet<u32>,
+    worm: BTreeMap<String, bool>,
+    robot_moves: u64,
 }
 
-fn load_layout(cfg: &SimConfig) -> Result<Layout, Fault> {
-    let mut l = Layout {
-        slots: (0..cfg.slots).map(|_| None).collect(),
-        ie: (0..cfg.ie_slots).map(|_| None).collect(),
-        drives: (0..cfg.drives).map(|_| None).collect(),
-        homes: BTreeMap::new(),
-    };
+fn read_library_file(cfg: &SimConfig) -> Result<Option<LibraryFile>, Fault> {
     let path = cfg.dir.join("library.json");
-    let file: Option<LibraryFile> = match std::fs::read(&path) {
-        Ok(b) => Some(serde_json::from_slice(&b).map_err(|e| {
+    match std::fs::read(&path) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).map_err(|e| {
             Fault::invalid(format!(
                 "{} is not a simulator layout ({e}); move it away to start a new library",
                 path.display()
             ))
-        })?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(sense::io("library.json", e)),
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(sense::io("library.json", e)),
+    }
+}
+
+struct Placed {
+    slots: Vec<Option<String>>,
+    ie: Vec<Option<String>>,
+    drives: Vec<Option<String>>,
+}
+
+/// Put every cartridge of `file` in its element; those whose element does not exist or is
+/// taken go to `misplaced`.
+fn place(cfg: &SimConfig, file: &LibraryFile, misplaced: &mut Vec<String>) -> Placed {
+    let mut p = Placed {
+        slots: vec![None; cfg.slots as usize],
+        ie: vec![None; cfg.ie_slots as usize],
+        drives: vec![None; cfg.drives as usize],
+    };
+    for (bc, addr) in &file.locations {
+        if *addr == 0 {
+            continue;
+        }
+        let el = if (DRIVE_BASE..IE_BASE).contains(addr) {
+            p.drives.get_mut((addr - DRIVE_BASE) as usize)
+        } else if (IE_BASE..SLOT_BASE).contains(addr) {
+            p.ie.get_mut((addr - IE_BASE) as usize)
+        } else {
+            p.slots.get_mut(addr.saturating_sub(SLOT_BASE) as usize)
+        };
+        match el {
+            Some(e) if e.is_none() => *e = Some(bc.clone()),
+            _ => misplaced.push(bc.clone()),
+        }
+    }
+    p
+}
+
+fn load_layout(cfg: &SimConfig) -> Result<Layout, Fault> {
+    let file = read_library_file(cfg)?;
+    let geometry = GeometryFile {
+        drives: cfg.drives,
+        slots: cfg.slots,
+        ie_slots: cfg.ie_slots,
+    };
+    if cfg.shared
+        && let Some(g) = file.as_ref().and_then(|f| f.geometry)
+        && g != geometry
+    {
+        return Err(Fault::invalid(format!(
+            "the shared library in {} has {} drives, {} slots and {} mail slots, and this \
+             configuration says {}, {} and {}: every process sharing a library must configure \
+             the same sim.drives, sim.slots and sim.ie_slots",
+            cfg.dir.display(),
+            g.drives,
+            g.slots,
+            g.ie_slots,
+            cfg.drives,
+            cfg.slots,
+            cfg.ie_slots
+        )));
+    }
+    let mut l = Layout {
+        slots: vec![None; cfg.slots as usize],
+        ie: vec![None; cfg.ie_slots as usize],
+        drives: vec![None; cfg.drives as usize],
+        homes: BTreeMap::new(),
+        loaded: BTreeSet::new(),
+        worm: BTreeMap::new(),
+        robot_moves: 0,
     };
     let mut on_disk = cartridge_dirs(&cfg.dir)?;
     if file.is_none() && on_disk.is_empty() {
@@ -529,77 +1028,100 @@ fn load_layout(cfg: &SimConfig) -> Result<Layout, Fault> {
         for n in 0..cfg.cartridges {
             let worm = n >= first_worm;
             let bc = barcode(&cfg.barcode_prefix, n + 1, worm);
-            let c = Cartridge::create(&cfg.dir, &bc, worm, cfg.calibrated, cfg.capacity_bytes)
-                .map_err(|e| sense::io("create cartridge", e))?;
-            l.homes.insert(bc, n);
-            l.slots[n as usize] = Some(c);
+            Cartridge::create(&cfg.dir, &bc, worm, cfg.calibrated, cfg.capacity_bytes)
+                .map_err(io_fault("create cartridge"))?;
+            l.homes.insert(bc.clone(), n);
+            l.worm.insert(bc.clone(), worm);
+            l.slots[n as usize] = Some(bc);
         }
         return Ok(l);
     }
     let file = file.unwrap_or_default();
     l.homes = file.homes.clone();
+    l.loaded = file.loaded.clone();
+    l.robot_moves = file.robot_moves;
     let outside: Vec<String> = file
         .locations
         .iter()
         .filter(|(_, a)| **a == 0)
         .map(|(b, _)| b.clone())
         .collect();
-    for (bc, addr) in &file.locations {
-        if *addr == 0 {
-            continue;
-        }
-        let Some(i) = on_disk.iter().position(|d| d == bc) else {
-            tracing::warn!(barcode = %bc, "library.json names a cartridge with no directory; skipped");
-            continue;
-        };
-        on_disk.remove(i);
-        let c = Cartridge::open(&cfg.dir, bc).map_err(|e| sense::io("open cartridge", e))?;
-        let place = if (DRIVE_BASE..IE_BASE).contains(addr) {
-            l.drives.get_mut((addr - DRIVE_BASE) as usize)
-        } else if (IE_BASE..SLOT_BASE).contains(addr) {
-            l.ie.get_mut((addr - IE_BASE) as usize)
-        } else {
-            l.slots.get_mut(addr.saturating_sub(SLOT_BASE) as usize)
-        };
-        match place {
-            Some(p) if p.is_none() => *p = Some(c),
-            _ => on_disk.push(bc.clone()),
-        }
+    let known: Vec<String> = file
+        .locations
+        .iter()
+        .filter(|(b, a)| {
+            let present = on_disk.contains(b);
+            if **a != 0 && !present {
+                tracing::warn!(barcode = %b, "library.json names a cartridge with no directory; skipped");
+            }
+            **a != 0 && present
+        })
+        .map(|(b, _)| b.clone())
+        .collect();
+    let mut kept = LibraryFile::default();
+    for b in &known {
+        kept.locations.insert(b.clone(), file.locations[b]);
     }
+    let mut misplaced = Vec::new();
+    let placed = place(cfg, &kept, &mut misplaced);
+    l.slots = placed.slots;
+    l.ie = placed.ie;
+    l.drives = placed.drives;
+    on_disk.retain(|b| !known.contains(b) || misplaced.contains(b));
     // Cartridges on disk but not placed (a crash before library.json was written, or a layout
     // that no longer fits): into free slots.
     for bc in on_disk {
         if outside.contains(&bc) {
             continue;
         }
-        let c = Cartridge::open(&cfg.dir, &bc).map_err(|e| sense::io("open cartridge", e))?;
         let Some(i) = l.slots.iter().position(|s| s.is_none()) else {
             return Err(Fault::invalid(format!(
                 "cartridge {bc} has no free slot; raise sim.slots (now {})",
                 cfg.slots
             )));
         };
-        l.homes.insert(bc, i as u32);
-        l.slots[i] = Some(c);
+        l.homes.insert(bc.clone(), i as u32);
+        l.slots[i] = Some(bc);
+    }
+    for bc in l
+        .slots
+        .iter()
+        .chain(l.ie.iter())
+        .chain(l.drives.iter())
+        .flatten()
+    {
+        let m = Cartridge::read_meta(&cfg.dir, bc).map_err(io_fault("read cartridge meta"))?;
+        l.worm.insert(bc.clone(), m.worm);
     }
     Ok(l)
 }
 
-/// Take the library directory's advisory lock: two open libraries on one directory would
-/// corrupt each other's cartridges.
-fn lock_dir(dir: &Path) -> Result<std::fs::File, Fault> {
+/// Take the library directory's advisory lock: exclusive (two libraries opened on one directory
+/// would corrupt each other's cartridges), or shared in shared mode, where the changer and drive
+/// locks keep the processes apart.
+fn lock_dir(dir: &Path, shared: bool) -> Result<File, Fault> {
     let path = dir.join(".lock");
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| sense::io("lock file", e))?;
-    match f.try_lock() {
+        .map_err(io_fault("lock file"))?;
+    let r = if shared {
+        f.try_lock_shared()
+    } else {
+        f.try_lock()
+    };
+    match r {
         Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) if shared => Err(Fault::invalid(format!(
+            "library directory {} is open without sim.shared (by this or another process); \
+             every process sharing it must set sim.shared=true",
+            dir.display()
+        ))),
         Err(std::fs::TryLockError::WouldBlock) => Err(Fault::invalid(format!(
             "library directory {} is already open (by this or another process); close that \
-             library (and its drives) first",
+             library (and its drives) first, or set sim.shared=true in every process to share it",
             dir.display()
         ))),
         Err(std::fs::TryLockError::Error(e)) => Err(sense::io("lock library directory", e)),
@@ -608,9 +1130,9 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, Fault> {
 
 fn cartridge_dirs(dir: &Path) -> Result<Vec<String>, Fault> {
     let mut out = Vec::new();
-    let rd = std::fs::read_dir(dir).map_err(|e| sense::io("read library dir", e))?;
+    let rd = std::fs::read_dir(dir).map_err(io_fault("read library dir"))?;
     for e in rd {
-        let e = e.map_err(|e| sense::io("read library dir", e))?;
+        let e = e.map_err(io_fault("read library dir"))?;
         if e.path().join("meta.json").is_file()
             && let Some(name) = e.file_name().to_str()
         {
@@ -645,7 +1167,7 @@ impl Library for SimLibrary {
 
     fn inventory(&mut self, _call: &mut Call) -> Result<Vec<Element>, Fault> {
         let s = &self.shared;
-        let ch = s.changer();
+        let ch = s.changer()?;
         let mut out = vec![Element {
             kind: REEL_ELEMENT_PICKER,
             address: PICKER_ADDRESS,
@@ -654,52 +1176,63 @@ impl Library for SimLibrary {
             source_address: 0,
             barcode: String::new(),
         }];
-        let cart_el = |kind, address, index, c: Option<&Cartridge>, extra: u32| {
-            let home = c
-                .and_then(|c| ch.homes.get(c.barcode()))
+        let cart_el = |kind, address, index, bc: Option<&String>, extra: u32| {
+            let home = bc
+                .and_then(|b| ch.homes.get(b))
                 .map_or(0, |h| SLOT_BASE + h);
+            let worm = bc.is_some_and(|b| ch.worm.get(b).copied().unwrap_or(false));
             Element {
                 kind,
                 address,
                 index,
                 flags: extra
-                    | c.map_or(0, |c| {
-                        REEL_ELEMENT_FULL | if c.meta.worm { REEL_ELEMENT_WORM } else { 0 }
-                    }),
+                    | if bc.is_some() { REEL_ELEMENT_FULL } else { 0 }
+                    | if worm { REEL_ELEMENT_WORM } else { 0 },
                 source_address: home,
-                barcode: c.map(|c| c.barcode().to_string()).unwrap_or_default(),
+                barcode: bc.cloned().unwrap_or_default(),
             }
         };
         for i in 0..s.drive_count() {
-            let st = s.drive(i)?;
             let mut extra = 0;
-            if st.loaded {
-                extra |= REEL_ELEMENT_LOADED;
-            }
-            if st.dead {
-                extra |= REEL_ELEMENT_EXCEPT;
-            }
+            let bc = if s.owns(i) {
+                let st = s.drive(i)?;
+                if st.loaded {
+                    extra |= REEL_ELEMENT_LOADED;
+                }
+                if st.dead {
+                    extra |= REEL_ELEMENT_EXCEPT;
+                }
+                st.cart.as_ref().map(|c| c.barcode().to_string())
+            } else {
+                // Another process's drive, as its owner saved it; loaded only while that
+                // owner lives.
+                let bc = ch.in_drive[i as usize].clone();
+                if bc.is_some() && ch.loaded[i as usize] && s.foreign_owner(i)?.is_some() {
+                    extra |= REEL_ELEMENT_LOADED;
+                }
+                bc
+            };
             out.push(cart_el(
                 REEL_ELEMENT_DRIVE,
                 DRIVE_BASE + i,
                 i,
-                st.cart.as_ref(),
+                bc.as_ref(),
                 extra,
             ));
         }
-        for (i, c) in ch.ie.iter().enumerate() {
+        for (i, b) in ch.ie.iter().enumerate() {
             let i = i as u32;
             out.push(cart_el(
                 REEL_ELEMENT_IMPORT_EXPORT,
                 IE_BASE + i,
                 i,
-                c.as_ref(),
+                b.as_ref(),
                 0,
             ));
         }
-        for (i, c) in ch.slots.iter().enumerate() {
+        for (i, b) in ch.slots.iter().enumerate() {
             let i = i as u32;
-            out.push(cart_el(REEL_ELEMENT_SLOT, SLOT_BASE + i, i, c.as_ref(), 0));
+            out.push(cart_el(REEL_ELEMENT_SLOT, SLOT_BASE + i, i, b.as_ref(), 0));
         }
         Ok(out)
     }
@@ -745,6 +1278,7 @@ impl Library for SimLibrary {
                 self.shared.drive_count()
             )));
         }
-        Ok(SimDrive::new(self.shared.clone(), index))
+        let owner = self.shared.claim_drive(index)?;
+        Ok(SimDrive::new(self.shared.clone(), index, owner))
     }
 }
