@@ -35,12 +35,20 @@ struct Args {
     /// Reduced sizes for CI (same logic, smaller data; within 10 minutes on 2 cores).
     #[arg(long)]
     quick: bool,
-    /// Comma-separated section names to run (default: all). `--list` shows them.
+    /// Sections to run (default: all), e.g. `reel-bench --quick queue catalogue`. `--list`
+    /// shows them.
+    #[arg(value_name = "SECTION")]
+    section_names: Vec<String>,
+    /// Comma-separated section names to run, as an option (added to the positional ones).
     #[arg(long, value_delimiter = ',')]
     sections: Vec<String>,
     /// List the sections and exit.
     #[arg(long)]
     list: bool,
+    /// PostgreSQL database for the `catalogue` and `queue` sections (a schema is created in it
+    /// and dropped afterwards); default: the REEL_TEST_POSTGRES_URL environment variable.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
     /// The simulator plugin (default: libreel_plugin_sim.so next to this executable).
     #[arg(long)]
     plugin: Option<PathBuf>,
@@ -84,6 +92,7 @@ fn is_integrity(r: &Row) -> bool {
         || r.measure.contains("not at EOD")
         || r.measure.contains("failed recalls")
         || r.measure.contains("keys not found")
+        || r.measure.contains("missing from the queue summary")
         || r.measure.contains("section ran to completion")
 }
 
@@ -145,7 +154,9 @@ fn main() {
 }
 
 fn run() -> Result<usize> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    let positional = std::mem::take(&mut args.section_names);
+    args.sections.extend(positional);
     let all = sections::all();
     if args.list {
         for s in &all {
@@ -196,6 +207,11 @@ fn run() -> Result<usize> {
         model: model::Model::lto9(),
         quick: args.quick,
         scratch,
+        postgres: args
+            .postgres
+            .clone()
+            .or_else(|| std::env::var("REEL_TEST_POSTGRES_URL").ok())
+            .filter(|u| !u.is_empty()),
     };
     let start = Instant::now();
     let started_unix = std::time::SystemTime::now()

@@ -11,15 +11,157 @@ use super::backend::{in_write_tx, now_unix, to_db};
 use super::error::{CatalogueError, DbContext, Result, shorten};
 use super::object::{NewCopy, validate_key};
 
-/// Rows per multi-row statement: 400 objects × 5 values stays far below SQLite's 32 766 bound
-/// variables and PostgreSQL's 65 535 parameters, and keeps each statement small.
+/// Rows per multi-row statement on SQLite: 400 objects × 5 values stays far below SQLite's
+/// 32 766 bound variables and keeps each statement small.
 pub(crate) const ROWS_PER_STATEMENT: usize = 400;
 
-/// Statements `close_container` runs for `copies` copies: one update, then per chunk an object
-/// insert, an object id look-up and a copy insert.
+/// Rows per statement on PostgreSQL, where a chunk is bound as one array per column and
+/// expanded server-side by `UNNEST` (five parameters whatever the chunk's size): one round trip
+/// and one parse per 10 000 rows instead of per 400, with nothing to plan per value.
+pub(crate) const PG_ROWS_PER_STATEMENT: usize = 10_000;
+
+/// Statements `close_container` runs for `copies` copies in chunks of `per_statement`: one
+/// update, then per chunk an object insert, an object id look-up and a copy insert.
 #[cfg(test)]
-pub(crate) fn close_statements(copies: usize) -> usize {
-    1 + 3 * copies.div_ceil(ROWS_PER_STATEMENT)
+pub(crate) fn close_statements(copies: usize, per_statement: usize) -> usize {
+    1 + 3 * copies.div_ceil(per_statement)
+}
+
+/// Inserting a closing container's objects and copies on one backend's connection, inside the
+/// caller's transaction. Returns how many statements it ran.
+trait BulkInsert {
+    /// Insert the objects (known generations are left as they are and checked against) and
+    /// the copies of container `id`.
+    async fn insert_copies(
+        &mut self,
+        id: i64,
+        prepared: &[Prepared<'_>],
+        now: i64,
+    ) -> Result<usize>;
+}
+
+const OP_CLOSE: &str = "close_container";
+
+impl BulkInsert for sqlx::SqliteConnection {
+    /// Multi-row `VALUES` statements of [`ROWS_PER_STATEMENT`] rows: SQLite runs in-process,
+    /// so a statement costs no round trip and its bound variables are capped.
+    async fn insert_copies(
+        &mut self,
+        id: i64,
+        prepared: &[Prepared<'_>],
+        now: i64,
+    ) -> Result<usize> {
+        let mut statements = 0;
+        for chunk in prepared.chunks(ROWS_PER_STATEMENT) {
+            let mut qb = QueryBuilder::new(
+                "INSERT INTO objects (key, generation, size, sha256, created_unix) ",
+            );
+            qb.push_values(chunk, |mut row, c| {
+                row.push_bind(c.key.to_string())
+                    .push_bind(c.generation)
+                    .push_bind(c.size)
+                    .push_bind(c.sha256.to_vec())
+                    .push_bind(now);
+            });
+            qb.push(" ON CONFLICT (key, generation) DO NOTHING");
+            qb.build().execute(&mut *self).await.ctx(OP_CLOSE)?;
+
+            let mut qb = QueryBuilder::new(
+                "SELECT id, key, generation, size, sha256 FROM objects \
+                 WHERE (key, generation) IN (",
+            );
+            qb.push_values(chunk, |mut row, c| {
+                row.push_bind(c.key.to_string()).push_bind(c.generation);
+            });
+            qb.push(")");
+            let found: Vec<ObjectIdRow> = qb
+                .build_query_as()
+                .fetch_all(&mut *self)
+                .await
+                .ctx(OP_CLOSE)?;
+            let ids = object_ids(found, chunk)?;
+
+            let mut qb = QueryBuilder::new(
+                "INSERT INTO copies (object_id, container_id, byte_offset, byte_length) ",
+            );
+            qb.push_values(chunk.iter().zip(ids), |mut row, (c, object_id)| {
+                row.push_bind(object_id)
+                    .push_bind(id)
+                    .push_bind(c.offset)
+                    .push_bind(c.length);
+            });
+            qb.build().execute(&mut *self).await.ctx(OP_CLOSE)?;
+            statements += 3;
+        }
+        Ok(statements)
+    }
+}
+
+impl BulkInsert for sqlx::PgConnection {
+    /// One array per column, expanded by `UNNEST`, in chunks of [`PG_ROWS_PER_STATEMENT`]. The
+    /// id look-up is its own statement (not a `RETURNING` of the insert) so that, under read
+    /// committed, it sees an object another closing container committed while this insert
+    /// waited on its key; it joins the arrays to `objects` through the `(key, generation)`
+    /// index, a nested loop whatever the table's statistics.
+    async fn insert_copies(
+        &mut self,
+        id: i64,
+        prepared: &[Prepared<'_>],
+        now: i64,
+    ) -> Result<usize> {
+        let mut statements = 0;
+        for chunk in prepared.chunks(PG_ROWS_PER_STATEMENT) {
+            let keys: Vec<&str> = chunk.iter().map(|c| c.key).collect();
+            let generations: Vec<i64> = chunk.iter().map(|c| c.generation).collect();
+            let sizes: Vec<i64> = chunk.iter().map(|c| c.size).collect();
+            let hashes: Vec<&[u8]> = chunk.iter().map(|c| c.sha256.as_slice()).collect();
+            sqlx::query(
+                "INSERT INTO objects (key, generation, size, sha256, created_unix) \
+                 SELECT u.key, u.generation, u.size, u.sha256, $5 \
+                 FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bytea[]) \
+                      AS u(key, generation, size, sha256) \
+                 ON CONFLICT (key, generation) DO NOTHING",
+            )
+            .bind(&keys)
+            .bind(&generations)
+            .bind(&sizes)
+            .bind(&hashes)
+            .bind(now)
+            .execute(&mut *self)
+            .await
+            .ctx(OP_CLOSE)?;
+
+            let found: Vec<ObjectIdRow> = sqlx::query_as(
+                "SELECT o.id, o.key, o.generation, o.size, o.sha256 \
+                 FROM UNNEST($1::text[], $2::bigint[]) AS u(key, generation) \
+                 JOIN objects o ON o.key = u.key AND o.generation = u.generation",
+            )
+            .bind(&keys)
+            .bind(&generations)
+            .fetch_all(&mut *self)
+            .await
+            .ctx(OP_CLOSE)?;
+            let ids = object_ids(found, chunk)?;
+
+            let offsets: Vec<i64> = chunk.iter().map(|c| c.offset).collect();
+            let lengths: Vec<i64> = chunk.iter().map(|c| c.length).collect();
+            sqlx::query(
+                "INSERT INTO copies (object_id, container_id, byte_offset, byte_length) \
+                 SELECT u.object_id, $2, u.byte_offset, u.byte_length \
+                 FROM UNNEST($1::bigint[], $3::bigint[], $4::bigint[]) \
+                      AS u(object_id, byte_offset, byte_length)",
+            )
+            .bind(&ids)
+            .bind(id)
+            .bind(&offsets)
+            .bind(&lengths)
+            .execute(&mut *self)
+            .await
+            .ctx(OP_CLOSE)?;
+            statements += 3;
+        }
+        Ok(statements)
+    }
 }
 
 /// A copy checked and converted for the database.
@@ -163,44 +305,7 @@ impl Catalogue {
                 .ctx(OP)?;
                 return Err(close_refused(id, last_block, row));
             }
-            for chunk in prepared.chunks(ROWS_PER_STATEMENT) {
-                let mut qb = QueryBuilder::new(
-                    "INSERT INTO objects (key, generation, size, sha256, created_unix) ",
-                );
-                qb.push_values(chunk, |mut row, c| {
-                    row.push_bind(c.key.to_string())
-                        .push_bind(c.generation)
-                        .push_bind(c.size)
-                        .push_bind(c.sha256.to_vec())
-                        .push_bind(now);
-                });
-                qb.push(" ON CONFLICT (key, generation) DO NOTHING");
-                qb.build().execute(&mut *tx).await.ctx(OP)?;
-
-                let mut qb = QueryBuilder::new(
-                    "SELECT id, key, generation, size, sha256 FROM objects \
-                     WHERE (key, generation) IN (",
-                );
-                qb.push_values(chunk, |mut row, c| {
-                    row.push_bind(c.key.to_string()).push_bind(c.generation);
-                });
-                qb.push(")");
-                let found: Vec<ObjectIdRow> =
-                    qb.build_query_as().fetch_all(&mut *tx).await.ctx(OP)?;
-                let ids = object_ids(found, chunk)?;
-
-                let mut qb = QueryBuilder::new(
-                    "INSERT INTO copies (object_id, container_id, byte_offset, byte_length) ",
-                );
-                qb.push_values(chunk.iter().zip(ids), |mut row, (c, object_id)| {
-                    row.push_bind(object_id)
-                        .push_bind(id)
-                        .push_bind(c.offset)
-                        .push_bind(c.length);
-                });
-                qb.build().execute(&mut *tx).await.ctx(OP)?;
-                statements += 3;
-            }
+            statements += BulkInsert::insert_copies(&mut *tx, id, &prepared, now).await?;
             statements
         });
         tracing::debug!(
@@ -292,11 +397,14 @@ mod tests {
 
     #[test]
     fn statement_count_grows_per_chunk_not_per_copy() {
-        assert_eq!(close_statements(0), 1);
-        assert_eq!(close_statements(1), 4);
-        assert_eq!(close_statements(ROWS_PER_STATEMENT), 4);
-        assert_eq!(close_statements(ROWS_PER_STATEMENT + 1), 7);
-        assert_eq!(close_statements(10_000), 1 + 3 * 25);
+        let n = ROWS_PER_STATEMENT;
+        assert_eq!(close_statements(0, n), 1);
+        assert_eq!(close_statements(1, n), 4);
+        assert_eq!(close_statements(n, n), 4);
+        assert_eq!(close_statements(n + 1, n), 7);
+        assert_eq!(close_statements(10_000, n), 1 + 3 * 25);
+        assert_eq!(close_statements(10_000, PG_ROWS_PER_STATEMENT), 4);
+        assert_eq!(close_statements(25_000, PG_ROWS_PER_STATEMENT), 10);
     }
 
     async fn ten_thousand_copies_close_in_one_batched_transaction(
@@ -311,7 +419,11 @@ mod tests {
         let statements = c
             .close_container_counted(id, 3, 1_000_000, sha(7), &copies)
             .await?;
-        assert_eq!(statements, close_statements(10_000));
+        let per_statement = match c.backend() {
+            "postgres" => PG_ROWS_PER_STATEMENT,
+            _ => ROWS_PER_STATEMENT,
+        };
+        assert_eq!(statements, close_statements(10_000, per_statement));
         assert!(
             statements < 100,
             "{statements} statements for 10 000 copies"

@@ -33,13 +33,21 @@ pub fn validate_key(key: &str) -> Result<()> {
 }
 
 /// The SQL condition "object `o` has a copy in a durable or verified container".
+///
+/// Written so that the only way to evaluate it is object first: the copies of `o` through the
+/// `copies` primary key (`object_id` leads it), then each copy's container through its primary
+/// key. A join of `copies` with `containers` inside the `EXISTS` let PostgreSQL, on tables
+/// without statistics yet (straight after a bulk load, before autovacuum's ANALYZE), start from
+/// the durable containers and walk every copy they hold: 11 ms a look-up at 100 000 objects,
+/// growing with the catalogue. The container's state as a scalar subquery per copy leaves the
+/// planner nothing to start from but the object.
 macro_rules! visible {
     ($o:literal) => {
         concat!(
-            "EXISTS (SELECT 1 FROM copies vc JOIN containers vk ON vk.id = vc.container_id \
-             WHERE vc.object_id = ",
+            "EXISTS (SELECT 1 FROM copies vc WHERE vc.object_id = ",
             $o,
-            ".id AND vk.state IN ('durable', 'verified'))"
+            ".id AND (SELECT vk.state FROM containers vk WHERE vk.id = vc.container_id) \
+             IN ('durable', 'verified'))"
         )
     };
 }

@@ -14,6 +14,7 @@ pub mod archive;
 pub mod catalogue;
 pub mod mixed;
 pub mod parallel;
+pub mod queue;
 pub mod recall;
 pub mod serpentine;
 pub mod synthetic;
@@ -30,6 +31,8 @@ pub struct Ctx {
     pub quick: bool,
     /// Where libraries, spools and destinations are created.
     pub scratch: PathBuf,
+    /// PostgreSQL URL for the database sections (`--postgres`, else REEL_TEST_POSTGRES_URL).
+    pub postgres: Option<String>,
 }
 
 /// A section of the benchmark.
@@ -99,6 +102,11 @@ pub fn all() -> Vec<Section> {
             name: "catalogue",
             title: "Catalogue at scale: bulk insert and key look-up (PostgreSQL, SQLite)",
             run: catalogue::run,
+        },
+        Section {
+            name: "queue",
+            title: "Queue: 1 000 000 recall requests submitted (PostgreSQL and SQLite)",
+            run: queue::run,
         },
         Section {
             name: "restore3",

@@ -137,62 +137,152 @@ pub struct ClaimLimit {
     pub max_bytes: u64,
 }
 
+/// Rows per `INSERT` on PostgreSQL (one array per column, so the statement has ten parameters
+/// whatever its size).
+pub const PG_ROWS_PER_INSERT: usize = 10_000;
+/// Rows per `INSERT` on SQLite: 11 bound values a row stays below SQLite's 32 766 variables.
+pub const SQLITE_ROWS_PER_INSERT: usize = 2_000;
+
+/// A request as its columns.
+struct RequestRow<'a> {
+    mode: &'static str,
+    /// The barcode (reads) or pool (writes): what the queue is per.
+    target: &'a str,
+    barcode: Option<&'a str>,
+    pool: Option<&'a str>,
+    object_key: &'a str,
+    bytes: i64,
+    files: i64,
+    priority: i64,
+    detail: String,
+}
+
+impl<'a> From<&'a NewTapeRequest> for RequestRow<'a> {
+    fn from(r: &'a NewTapeRequest) -> Self {
+        let (mode, target, barcode, pool) = match &r.target {
+            MountTarget::Read { barcode } => (
+                "read",
+                barcode.as_str(),
+                Some(barcode.as_str()),
+                r.pool.as_deref(),
+            ),
+            MountTarget::Write { pool } => ("write", pool.as_str(), None, Some(pool.as_str())),
+        };
+        RequestRow {
+            mode,
+            target,
+            barcode,
+            pool,
+            object_key: &r.object_key,
+            bytes: r.bytes.min(i64::MAX as u64) as i64,
+            files: r.files.min(i64::MAX as u64) as i64,
+            priority: i64::from(r.priority),
+            detail: r.detail.to_string(),
+        }
+    }
+}
+
 impl TapeRequests {
     /// Requests on this database.
     pub fn new(db: Db) -> TapeRequests {
         TapeRequests { db }
     }
 
-    /// Add a job's requests in one transaction.
+    /// Add a job's requests in one transaction, in multi-row statements: on PostgreSQL one
+    /// array per column expanded by `UNNEST` ([`PG_ROWS_PER_INSERT`] rows a statement), on
+    /// SQLite multi-row `VALUES` ([`SQLITE_ROWS_PER_INSERT`] rows a statement). Rows go in
+    /// target order (the order among one target's requests is kept), so the per-target queue
+    /// rows the insert triggers update are locked in the same order by every transaction.
     pub async fn add(&self, job_id: &str, reqs: &[NewTapeRequest]) -> Result<()> {
+        const DOING: &str = "adding tape requests";
         let now = now_ms();
-        let sql = "INSERT INTO reel_tape_requests (job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, created_ms, updated_ms) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)";
-        crate::on_db!(&self.db, |p| {
-            let mut tx = p
-                .begin()
-                .await
-                .map_err(self.db.err("adding tape requests"))?;
-            for r in reqs {
-                let (mode, barcode, pool) = match &r.target {
-                    MountTarget::Read { barcode } => {
-                        ("read", Some(barcode.clone()), r.pool.clone())
-                    }
-                    MountTarget::Write { pool } => ("write", None, Some(pool.clone())),
-                };
-                sqlx::query(sql)
+        let mut rows: Vec<RequestRow<'_>> = reqs.iter().map(RequestRow::from).collect();
+        rows.sort_by(|a, b| (a.mode, a.target, a.pool).cmp(&(b.mode, b.target, b.pool)));
+        match &self.db {
+            Db::Postgres(p) => {
+                let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+                for chunk in rows.chunks(PG_ROWS_PER_INSERT) {
+                    let col =
+                        |f: fn(&RequestRow<'_>) -> i64| chunk.iter().map(f).collect::<Vec<_>>();
+                    sqlx::query(
+                        "INSERT INTO reel_tape_requests (job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, created_ms, updated_ms) \
+                         SELECT $1, u.mode, u.barcode, u.pool, u.object_key, u.bytes, u.files, u.priority, u.detail, $10, $10 \
+                         FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[]) \
+                              AS u(mode, barcode, pool, object_key, bytes, files, priority, detail)",
+                    )
                     .bind(job_id)
-                    .bind(mode)
-                    .bind(barcode)
-                    .bind(pool)
-                    .bind(&r.object_key)
-                    .bind(r.bytes as i64)
-                    .bind(r.files as i64)
-                    .bind(r.priority as i64)
-                    .bind(r.detail.to_string())
+                    .bind(chunk.iter().map(|r| r.mode).collect::<Vec<_>>())
+                    .bind(chunk.iter().map(|r| r.barcode).collect::<Vec<_>>())
+                    .bind(chunk.iter().map(|r| r.pool).collect::<Vec<_>>())
+                    .bind(chunk.iter().map(|r| r.object_key).collect::<Vec<_>>())
+                    .bind(col(|r| r.bytes))
+                    .bind(col(|r| r.files))
+                    .bind(col(|r| r.priority))
+                    .bind(chunk.iter().map(|r| r.detail.as_str()).collect::<Vec<_>>())
                     .bind(now)
                     .execute(&mut *tx)
                     .await
-                    .map_err(self.db.err("adding tape requests"))?;
+                    .map_err(self.db.err(DOING))?;
+                }
+                tx.commit().await.map_err(self.db.err(DOING))
             }
-            tx.commit()
-                .await
-                .map_err(self.db.err("adding tape requests"))
-        })
+            Db::Sqlite(p) => {
+                let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+                for chunk in rows.chunks(SQLITE_ROWS_PER_INSERT) {
+                    let mut qb = sqlx::QueryBuilder::new(
+                        "INSERT INTO reel_tape_requests (job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, created_ms, updated_ms) ",
+                    );
+                    qb.push_values(chunk, |mut b, r| {
+                        b.push_bind(job_id)
+                            .push_bind(r.mode)
+                            .push_bind(r.barcode)
+                            .push_bind(r.pool)
+                            .push_bind(r.object_key)
+                            .push_bind(r.bytes)
+                            .push_bind(r.files)
+                            .push_bind(r.priority)
+                            .push_bind(r.detail.as_str())
+                            .push_bind(now)
+                            .push_bind(now);
+                    });
+                    qb.build()
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.db.err(DOING))?;
+                }
+                tx.commit().await.map_err(self.db.err(DOING))
+            }
+        }
     }
 
     /// Queue summaries: one per cartridge for reads, one per pool for writes, over queued
     /// requests of every job.
+    ///
+    /// Bytes, files and pool come from `reel_tape_queues`, which triggers keep up as requests
+    /// enter and leave the queue (one row per target and request pool); the oldest request and
+    /// the highest priority of each target are one probe each of a partial index over queued
+    /// requests. The cost grows with the number of targets, not of queued requests.
     pub async fn summaries(&self) -> Result<Vec<QueueSummary>> {
         let now = now_ms();
-        let sql = "SELECT mode, COALESCE(barcode, '') AS barcode, COALESCE(MAX(pool), '') AS pool, \
-                   CAST(SUM(bytes) AS BIGINT) AS bytes, CAST(SUM(files) AS BIGINT) AS files, \
-                   MIN(created_ms) AS oldest, MAX(priority) AS priority \
-                   FROM reel_tape_requests WHERE state = 'queued' \
-                   GROUP BY mode, COALESCE(barcode, ''), CASE WHEN mode = 'write' THEN pool ELSE '' END \
+        let sql = "SELECT s.mode, CASE WHEN s.mode = 'read' THEN s.target ELSE '' END AS barcode, \
+                   CASE WHEN s.mode = 'read' THEN s.pool ELSE s.target END AS pool, \
+                   CAST(s.bytes AS BIGINT) AS bytes, CAST(s.files AS BIGINT) AS files, \
+                   COALESCE(CASE WHEN s.mode = 'read' \
+                     THEN (SELECT r.created_ms FROM reel_tape_requests r WHERE r.state = 'queued' AND r.mode = 'read' \
+                           AND r.barcode = s.target ORDER BY r.created_ms LIMIT 1) \
+                     ELSE (SELECT r.created_ms FROM reel_tape_requests r WHERE r.state = 'queued' AND r.mode = 'write' \
+                           AND r.pool = s.target ORDER BY r.created_ms LIMIT 1) END, $1) AS oldest, \
+                   COALESCE(CASE WHEN s.mode = 'read' \
+                     THEN (SELECT r.priority FROM reel_tape_requests r WHERE r.barcode = s.target AND r.state = 'queued' \
+                           AND r.mode = 'read' ORDER BY r.priority DESC LIMIT 1) \
+                     ELSE (SELECT r.priority FROM reel_tape_requests r WHERE r.state = 'queued' AND r.mode = 'write' \
+                           AND r.pool = s.target ORDER BY r.priority DESC LIMIT 1) END, 0) AS priority \
+                   FROM (SELECT mode, target, MAX(pool) AS pool, SUM(bytes) AS bytes, SUM(files) AS files \
+                         FROM reel_tape_queues WHERE files > 0 GROUP BY mode, target) s \
                    ORDER BY 1, 2, 3";
         let rows = crate::on_db!(&self.db, |p| {
             let rows = sqlx::query(sql)
+                .bind(now)
                 .fetch_all(p)
                 .await
                 .map_err(self.db.err("summarising tape requests"))?;
@@ -708,6 +798,154 @@ mod tests {
             return;
         };
         concurrent_claims(t.db.clone()).await;
+    }
+
+    /// The summary as an aggregate over every queued request (what `summaries` computed before
+    /// `reel_tape_queues`): (mode, barcode, pool, bytes, files, oldest, priority).
+    async fn aggregate(db: &Db) -> Vec<(String, String, String, i64, i64, i64, i64)> {
+        let sql = "SELECT mode, COALESCE(barcode, '') AS barcode, COALESCE(MAX(pool), '') AS pool, \
+                   CAST(SUM(bytes) AS BIGINT) AS bytes, CAST(SUM(files) AS BIGINT) AS files, \
+                   MIN(created_ms) AS oldest, MAX(priority) AS priority \
+                   FROM reel_tape_requests WHERE state = 'queued' \
+                   GROUP BY mode, COALESCE(barcode, ''), CASE WHEN mode = 'write' THEN pool ELSE '' END \
+                   ORDER BY 1, 2, 3";
+        crate::on_db!(db, |p| sqlx::query_as(sql).fetch_all(p).await.unwrap())
+    }
+
+    /// Every way a request enters or leaves the queue keeps `reel_tape_queues` equal to the
+    /// aggregate over the requests themselves.
+    async fn summaries_track_every_change(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let check = |label: &'static str| {
+            let db = db.clone();
+            let reqs = reqs.clone();
+            async move {
+                let want = aggregate(&db).await;
+                let got = reqs.summaries().await.unwrap();
+                let got: Vec<_> = got
+                    .into_iter()
+                    .map(|q| {
+                        let (mode, barcode) = match q.target {
+                            MountTarget::Read { barcode } => ("read".to_string(), barcode),
+                            MountTarget::Write { .. } => ("write".to_string(), String::new()),
+                        };
+                        (
+                            mode,
+                            barcode,
+                            q.pool.unwrap_or_default(),
+                            q.bytes as i64,
+                            q.files as i64,
+                            q.priority as i64,
+                        )
+                    })
+                    .collect();
+                let want: Vec<_> = want
+                    .into_iter()
+                    .map(|(m, b, p, by, f, _, pr)| (m, b, p, by, f, pr))
+                    .collect();
+                assert_eq!(got, want, "after {label}");
+            }
+        };
+        let a = job(&store).await;
+        let b = job(&store).await;
+        let mut batch: Vec<_> = (0..30u32)
+            .map(|k| {
+                read_req(
+                    &format!("C{}", k % 3),
+                    &format!("a{k}"),
+                    100 + u64::from(k),
+                    (k % 7) as i32,
+                )
+            })
+            .collect();
+        batch.push(NewTapeRequest {
+            target: MountTarget::Write { pool: "p1".into() },
+            pool: None,
+            object_key: "w0".into(),
+            bytes: 9,
+            files: 2,
+            priority: 3,
+            detail: serde_json::Value::Null,
+        });
+        reqs.add(&a, &batch).await.unwrap();
+        let other: Vec<_> = (0..10u32)
+            .map(|k| NewTapeRequest {
+                pool: None,
+                ..read_req("C1", &format!("b{k}"), 5, 9)
+            })
+            .collect();
+        reqs.add(&b, &other).await.unwrap();
+        check("add").await;
+        let leases = LeaseManager::new(db.clone());
+        let fence = leases
+            .acquire(&drive_resource("d0"), "w", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let c1 = MountTarget::Read {
+            barcode: "C1".into(),
+        };
+        let claimed = reqs
+            .claim(
+                &c1,
+                &fence,
+                ClaimLimit {
+                    max_files: 6,
+                    max_bytes: u64::MAX,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 6);
+        check("claim").await;
+        let ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
+        assert_eq!(reqs.unclaim(&ids[..3], &fence).await.unwrap(), 3);
+        check("unclaim").await;
+        assert_eq!(reqs.complete(&ids[3..], &fence).await.unwrap(), 3);
+        check("complete").await;
+        let q = reqs.queued_reads_of("C2").await.unwrap();
+        assert!(
+            reqs.reroute(q[0].id, "C9", Some("p9"), &serde_json::json!({}))
+                .await
+                .unwrap()
+        );
+        assert!(reqs.fail_queued(q[1].id, "no copy").await.unwrap());
+        check("reroute and fail").await;
+        assert!(reqs.cancel_job(&b).await.unwrap() > 0);
+        check("cancel").await;
+        assert!(reqs.requeue_failed(&b).await.unwrap() > 0);
+        check("requeue failed").await;
+        crate::on_db!(&db, |p| sqlx::query("DELETE FROM reel_jobs WHERE id = $1")
+            .bind(&a)
+            .execute(p)
+            .await
+            .map(|_| ())
+            .unwrap());
+        check("job deleted").await;
+        // Job b's 10 requests, less the 3 completed.
+        assert_eq!(
+            reqs.summaries()
+                .await
+                .unwrap()
+                .iter()
+                .map(|q| q.files)
+                .sum::<u64>(),
+            7
+        );
+    }
+
+    #[tokio::test]
+    async fn summaries_track_every_change_sqlite() {
+        let t = testdb::sqlite().await;
+        summaries_track_every_change(t.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn summaries_track_every_change_postgres() {
+        let Some(t) = testdb::postgres("summaries_track_every_change_postgres").await else {
+            return;
+        };
+        summaries_track_every_change(t.db.clone()).await;
     }
 
     async fn reroute_rules(db: Db) {
