@@ -1,6 +1,6 @@
-//! The `reel` command line: argument parsing (clap) and the commands that need only the queue
-//! and the catalogue. The tape-executing commands (`worker` drive loops with a real executor,
-//! `demo`, `library`, `serve`) are marked "not wired" until the engine's sessions land.
+//! The `reel` command line: argument parsing (clap) and the commands. The job specs are built
+//! here by [`archive_spec`], [`recall_spec`], [`verify_spec`] and [`intake_spec`], which the
+//! HTTP API (`reel serve`, [`crate::api`]) uses too, so both submit exactly the same jobs.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,8 +63,17 @@ pub enum Command {
     Worker,
     /// Run the whole thing on the simulator in the data dir: archive, recall, verify, summary.
     Demo,
-    /// Serve the HTTP API.
-    Serve,
+    /// Serve the HTTP API (jobs, catalogue, /metrics, /openapi.json) until SIGTERM or SIGINT.
+    Serve(ServeArgs),
+}
+
+/// `reel serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on, IP:PORT (default: [serve] listen, 127.0.0.1:8420; port 0 picks a
+    /// free port). The bound address is printed on stderr once listening.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
 }
 
 /// Options shared by the submitting commands.
@@ -138,6 +147,9 @@ pub struct IntakeArgs {
     /// Every cartridge the library has that the catalogue does not know.
     #[arg(long, conflicts_with = "barcodes")]
     pub all_new: bool,
+    /// The pool the cartridges join (default: the default storage class's first pool).
+    #[arg(long, value_name = "POOL")]
+    pub pool: Option<String>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub submit: SubmitOpts,
@@ -276,73 +288,20 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
     let demo_dir = cli.data_dir.clone();
     match cli.command {
         Command::Archive(a) => {
-            let class = a
-                .class
-                .unwrap_or_else(|| loaded.config.archive.default_class.clone());
-            if loaded.config.pools_of(&class).is_none() {
-                return Err(JobsError::Config {
-                    origin: "--class".into(),
-                    message: format!("storage class `{class}` is not in [archive.storage_classes]"),
-                });
-            }
-            let source = archive_source(&a.paths)?;
-            let spec = JobSpec::Archive(ArchiveJob {
-                source,
-                key_prefix: a.key_prefix,
-                storage_class: class,
-            });
+            let spec = archive_spec(&loaded.config, &a.paths, a.class, a.key_prefix)?;
             submit(loaded, spec, a.submit, json).await
         }
         Command::Recall(r) => {
-            let selection = match r.prefix {
-                Some(p) => RecallSelection::Prefix(p),
-                None => RecallSelection::Keys(r.keys),
-            };
-            let destination = absolute(&r.to)?;
-            submit(
-                loaded,
-                JobSpec::Recall(RecallJob {
-                    selection,
-                    destination,
-                }),
-                r.submit,
-                json,
-            )
-            .await
+            let spec = recall_spec(r.keys, r.prefix, &r.to)?;
+            submit(loaded, spec, r.submit, json).await
         }
         Command::Verify(v) => {
-            let target = match (v.cartridge, v.container, v.sample_every) {
-                (Some(c), _, _) => VerifyTarget::Cartridge(c),
-                (_, Some(id), _) => VerifyTarget::Container(id),
-                (_, _, Some(every)) => VerifyTarget::Sample { every },
-                _ => {
-                    return Err(JobsError::Config {
-                        origin: "reel verify".into(),
-                        message: "give --cartridge, --container or --sample-every".into(),
-                    });
-                }
-            };
-            submit(
-                loaded,
-                JobSpec::Verify(VerifyJob { target }),
-                v.submit,
-                json,
-            )
-            .await
+            let spec = verify_spec(v.cartridge, v.container, v.sample_every)?;
+            submit(loaded, spec, v.submit, json).await
         }
         Command::Intake(i) => {
-            let selection = if i.all_new {
-                IntakeSelection::AllNew
-            } else {
-                IntakeSelection::Barcodes(i.barcodes)
-            };
-            submit(
-                loaded,
-                JobSpec::Intake(IntakeJob { selection }),
-                i.submit,
-                json,
-            )
-            .await
+            let spec = intake_spec(i.barcodes, i.all_new, i.pool)?;
+            submit(loaded, spec, i.submit, json).await
         }
         Command::Jobs(j) => jobs(loaded, j, json).await,
         Command::Catalog(CatalogCommand::Rebuild {
@@ -360,8 +319,121 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
                 status: 0,
             })
         }
-        Command::Serve => Err(JobsError::NotWired("`reel serve` (the HTTP API)")),
+        Command::Serve(s) => run_serve(loaded, s).await,
     }
+}
+
+/// The archive job for `paths` (one directory, or files; made absolute) into storage class
+/// `class` (default `[archive] default_class`, which must exist).
+pub(crate) fn archive_spec(
+    config: &crate::config::Config,
+    paths: &[PathBuf],
+    class: Option<String>,
+    key_prefix: String,
+) -> Result<JobSpec> {
+    let class = class.unwrap_or_else(|| config.archive.default_class.clone());
+    if config.pools_of(&class).is_none() {
+        return Err(JobsError::Config {
+            origin: "--class".into(),
+            message: format!("storage class `{class}` is not in [archive.storage_classes]"),
+        });
+    }
+    let source = archive_source(paths)?;
+    Ok(JobSpec::Archive(ArchiveJob {
+        source,
+        key_prefix,
+        storage_class: class,
+    }))
+}
+
+/// The recall job for `keys`, or every key under `prefix`, into directory `to` (made absolute).
+pub(crate) fn recall_spec(keys: Vec<String>, prefix: Option<String>, to: &Path) -> Result<JobSpec> {
+    let selection = match prefix {
+        Some(_) if !keys.is_empty() => {
+            return Err(JobsError::Config {
+                origin: "reel recall".into(),
+                message: "give keys or a prefix, not both".into(),
+            });
+        }
+        Some(p) => RecallSelection::Prefix(p),
+        None => RecallSelection::Keys(keys),
+    };
+    Ok(JobSpec::Recall(RecallJob {
+        selection,
+        destination: absolute(to)?,
+    }))
+}
+
+/// The verify job for exactly one of: a cartridge, a container, a sample period.
+pub(crate) fn verify_spec(
+    cartridge: Option<String>,
+    container: Option<i64>,
+    sample_every: Option<u64>,
+) -> Result<JobSpec> {
+    let target = match (cartridge, container, sample_every) {
+        (Some(c), None, None) => VerifyTarget::Cartridge(c),
+        (None, Some(id), None) => VerifyTarget::Container(id),
+        (None, None, Some(every)) => VerifyTarget::Sample { every },
+        _ => {
+            return Err(JobsError::Config {
+                origin: "reel verify".into(),
+                message: "give exactly one of --cartridge, --container or --sample-every".into(),
+            });
+        }
+    };
+    Ok(JobSpec::Verify(VerifyJob { target }))
+}
+
+/// The intake job for `barcodes`, or every new cartridge with `all_new`, into `pool` (default:
+/// the default storage class's first pool).
+pub(crate) fn intake_spec(
+    barcodes: Vec<String>,
+    all_new: bool,
+    pool: Option<String>,
+) -> Result<JobSpec> {
+    let selection = match (all_new, barcodes.is_empty()) {
+        (true, true) => IntakeSelection::AllNew,
+        (false, _) => IntakeSelection::Barcodes(barcodes),
+        (true, false) => {
+            return Err(JobsError::Config {
+                origin: "reel intake".into(),
+                message: "give barcodes or --all-new, not both".into(),
+            });
+        }
+    };
+    Ok(JobSpec::Intake(IntakeJob { selection, pool }))
+}
+
+/// `reel serve`: the HTTP API until SIGTERM or SIGINT, then a graceful shutdown.
+async fn run_serve(loaded: &LoadedConfig, args: ServeArgs) -> Result<Output> {
+    let listen = args
+        .listen
+        .unwrap_or_else(|| loaded.config.serve.listen.clone());
+    let queue = open_queue(loaded).await?;
+    let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+    let state = crate::api::AppState::new(loaded.config.clone(), queue, catalogue);
+    let listener = crate::api::bind(&listen).await?;
+    let addr = listener.local_addr().map_err(|source| JobsError::Io {
+        doing: "reading the bound address of",
+        path: listen.clone().into(),
+        source,
+    })?;
+    let shutdown = CancellationToken::new();
+    let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone()));
+    // Printed once the socket is bound, so scripts (and tests) can read the port from it.
+    eprintln!(
+        "reel serve: listening on http://{addr} (store {}); stop with Ctrl-C or SIGTERM",
+        crate::db::redact(&loaded.config.store.url)
+    );
+    let result = crate::api::run(listener, state, shutdown.clone()).await;
+    shutdown.cancel();
+    let _ = signals.await;
+    result?;
+    Ok(Output {
+        json: json!({"serve": addr.to_string(), "stopped": true}),
+        text: format!("reel serve on {addr} stopped"),
+        status: 0,
+    })
 }
 
 /// `reel library`: what the library reports (through the plugin) and what the catalogue knows.

@@ -24,6 +24,7 @@ const SECTIONS: &[&str] = &[
     "intake",
     "worker",
     "scheduler",
+    "serve",
 ];
 
 /// The whole configuration.
@@ -44,6 +45,27 @@ pub struct Config {
     pub worker: WorkerConfig,
     /// Mount decisions.
     pub scheduler: SchedulerConfig,
+    /// The HTTP API (`reel serve`).
+    pub serve: ServeConfig,
+}
+
+/// Default address of `reel serve`: loopback only; expose it deliberately.
+pub const DEFAULT_SERVE_LISTEN: &str = "127.0.0.1:8420";
+
+/// `[serve]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Address the HTTP API listens on, `IP:PORT` (`reel serve --listen` overrides it).
+    pub listen: String,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: DEFAULT_SERVE_LISTEN.into(),
+        }
+    }
 }
 
 /// `[store]`
@@ -467,6 +489,15 @@ impl Config {
                 format!("class `{name}` has no pools"),
             );
         }
+        if self.serve.listen.parse::<std::net::SocketAddr>().is_err() {
+            return bad(
+                "[serve] listen",
+                format!(
+                    "`{}` is not IP:PORT (e.g. {DEFAULT_SERVE_LISTEN}, or 0.0.0.0:8420 for every interface)",
+                    self.serve.listen
+                ),
+            );
+        }
         if self.recall.writer_threads == 0 {
             return bad("[recall] writer_threads", "must be at least 1".into());
         }
@@ -597,6 +628,31 @@ mod tests {
         );
         assert_eq!(c.config.store.url, "postgres://u@h/db");
         assert!(c.config.store.is_postgres());
+    }
+
+    #[test]
+    fn serve_listen_defaults_and_is_overridable() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[])).unwrap();
+        assert_eq!(l.config.serve.listen, DEFAULT_SERVE_LISTEN);
+        let l = LoadedConfig::load_with(
+            None,
+            Some(dir.path()),
+            &vars(&[("REEL_SERVE_LISTEN", "0.0.0.0:9000")]),
+        )
+        .unwrap();
+        assert_eq!(l.config.serve.listen, "0.0.0.0:9000");
+        let err = LoadedConfig::load_with(
+            None,
+            Some(dir.path()),
+            &vars(&[("REEL_SERVE_LISTEN", "localhost")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("[serve] listen") && err.contains("IP:PORT"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -106,9 +106,6 @@ pub enum JobsError {
     /// The job was cancelled while it ran.
     #[error("job {0} was cancelled")]
     Cancelled(String),
-    /// A tape part that the lead engineer has not wired yet.
-    #[error("{0} is not wired yet in this build of reel; it needs the engine's tape sessions")]
-    NotWired(&'static str),
     /// The tape executor reported a failure.
     #[error("tape work failed: {0}")]
     Tape(String),

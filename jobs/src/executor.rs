@@ -414,6 +414,17 @@ impl TapeExecutor for EngineExecutor {
         Ok(barcode)
     }
 
+    async fn held_elsewhere(&self) -> Result<Vec<String>> {
+        Ok(self
+            .service
+            .held_elsewhere()
+            .await
+            .map_err(tape)?
+            .into_iter()
+            .map(|(barcode, _)| barcode)
+            .collect())
+    }
+
     async fn unmount(&self, drive: &str, _fence: &Fence) -> Result<()> {
         let index = Self::drive_index(drive)?;
         let Some(d) = self
@@ -662,11 +673,8 @@ impl TapeExecutor for EngineExecutor {
             IntakeSelection::Barcodes(b) => b.clone(),
             IntakeSelection::AllNew => Vec::new(),
         };
-        let out = self
-            .service
-            .intake(&barcodes, &self.default_pool())
-            .await
-            .map_err(tape)?;
+        let pool = job.pool.clone().unwrap_or_else(|| self.default_pool());
+        let out = self.service.intake(&barcodes, &pool).await.map_err(tape)?;
         Ok(json!(
             out.into_iter()
                 .map(|(b, o)| json!({"barcode": b, "result": o}))

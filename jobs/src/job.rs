@@ -208,6 +208,9 @@ pub enum IntakeSelection {
 pub struct IntakeJob {
     /// Which cartridges.
     pub selection: IntakeSelection,
+    /// The pool the new cartridges join; `None`: the default storage class's first pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// Rebuild catalogue entries by reading tapes.
@@ -294,7 +297,11 @@ impl JobSpec {
             }) => Err("verify sample period must be at least 1".into()),
             JobSpec::Intake(IntakeJob {
                 selection: IntakeSelection::Barcodes(b),
+                ..
             }) if b.is_empty() => Err("intake needs at least one barcode (or --all-new)".into()),
+            JobSpec::Intake(IntakeJob { pool: Some(p), .. }) if p.trim().is_empty() => {
+                Err("intake pool name is empty".into())
+            }
             _ => Ok(()),
         }
     }
@@ -340,6 +347,7 @@ mod tests {
         assert!(empty.validate().is_err());
         let ok = JobSpec::Intake(IntakeJob {
             selection: IntakeSelection::AllNew,
+            pool: None,
         });
         assert!(ok.validate().is_ok());
     }

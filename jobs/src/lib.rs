@@ -15,9 +15,11 @@
 //! - [`executor`]: the tape executor, built on the engine's service and sessions.
 //! - [`demo`]: `reel demo`, the main job on SQLite and the simulator.
 //! - [`cli`]: the `reel` command line.
+//! - [`api`]: the HTTP API of `reel serve` (jobs, catalogue, /metrics, /openapi.json).
 
 #![deny(missing_docs)]
 
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod db;

@@ -241,6 +241,7 @@ impl Env {
 fn intake_spec() -> JobSpec {
     JobSpec::Intake(IntakeJob {
         selection: IntakeSelection::AllNew,
+        pool: None,
     })
 }
 

@@ -1,0 +1,165 @@
+//! Errors of the HTTP API: a JSON body with the cause, a hint and the status; the status follows
+//! what went wrong (400 bad input, 404 unknown job or key, 409 state conflict, 503 store down).
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json, Response};
+use reel_engine::catalogue::CatalogueError;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::JobsError;
+
+/// The body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: String,
+    /// What to do about it.
+    pub hint: String,
+    /// The HTTP status, repeated for clients that only keep the body.
+    pub status: u16,
+}
+
+/// An error answered to an HTTP client.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    cause: String,
+    hint: String,
+}
+
+const STORE_HINT: &str = "the job store or catalogue database is unreachable or failing: check that the database at the [store] url is up and reachable from reel serve, then retry";
+
+impl ApiError {
+    /// An error with this status, cause and hint.
+    pub fn new(status: StatusCode, cause: impl Into<String>, hint: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            cause: cause.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// 400: the request is wrong.
+    pub fn bad_request(cause: impl Into<String>, hint: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, cause, hint)
+    }
+
+    /// The status it answers with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<JobsError> for ApiError {
+    fn from(e: JobsError) -> ApiError {
+        use StatusCode as S;
+        let cause = e.to_string();
+        let (status, hint): (StatusCode, String) = match &e {
+            JobsError::Config { .. } => (
+                S::BAD_REQUEST,
+                "fix the request; the request bodies are described in GET /openapi.json".into(),
+            ),
+            JobsError::Io { .. } => (
+                S::BAD_REQUEST,
+                "paths are on the server host: give absolute paths that exist there and that reel serve and the workers can read".into(),
+            ),
+            JobsError::NoSuchJob(_) => (
+                S::NOT_FOUND,
+                "list jobs with GET /v1/jobs; finished jobs are pruned after [worker] retention_hours".into(),
+            ),
+            JobsError::NotFound { hint, .. } => (S::NOT_FOUND, hint.clone()),
+            JobsError::BadJobState { hint, .. } => (S::CONFLICT, hint.clone()),
+            JobsError::LeaseBusy { .. } | JobsError::Fenced { .. } | JobsError::Cancelled(_) => (
+                S::CONFLICT,
+                "the resource is busy or changed meanwhile; look again and retry".into(),
+            ),
+            JobsError::Database { .. } | JobsError::Queue { .. } | JobsError::Migrate(_) => {
+                (S::SERVICE_UNAVAILABLE, STORE_HINT.into())
+            }
+            JobsError::Catalogue(c) => return catalogue_error(c),
+            JobsError::ConfigRead { .. }
+            | JobsError::Payload { .. }
+            | JobsError::Tape(_) => (
+                S::INTERNAL_SERVER_ERROR,
+                "see the log of reel serve for details".into(),
+            ),
+        };
+        if status.is_server_error() {
+            tracing::warn!(status = status.as_u16(), error = %cause, "API request failed");
+        }
+        ApiError::new(status, cause, hint)
+    }
+}
+
+fn catalogue_error(e: &CatalogueError) -> ApiError {
+    use StatusCode as S;
+    let (status, hint) = match e {
+        CatalogueError::Open { .. } | CatalogueError::Database { .. } => {
+            (S::SERVICE_UNAVAILABLE, STORE_HINT)
+        }
+        CatalogueError::InvalidKey { .. }
+        | CatalogueError::InvalidInput { .. }
+        | CatalogueError::OutOfRange { .. } => (
+            S::BAD_REQUEST,
+            "fix the key or value; keys are UTF-8 paths without empty or dot segments",
+        ),
+        CatalogueError::UnknownCartridge { .. }
+        | CatalogueError::UnknownPool { .. }
+        | CatalogueError::UnknownContainer { .. } => (
+            S::NOT_FOUND,
+            "look up what the catalogue knows with GET /v1/catalog/objects",
+        ),
+        CatalogueError::CartridgeRefused { .. } | CatalogueError::ContainerRefused { .. } => (
+            S::CONFLICT,
+            "the catalogue refused the change in its current state",
+        ),
+        _ => (
+            S::INTERNAL_SERVER_ERROR,
+            "see the log of reel serve for details",
+        ),
+    };
+    if status.is_server_error() {
+        tracing::warn!(status = status.as_u16(), error = %e, "API request failed in the catalogue");
+    }
+    ApiError::new(status, e.to_string(), hint)
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> ApiError {
+        ApiError::bad_request(
+            format!("bad JSON body: {}", r.body_text()),
+            "send Content-Type: application/json and a body as described in GET /openapi.json",
+        )
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> ApiError {
+        ApiError::bad_request(
+            format!("bad query string: {}", r.body_text()),
+            "the query parameters are described in GET /openapi.json",
+        )
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> ApiError {
+        ApiError::bad_request(
+            format!("bad path: {}", r.body_text()),
+            "the routes are described in GET /openapi.json",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: self.cause,
+            hint: self.hint,
+            status: self.status.as_u16(),
+        };
+        (self.status, Json(body)).into_response()
+    }
+}

@@ -1,0 +1,222 @@
+//! Prometheus metrics at `GET /metrics`, through the `metrics` facade and its Prometheus
+//! exporter. The recorder is this server's own (not the process-global one), so several
+//! servers in one process (the tests) keep separate counts.
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `reel_jobs` | gauge | `kind`, `state` |
+//! | `reel_tape_queue_bytes`, `reel_tape_queue_files`, `reel_tape_queue_oldest_seconds` | gauge | `mode` (read/write), `target` (barcode or pool), `pool` |
+//! | `reel_store_up` | gauge | none: 1 when the last scrape could read the store |
+//! | `reel_http_requests_total` | counter | `route`, `method`, `status` |
+//! | `reel_http_request_duration_seconds` | summary | `route`, `method` |
+//!
+//! The job and tape-queue gauges are read from the store at each scrape (one `GROUP BY` over
+//! the jobs and the per-target queue summary the scheduler uses), so every `reel serve` of a
+//! fleet reports the same figures.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use sqlx::Row;
+
+use super::AppState;
+use crate::error::Result;
+use crate::job::{JobKind, JobState};
+use crate::queue::requests::TapeRequests;
+use crate::scheduler::MountTarget;
+
+const STATES: [JobState; 5] = [
+    JobState::Queued,
+    JobState::Running,
+    JobState::Done,
+    JobState::Failed,
+    JobState::Cancelled,
+];
+
+/// Labels of one tape queue: mode, target, pool.
+type QueueLabels = (String, String, String);
+
+/// The server's recorder and what it has reported.
+pub(super) struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// Tape queues reported at the last scrape, so that a queue that emptied reads 0.
+    queues: Mutex<BTreeSet<QueueLabels>>,
+}
+
+impl Metrics {
+    pub(super) fn new() -> Metrics {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            metrics::describe_gauge!("reel_jobs", "Jobs by kind and state");
+            metrics::describe_gauge!(
+                "reel_tape_queue_bytes",
+                metrics::Unit::Bytes,
+                "Bytes of queued tape requests per cartridge (reads) or pool (writes)"
+            );
+            metrics::describe_gauge!(
+                "reel_tape_queue_files",
+                "Queued tape requests per cartridge (reads) or pool (writes)"
+            );
+            metrics::describe_gauge!(
+                "reel_tape_queue_oldest_seconds",
+                metrics::Unit::Seconds,
+                "Age of the oldest queued tape request per cartridge (reads) or pool (writes)"
+            );
+            metrics::describe_gauge!(
+                "reel_store_up",
+                "1 when the last scrape could read the job store, else 0"
+            );
+            metrics::describe_counter!(
+                "reel_http_requests_total",
+                "HTTP requests by route, method and status"
+            );
+            metrics::describe_histogram!(
+                "reel_http_request_duration_seconds",
+                metrics::Unit::Seconds,
+                "HTTP request duration by route and method"
+            );
+        });
+        Metrics {
+            recorder,
+            handle,
+            queues: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce() -> T) -> T {
+        metrics::with_local_recorder(&self.recorder, f)
+    }
+
+    fn http(&self, route: String, method: String, status: u16, seconds: f64) {
+        self.with(|| {
+            metrics::counter!("reel_http_requests_total", "route" => route.clone(), "method" => method.clone(), "status" => status.to_string())
+                .increment(1);
+            metrics::histogram!("reel_http_request_duration_seconds", "route" => route, "method" => method)
+                .record(seconds);
+        });
+    }
+
+    /// Read the job and queue figures from the store into the gauges.
+    async fn refresh(&self, state: &AppState) -> Result<()> {
+        let counts = job_counts(state).await?;
+        let summaries = TapeRequests::new(state.queue().store().db().clone())
+            .summaries()
+            .await?;
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let mut now = BTreeSet::new();
+        self.with(|| {
+            for kind in JobKind::ALL {
+                for st in STATES {
+                    let n = counts
+                        .iter()
+                        .find(|(k, s, _)| k == kind.as_str() && s == st.as_str())
+                        .map_or(0, |(_, _, n)| *n);
+                    metrics::gauge!("reel_jobs", "kind" => kind.as_str(), "state" => st.as_str())
+                        .set(n as f64);
+                }
+            }
+            for q in &summaries {
+                let (mode, target) = match &q.target {
+                    MountTarget::Read { barcode } => ("read", barcode.clone()),
+                    MountTarget::Write { pool } => ("write", pool.clone()),
+                };
+                let labels = (mode.to_string(), target, q.pool.clone().unwrap_or_default());
+                let l = [
+                    ("mode", labels.0.clone()),
+                    ("target", labels.1.clone()),
+                    ("pool", labels.2.clone()),
+                ];
+                metrics::gauge!("reel_tape_queue_bytes", &l).set(q.bytes as f64);
+                metrics::gauge!("reel_tape_queue_files", &l).set(q.files as f64);
+                metrics::gauge!("reel_tape_queue_oldest_seconds", &l)
+                    .set(q.oldest_age.as_secs_f64());
+                now.insert(labels);
+            }
+            for gone in queues.difference(&now) {
+                let l = [
+                    ("mode", gone.0.clone()),
+                    ("target", gone.1.clone()),
+                    ("pool", gone.2.clone()),
+                ];
+                metrics::gauge!("reel_tape_queue_bytes", &l).set(0.0);
+                metrics::gauge!("reel_tape_queue_files", &l).set(0.0);
+                metrics::gauge!("reel_tape_queue_oldest_seconds", &l).set(0.0);
+            }
+        });
+        *queues = now;
+        Ok(())
+    }
+}
+
+/// `(kind, state, count)` over all jobs.
+async fn job_counts(state: &AppState) -> Result<Vec<(String, String, i64)>> {
+    let db = state.queue().store().db();
+    let sql = "SELECT kind, state, COUNT(*) AS n FROM reel_jobs GROUP BY kind, state";
+    crate::on_db!(db, |p| {
+        let rows = sqlx::query(sql)
+            .fetch_all(p)
+            .await
+            .map_err(db.err("counting jobs for /metrics"))?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<String, _>("kind")?,
+                    r.try_get::<String, _>("state")?,
+                    r.try_get::<i64, _>("n")?,
+                ))
+            })
+            .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+            .map_err(db.err("counting jobs for /metrics"))
+    })
+}
+
+/// Count every request by route (the pattern, not the path), method and status.
+pub(super) async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let method = req.method().to_string();
+    let t0 = Instant::now();
+    let resp = next.run(req).await;
+    state.metrics().http(
+        route,
+        method,
+        resp.status().as_u16(),
+        t0.elapsed().as_secs_f64(),
+    );
+    resp
+}
+
+/// Prometheus metrics (text exposition format).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "service",
+    responses((status = 200, description = "Prometheus text format; reel_store_up is 0 when the store could not be read", content_type = "text/plain"))
+)]
+pub(super) async fn render(State(state): State<AppState>) -> Response {
+    let up = match state.metrics().refresh(&state).await {
+        Ok(()) => 1.0,
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: cannot read the store; job and queue gauges are stale");
+            0.0
+        }
+    };
+    let m = state.metrics();
+    m.with(|| metrics::gauge!("reel_store_up").set(up));
+    m.handle.run_upkeep();
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        m.handle.render(),
+    )
+        .into_response()
+}

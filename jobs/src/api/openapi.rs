@@ -1,0 +1,47 @@
+//! The OpenAPI document, derived from the handlers' `#[utoipa::path]` annotations.
+
+use axum::response::Json;
+use utoipa::OpenApi;
+
+use super::{catalog, jobs, metrics};
+
+/// reel's OpenAPI 3.1 document: every route of [`super::router`].
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "reel",
+        description = "reel's HTTP API: submit archive, recall, verify and intake jobs, follow, cancel and retry them, look the catalogue up. Errors are JSON {error, hint, status}."
+    ),
+    paths(
+        jobs::submit_archive,
+        jobs::submit_recall,
+        jobs::submit_verify,
+        jobs::submit_intake,
+        jobs::list,
+        jobs::show,
+        jobs::cancel,
+        jobs::retry,
+        catalog::list,
+        catalog::find,
+        super::health,
+        metrics::render,
+        document,
+    ),
+    tags(
+        (name = "jobs", description = "submit and follow jobs"),
+        (name = "catalog", description = "what is on tape, and where"),
+        (name = "service", description = "health, metrics and this document"),
+    )
+)]
+pub struct ApiDoc;
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "service",
+    responses((status = 200, description = "the OpenAPI document", content_type = "application/json"))
+)]
+pub(super) async fn document() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,365 @@
+//! Tests of the HTTP API through the router (tower `oneshot`), on SQLite in a temporary directory.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::{AppState, router};
+use crate::config::LoadedConfig;
+use crate::queue::JobQueue;
+
+struct Fixture {
+    state: AppState,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = LoadedConfig::load_with(None, Some(dir.path()), &Default::default()).unwrap();
+    let queue = JobQueue::open(&loaded.config).await.unwrap();
+    let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url)
+        .await
+        .unwrap();
+    Fixture {
+        state: AppState::new(loaded.config, queue, catalogue),
+        _dir: dir,
+    }
+}
+
+/// One request; returns the status and the body (JSON when it parses, else a JSON string).
+async fn call(
+    state: &AppState,
+    method: Method,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let req = Request::builder().method(method).uri(uri);
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 16 << 20)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn assert_error(status: StatusCode, body: &Value, want: StatusCode, needle: &str) {
+    assert_eq!(status, want, "{body}");
+    assert_eq!(body["status"], want.as_u16(), "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.contains(needle), "error {error:?} lacks {needle:?}");
+    assert!(
+        !body["hint"].as_str().unwrap_or_default().is_empty(),
+        "no hint in {body}"
+    );
+}
+
+#[tokio::test]
+async fn api_submit_list_show_cancel_retry() {
+    let f = fixture().await;
+    let s = &f.state;
+    let (st, job) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/intake",
+        Some(json!({"barcodes": ["A00001", "A00002"], "priority": 70})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{job}");
+    assert_eq!(job["kind"], "intake");
+    assert_eq!(job["state"], "queued");
+    assert_eq!(job["priority"], 70);
+    assert_eq!(
+        job["spec"]["selection"]["barcodes"],
+        json!(["A00001", "A00002"])
+    );
+    let id = job["id"].as_str().unwrap().to_string();
+
+    // A second job, of another kind, through the same spec builder as the CLI.
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/verify",
+        Some(json!({"sample_every": 5})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["priority"], 10, "verify defaults to background priority");
+
+    let (st, list) = call(s, Method::GET, "/v1/jobs", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
+    let (_, list) = call(s, Method::GET, "/v1/jobs?state=queued&limit=1", None).await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    let (_, list) = call(s, Method::GET, "/v1/jobs?state=done", None).await;
+    assert_eq!(list, json!([]));
+
+    let (st, shown) = call(s, Method::GET, &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(st, StatusCode::OK, "{shown}");
+    assert_eq!(shown["id"], id.as_str());
+    assert_eq!(shown["progress"]["objects_done"], 0);
+    assert_eq!(shown["requests"]["total"], 0);
+
+    let (st, v) = call(s, Method::POST, &format!("/v1/jobs/{id}/cancel"), None).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["state"], "cancelled");
+    let (st, v) = call(s, Method::POST, &format!("/v1/jobs/{id}/cancel"), None).await;
+    assert_error(st, &v, StatusCode::CONFLICT, "cancelled");
+    let (_, list) = call(s, Method::GET, "/v1/jobs?state=cancelled", None).await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+
+    let (st, v) = call(s, Method::POST, &format!("/v1/jobs/{id}/retry"), None).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["state"], "queued");
+    assert_eq!(v["cancel_requested"], false);
+    let (st, v) = call(s, Method::POST, &format!("/v1/jobs/{id}/retry"), None).await;
+    assert_error(st, &v, StatusCode::CONFLICT, "queued");
+}
+
+#[tokio::test]
+async fn api_archive_and_recall_specs_match_the_cli() {
+    let f = fixture().await;
+    let s = &f.state;
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::write(tree.path().join("a.txt"), b"a").unwrap();
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(json!({"paths": [tree.path()], "key_prefix": "x/"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let want = crate::cli::archive_spec(
+        &crate::config::Config::default(),
+        &[tree.path().to_path_buf()],
+        None,
+        "x/".into(),
+    )
+    .unwrap();
+    assert_eq!(v["spec"], serde_json::to_value(&want).unwrap());
+
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"prefix": "x/", "to": "/restore"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["spec"]["selection"], json!({"prefix": "x/"}));
+    assert_eq!(v["spec"]["destination"], "/restore");
+}
+
+#[tokio::test]
+async fn api_bad_input_is_400_and_unknown_is_404() {
+    let f = fixture().await;
+    let s = &f.state;
+    let cases = [
+        (
+            "/v1/jobs/archive",
+            json!({"paths": ["rel/dir"]}),
+            "not absolute",
+        ),
+        ("/v1/jobs/archive", json!({"paths": []}), "empty"),
+        (
+            "/v1/jobs/archive",
+            json!({"paths": ["/no/such/path/anywhere"]}),
+            "/no/such/path/anywhere",
+        ),
+        (
+            "/v1/jobs/archive",
+            json!({"paths": ["/"], "class": "gold"}),
+            "gold",
+        ),
+        ("/v1/jobs/archive", json!({"path": ["/"]}), "unknown field"),
+        (
+            "/v1/jobs/recall",
+            json!({"keys": ["a"], "prefix": "b", "to": "/o"}),
+            "not both",
+        ),
+        (
+            "/v1/jobs/recall",
+            json!({"keys": [], "to": "/o"}),
+            "at least one key",
+        ),
+        ("/v1/jobs/verify", json!({}), "exactly one"),
+        (
+            "/v1/jobs/verify",
+            json!({"cartridge": "A", "container": 1}),
+            "exactly one",
+        ),
+        ("/v1/jobs/intake", json!({}), "at least one barcode"),
+    ];
+    for (uri, body, needle) in cases {
+        let (st, v) = call(s, Method::POST, uri, Some(body.clone())).await;
+        assert_error(st, &v, StatusCode::BAD_REQUEST, needle);
+    }
+    // Not JSON at all.
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/jobs/intake")
+        .header("content-type", "application/json")
+        .body(Body::from("{nope"))
+        .unwrap();
+    let resp = router(s.clone()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+
+    let (st, v) = call(s, Method::GET, "/v1/jobs?state=bogus", None).await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "bogus");
+    let (st, v) = call(s, Method::GET, "/v1/jobs?limit=0", None).await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "limit");
+    let (st, v) = call(s, Method::GET, "/v1/jobs?limit=many", None).await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "query");
+
+    let (st, v) = call(s, Method::GET, "/v1/jobs/nope", None).await;
+    assert_error(st, &v, StatusCode::NOT_FOUND, "nope");
+    assert!(v["hint"].as_str().unwrap().contains("GET /v1/jobs"), "{v}");
+    let (st, v) = call(s, Method::POST, "/v1/jobs/nope/cancel", None).await;
+    assert_error(st, &v, StatusCode::NOT_FOUND, "nope");
+    let (st, v) = call(s, Method::POST, "/v1/jobs/nope/retry", None).await;
+    assert_error(st, &v, StatusCode::NOT_FOUND, "nope");
+    let (st, v) = call(s, Method::GET, "/v1/catalog/objects/a/b.txt", None).await;
+    assert_error(st, &v, StatusCode::NOT_FOUND, "`a/b.txt`");
+    let (st, v) = call(s, Method::GET, "/v1/nothing/here", None).await;
+    assert_error(st, &v, StatusCode::NOT_FOUND, "/v1/nothing/here");
+
+    let (st, v) = call(s, Method::GET, "/v1/catalog/objects?prefix=a/", None).await;
+    assert_eq!((st, v), (StatusCode::OK, json!([])));
+    let (st, v) = call(s, Method::GET, "/healthz", None).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["store"], "sqlite");
+}
+
+#[tokio::test]
+async fn api_store_down_is_503() {
+    let f = fixture().await;
+    let s = &f.state;
+    match s.queue().store().db() {
+        crate::db::Db::Sqlite(p) => p.close().await,
+        crate::db::Db::Postgres(p) => p.close().await,
+    }
+    let (st, v) = call(s, Method::GET, "/v1/jobs", None).await;
+    assert_error(st, &v, StatusCode::SERVICE_UNAVAILABLE, "job store");
+    let (st, v) = call(s, Method::GET, "/healthz", None).await;
+    assert_error(st, &v, StatusCode::SERVICE_UNAVAILABLE, "job store");
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/intake",
+        Some(json!({"all_new": true})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::SERVICE_UNAVAILABLE, "");
+    let (st, v) = call(s, Method::GET, "/metrics", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(v.as_str().unwrap().contains("reel_store_up 0"), "{v}");
+}
+
+#[tokio::test]
+async fn api_openapi_names_every_route() {
+    let f = fixture().await;
+    let (st, doc) = call(&f.state, Method::GET, "/openapi.json", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
+    let paths = doc["paths"].as_object().unwrap();
+    let want = [
+        ("/v1/jobs/archive", "post"),
+        ("/v1/jobs/recall", "post"),
+        ("/v1/jobs/verify", "post"),
+        ("/v1/jobs/intake", "post"),
+        ("/v1/jobs", "get"),
+        ("/v1/jobs/{id}", "get"),
+        ("/v1/jobs/{id}/cancel", "post"),
+        ("/v1/jobs/{id}/retry", "post"),
+        ("/v1/catalog/objects", "get"),
+        ("/v1/catalog/objects/{key}", "get"),
+        ("/healthz", "get"),
+        ("/metrics", "get"),
+        ("/openapi.json", "get"),
+    ];
+    for (path, method) in want {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing from the OpenAPI document"
+        );
+    }
+    assert_eq!(
+        paths.len(),
+        want.len(),
+        "routes not in the test: {:?}",
+        paths.keys()
+    );
+    // Every route the document names answers (not the router's 404 fallback).
+    for (path, method) in want {
+        let uri = path.replace("{id}", "x").replace("{key}", "k");
+        let m = if method == "get" {
+            Method::GET
+        } else {
+            Method::POST
+        };
+        let (_, v) = call(&f.state, m, &uri, Some(json!({}))).await;
+        assert!(
+            !v["error"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("no route"),
+            "{method} {path}: {v}"
+        );
+    }
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for s in ["ArchiveRequest", "JobView", "ErrorBody", "ObjectCopies"] {
+        assert!(schemas.contains_key(s), "schema {s} missing");
+    }
+}
+
+#[tokio::test]
+async fn api_metrics_has_job_gauges_and_http_counts() {
+    let f = fixture().await;
+    let s = &f.state;
+    for _ in 0..3 {
+        let (st, _) = call(
+            s,
+            Method::POST,
+            "/v1/jobs/intake",
+            Some(json!({"all_new": true})),
+        )
+        .await;
+        assert_eq!(st, StatusCode::ACCEPTED);
+    }
+    let (_, _) = call(s, Method::GET, "/v1/jobs/unknown", None).await;
+    let (st, v) = call(s, Method::GET, "/metrics", None).await;
+    assert_eq!(st, StatusCode::OK);
+    let text = v.as_str().unwrap();
+    let has = |line: &str| text.lines().any(|l| l == line);
+    // Label order in the exposition follows the order they were given.
+    assert!(
+        has(r#"reel_jobs{kind="intake",state="queued"} 3"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"reel_jobs{kind="archive",state="queued"} 0"#),
+        "{text}"
+    );
+    assert!(has("reel_store_up 1"), "{text}");
+    assert!(
+        has(r#"reel_http_requests_total{route="/v1/jobs/intake",method="POST",status="202"} 3"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"reel_http_requests_total{route="/v1/jobs/{id}",method="GET",status="404"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE reel_jobs gauge"), "{text}");
+}
