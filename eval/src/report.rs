@@ -83,8 +83,8 @@ const ISSUE_ROWS: &[(&str, &str)] = &[
         "run without the `restore3` section",
     ),
     (
-        "Queue: 1 000 000 recall requests",
-        "NOT IMPLEMENTED in reel-bench: submission goes through reel-jobs' queue (apalis + reel's tables), whose API was being written in parallel; the next-mount decision time needs its scheduler",
+        "Queue: ",
+        "run without the `queue` section",
     ),
     (
         "Catalogue with",
