@@ -82,10 +82,7 @@ const ISSUE_ROWS: &[(&str, &str)] = &[
         "Restore from 3 drives",
         "run without the `restore3` section",
     ),
-    (
-        "Queue: ",
-        "run without the `queue` section",
-    ),
+    ("Queue: ", "run without the `queue` section"),
     (
         "Catalogue with",
         "run without the `catalogue` section (PostgreSQL rows need REEL_TEST_POSTGRES_URL)",
