@@ -183,6 +183,14 @@ impl Cartridge {
         Ok(c)
     }
 
+    /// Read only a cartridge's `meta.json` (its WORM flag, capacity, calibration), without
+    /// opening its records.
+    pub fn read_meta(library_dir: &Path, barcode: &str) -> io::Result<Meta> {
+        let path = library_dir.join(barcode).join("meta.json");
+        serde_json::from_slice(&std::fs::read(path)?)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("meta.json: {e}")))
+    }
+
     /// Open an existing cartridge directory, dropping any torn tail left by a crash.
     pub fn open(library_dir: &Path, barcode: &str) -> io::Result<Cartridge> {
         let dir = library_dir.join(barcode);

@@ -2,6 +2,8 @@
 //! SSC-like commands, timed by the model.
 
 use std::collections::VecDeque;
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use reel_plugin_abi::{
 use crate::cartridge::Cartridge;
 use crate::clock::Pacer;
 use crate::config::{LocateModel, SimConfig};
-use crate::library::Shared;
+use crate::library::{DriveLock, Shared};
 use crate::sense;
 use crate::stream::{Stop, Streamer};
 
@@ -103,6 +105,9 @@ pub struct DriveState {
     pub streamer: Streamer,
     /// Arrival times of written records.
     pub feed: Feed,
+    /// Shared mode: the library's event log, where writes short of EOD and relabels are
+    /// appended as they happen (so no process's death loses them).
+    pub events: Option<PathBuf>,
     elapsed: f64,
 }
 
@@ -137,7 +142,37 @@ impl DriveState {
                 cfg.backhitch_ms as f64 / 1000.0,
             ),
             feed: Feed::HostClock,
+            events: None,
             elapsed: 0.0,
+        }
+    }
+
+    /// A drive taken over by a new owner (shared mode): as after a power-on, with no cartridge
+    /// (the caller puts the one the layout says), keeping this process's statistics and clock.
+    pub fn reset_for_owner(&mut self, cfg: &SimConfig) {
+        let (stats, now) = (self.stats, self.now);
+        *self = DriveState::new(self.index, cfg);
+        self.stats = stats;
+        self.now = now;
+    }
+
+    /// Shared mode: append an event (`write_not_at_eod`, `relabel`) to the library's log.
+    fn log_event(&self, event: &str, barcode: &str, block: u64) {
+        let Some(path) = &self.events else { return };
+        let line = serde_json::json!({
+            "event": event,
+            "pid": std::process::id(),
+            "drive": self.index,
+            "barcode": barcode,
+            "block": block,
+        });
+        let r = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = r {
+            tracing::error!(path = %path.display(), error = %e, "cannot append to the library's event log");
         }
     }
 
@@ -305,6 +340,27 @@ pub struct SimDrive {
     index: u32,
     pacer: Pacer,
     last_return: Option<Duration>,
+    /// Shared mode: this process's ownership of the drive.
+    owner: Option<Arc<DriveLock>>,
+}
+
+impl Drop for SimDrive {
+    /// Shared mode: the last handle of a drive gives it up; what its cartridge was given
+    /// reaches the medium first (as when a library is closed), since another process may take
+    /// the cartridge once the drive has no owner.
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner.take()
+            && Arc::strong_count(&owner) == 1
+            && let Ok(mut st) = self.shared.drive(self.index)
+        {
+            if let Some(c) = st.cart.as_mut()
+                && let Err(e) = c.close_files()
+            {
+                tracing::error!(drive = self.index, error = %e, "syncing the cartridge on drive close failed");
+            }
+            st.loaded = false;
+        }
+    }
 }
 
 /// Which gatekeeping a command gets before it runs.
@@ -317,13 +373,14 @@ enum Gate {
 }
 
 impl SimDrive {
-    pub(crate) fn new(shared: Arc<Shared>, index: u32) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, index: u32, owner: Option<Arc<DriveLock>>) -> Self {
         let pacer = shared.pacer();
         SimDrive {
             shared,
             index,
             pacer,
             last_return: None,
+            owner,
         }
     }
 
@@ -333,7 +390,28 @@ impl SimDrive {
         gate: Gate,
         f: impl FnOnce(&mut DriveState, &SimConfig) -> Result<R, Fault>,
     ) -> Result<R, Fault> {
+        self.run_synced(call, gate, false, f)
+    }
+
+    /// Run a command. In shared mode, a drive whose cartridge is not loaded first catches up
+    /// with the layout on disk (another process may have moved a cartridge in or out) and
+    /// keeps the changer locked while the command runs; with `save_loaded` (LOAD, UNLOAD) the
+    /// drive's loaded state is then saved for the other processes.
+    fn run_synced<R>(
+        &mut self,
+        call: &mut Call,
+        gate: Gate,
+        save_loaded: bool,
+        f: impl FnOnce(&mut DriveState, &SimConfig) -> Result<R, Fault>,
+    ) -> Result<R, Fault> {
         let shared = self.shared.clone();
+        let mut changer = None;
+        if shared.cfg.shared {
+            let loaded = shared.drive(self.index)?.loaded;
+            if !loaded || save_loaded {
+                changer = Some(shared.changer()?);
+            }
+        }
         let wall = shared.time.now();
         let gap = self
             .last_return
@@ -350,6 +428,11 @@ impl SimDrive {
             st.now += elapsed;
             (r, elapsed)
         };
+        if save_loaded && let Some(ch) = changer.as_mut() {
+            let loaded = shared.drive(self.index)?.loaded;
+            shared.set_loaded(ch, self.index, loaded)?;
+        }
+        drop(changer);
         call.elapsed_ns = ns(elapsed);
         self.pacer.pace(call.elapsed_ns);
         self.last_return = Some(shared.time.now());
@@ -432,7 +515,17 @@ fn prepare_overwrite(st: &mut DriveState) -> Result<(), Fault> {
         return Err(sense::worm_overwrite(c.barcode()));
     }
     let relabel = pos == 0;
+    let barcode = c.barcode().to_string();
     c.truncate_to(pos).map_err(|e| sense::io("truncate", e))?;
+    st.log_event(
+        if relabel {
+            "relabel"
+        } else {
+            "write_not_at_eod"
+        },
+        &barcode,
+        pos,
+    );
     if relabel {
         st.stats.relabels += 1;
         tracing::info!(
@@ -818,7 +911,7 @@ impl Drive for SimDrive {
     }
 
     fn load(&mut self, call: &mut Call) -> Result<(), Fault> {
-        self.run(call, Gate::Command, |st, cfg| {
+        self.run_synced(call, Gate::Command, true, |st, cfg| {
             if st.cart.is_none() {
                 return Err(sense::no_medium());
             }
@@ -857,7 +950,7 @@ impl Drive for SimDrive {
     }
 
     fn unload(&mut self, call: &mut Call) -> Result<(), Fault> {
-        self.run(call, Gate::Command, |st, cfg| {
+        self.run_synced(call, Gate::Command, true, |st, cfg| {
             if st.cart.is_none() {
                 return Err(sense::no_medium());
             }
