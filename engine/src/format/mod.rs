@@ -28,7 +28,7 @@ pub use footer::{
 };
 pub use label::{LABEL_MAGIC, Label, MAX_BARCODE_LEN, MAX_POOL_LEN};
 pub use reader::ContainerReader;
-pub use record::ContainerBuilder;
+pub use record::{ContainerBuilder, ExternalHashBuilder};
 
 /// Default size of a data record: 1 MiB.
 pub const DEFAULT_RECORD_SIZE: usize = 1 << 20;

@@ -1,8 +1,13 @@
 //! Framing: the [`ContainerBuilder`] turns a stream of object bytes into fixed-size data
 //! records, hashing as it goes (each object's SHA-256 and the container's), and produces the
 //! footer at the end. It is on the write hot path: every byte is copied exactly once (into the
-//! record buffer) and hashed while it is still in cache; record buffers are reused through
-//! [`ContainerBuilder::recycle`].
+//! record buffer: [`ContainerBuilder::fill_from`] reads a source straight into it) and hashed
+//! while it is still in cache; record buffers are reused through [`ContainerBuilder::recycle`].
+//! The container's SHA-256 may be computed by the caller on another thread
+//! ([`ContainerBuilder::with_external_container_hash`]), so the two hash passes over every
+//! byte run in parallel.
+
+use std::io::{self, Read};
 
 use sha2::{Digest, Sha256};
 
@@ -37,9 +42,13 @@ struct OpenObject {
 pub struct ContainerBuilder {
     header: ContainerHeader,
     record_size: usize,
+    /// The record being filled: its length is the record size once it has a buffer (bytes
+    /// past `filled` are stale), so reads go straight into it without zeroing it first.
     current: Vec<u8>,
+    filled: usize,
     spare: Vec<Vec<u8>>,
-    container: Sha256,
+    /// `None`: the caller hashes the data records (see `with_external_container_hash`).
+    container: Option<Sha256>,
     object: Option<OpenObject>,
     entries: Vec<IndexEntry>,
     data_bytes: u64,
@@ -64,9 +73,10 @@ impl ContainerBuilder {
         ContainerBuilder {
             header,
             record_size: rs,
-            current: Vec::with_capacity(rs),
+            current: Vec::new(),
+            filled: 0,
             spare: Vec::new(),
-            container: Sha256::new(),
+            container: Some(Sha256::new()),
             object: None,
             entries: Vec::new(),
             data_bytes: 0,
@@ -133,6 +143,7 @@ impl ContainerBuilder {
     /// SHA-256 pass; write in large slices (a few MiB) on the hot path.
     pub fn write(&mut self, data: &[u8]) -> Vec<Vec<u8>> {
         if data.len() >= PARALLEL_HASH_MIN
+            && self.container.is_some()
             && let Some(mut object) = self.object.take()
         {
             let framed = std::thread::scope(|s| {
@@ -169,37 +180,93 @@ impl ContainerBuilder {
     fn frame(&mut self, mut data: &[u8]) -> Vec<Vec<u8>> {
         let mut full = Vec::new();
         while !data.is_empty() {
-            let room = self.record_size - self.current.len();
+            self.ensure_buffer();
+            let room = self.record_size - self.filled;
             let n = room.min(data.len()).min(STEP);
             let (step, rest) = data.split_at(n);
-            self.current.extend_from_slice(step);
-            self.container.update(step);
-            if let Some(o) = &mut self.object {
-                o.hasher.update(step);
-            }
-            self.data_bytes += n as u64;
+            self.current[self.filled..self.filled + n].copy_from_slice(step);
+            self.filled += n;
+            self.hash(step);
             data = rest;
-            if self.current.len() == self.record_size {
-                let next = self.take_buffer();
-                full.push(std::mem::replace(&mut self.current, next));
-                self.data_records += 1;
+            if let Some(r) = self.take_if_full() {
+                full.push(r);
             }
         }
         full
     }
 
-    /// Give a record buffer back once it is on tape, so the next records reuse its memory.
-    pub fn recycle(&mut self, mut record: Vec<u8>) {
-        if record.capacity() >= self.record_size && self.spare.len() < MAX_SPARE {
-            record.clear();
-            self.spare.push(record);
+    /// Read the open object's next bytes from `src` straight into the current record buffer
+    /// (one read of at most the rest of the record: no intermediate copy) and hash them.
+    /// Returns how many bytes were read (0: `src` is at its end) and the record that became
+    /// full, if one did. Interrupted reads are retried; other read errors are returned and
+    /// leave the builder as it was before the call.
+    pub fn fill_from(&mut self, src: &mut impl Read) -> io::Result<(usize, Option<Vec<u8>>)> {
+        self.ensure_buffer();
+        let n = loop {
+            match src.read(&mut self.current[self.filled..self.record_size]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        let start = self.filled;
+        self.filled += n;
+        // Hash in cache-sized steps: the read just brought these bytes into L2.
+        let mut at = start;
+        while at < self.filled {
+            let end = (at + STEP).min(self.filled);
+            let (object, container, current) =
+                (&mut self.object, &mut self.container, &self.current);
+            let step = &current[at..end];
+            if let Some(c) = container {
+                c.update(step);
+            }
+            if let Some(o) = object {
+                o.hasher.update(step);
+            }
+            at = end;
+        }
+        self.data_bytes += n as u64;
+        Ok((n, self.take_if_full()))
+    }
+
+    fn hash(&mut self, step: &[u8]) {
+        if let Some(c) = &mut self.container {
+            c.update(step);
+        }
+        if let Some(o) = &mut self.object {
+            o.hasher.update(step);
+        }
+        self.data_bytes += step.len() as u64;
+    }
+
+    /// Give the current record a full-size buffer if it has none yet.
+    fn ensure_buffer(&mut self) {
+        if self.current.len() != self.record_size {
+            let mut b = self.spare.pop().unwrap_or_default();
+            // A recycled full record is already this long: nothing is zeroed then.
+            b.resize(self.record_size, 0);
+            self.current = b;
         }
     }
 
-    fn take_buffer(&mut self) -> Vec<u8> {
-        self.spare
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.record_size))
+    /// The current record, if it is full; the next record starts in a fresh buffer.
+    fn take_if_full(&mut self) -> Option<Vec<u8>> {
+        if self.filled < self.record_size {
+            return None;
+        }
+        self.filled = 0;
+        self.data_records += 1;
+        Some(std::mem::take(&mut self.current))
+    }
+
+    /// Give a record buffer back once it is on tape, so the next records reuse its memory.
+    pub fn recycle(&mut self, mut record: Vec<u8>) {
+        if record.capacity() >= self.record_size && self.spare.len() < MAX_SPARE {
+            // Full records keep their length; only a short one is topped up (with zeros).
+            record.resize(self.record_size, 0);
+            self.spare.push(record);
+        }
     }
 
     /// Close the open object: its index entry, with its length and SHA-256. Fails if no
@@ -233,23 +300,126 @@ impl ContainerBuilder {
     /// the footer itself. Write them in order, then a filemark. An object still open is not
     /// indexed (its bytes stay in the stream as dead space): end it first to keep it.
     pub fn finish(mut self) -> (Vec<Vec<u8>>, Footer) {
+        let mut out: Vec<Vec<u8>> = self.finish_data().into_iter().collect();
+        // Always `Some` here: only `ExternalHashBuilder` clears it, and it has no `finish`.
+        let sha = self
+            .container
+            .take()
+            .map(|c| c.finalize().into())
+            .unwrap_or_default();
+        let (footer_records, footer) = self.close(sha);
+        out.extend(footer_records);
+        (out, footer)
+    }
+
+    /// The last, short data record, if the data stream does not end on a record boundary;
+    /// `None` if it does, or on a second call.
+    fn finish_data(&mut self) -> Option<Vec<u8>> {
         if let Some(o) = &self.object {
             tracing::warn!(key = %o.key, "container finished with an open object; it is not indexed");
         }
-        let mut out = Vec::new();
-        if !self.current.is_empty() {
-            out.push(std::mem::take(&mut self.current));
-            self.data_records += 1;
+        if self.filled == 0 {
+            return None;
         }
+        let mut last = std::mem::take(&mut self.current);
+        last.truncate(self.filled);
+        self.filled = 0;
+        self.data_records += 1;
+        Some(last)
+    }
+
+    /// The footer records and the footer, with `container_sha256`; every data record must have
+    /// been handed out already.
+    fn close(self, container_sha256: [u8; 32]) -> (Vec<Vec<u8>>, Footer) {
         let footer = Footer {
             container_uuid: self.header.container_uuid,
             entries: self.entries,
             data_bytes: self.data_bytes,
             data_records: self.data_records,
-            sha256: self.container.finalize().into(),
+            sha256: container_sha256,
         };
-        out.extend(footer.encode(self.record_size));
-        (out, footer)
+        let records = footer.encode(self.record_size);
+        (records, footer)
+    }
+}
+
+/// A [`ContainerBuilder`] that leaves the container's SHA-256 to its caller, so the two hash
+/// passes over every byte (object and container) can run on two threads without a barrier:
+/// the caller hashes every data record this builder hands out ([`write`](Self::write),
+/// [`fill_from`](Self::fill_from), [`finish_data`](Self::finish_data)), in order, and closes
+/// the container with [`finish_with`](Self::finish_with). Object hashes and framing are the
+/// builder's, exactly as with [`ContainerBuilder`].
+pub struct ExternalHashBuilder(ContainerBuilder);
+
+impl ExternalHashBuilder {
+    /// A builder for the container described by `header` (record size clamped as
+    /// [`ContainerBuilder::new`] does).
+    pub fn new(header: ContainerHeader) -> Self {
+        let mut b = ContainerBuilder::new(header);
+        b.container = None;
+        ExternalHashBuilder(b)
+    }
+
+    /// The header record: the first record of the container (not a data record).
+    pub fn header_record(&self) -> Vec<u8> {
+        self.0.header_record()
+    }
+
+    /// The data record size in bytes.
+    pub fn record_size(&self) -> usize {
+        self.0.record_size()
+    }
+
+    /// See [`ContainerBuilder::begin_object`].
+    pub fn begin_object(&mut self, key: &str, generation: u64) -> Result<(), FormatError> {
+        self.0.begin_object(key, generation)
+    }
+
+    /// See [`ContainerBuilder::write`]; the returned records are data records.
+    pub fn write(&mut self, data: &[u8]) -> Vec<Vec<u8>> {
+        self.0.write(data)
+    }
+
+    /// See [`ContainerBuilder::fill_from`]; a returned record is a data record.
+    pub fn fill_from(&mut self, src: &mut impl Read) -> io::Result<(usize, Option<Vec<u8>>)> {
+        self.0.fill_from(src)
+    }
+
+    /// See [`ContainerBuilder::end_object`].
+    pub fn end_object(&mut self) -> Result<IndexEntry, FormatError> {
+        self.0.end_object()
+    }
+
+    /// See [`ContainerBuilder::recycle`].
+    pub fn recycle(&mut self, record: Vec<u8>) {
+        self.0.recycle(record)
+    }
+
+    /// Bytes in the data stream so far.
+    pub fn data_bytes(&self) -> u64 {
+        self.0.data_bytes()
+    }
+
+    /// The last, short data record, if the data stream does not end on a record boundary (hash
+    /// it like the others); `None` if it does, or on a second call. An object still open is
+    /// not indexed: end it first to keep it.
+    pub fn finish_data(&mut self) -> Option<Vec<u8>> {
+        self.0.finish_data()
+    }
+
+    /// Close the container with `container_sha256`, the SHA-256 of every data record in
+    /// order: the footer records, and the footer. Write them in order, then a filemark. Fails
+    /// if a data record was not handed out yet (call [`finish_data`](Self::finish_data) first).
+    pub fn finish_with(
+        self,
+        container_sha256: [u8; 32],
+    ) -> Result<(Vec<Vec<u8>>, Footer), FormatError> {
+        if self.0.filled != 0 {
+            return Err(FormatError::Usage {
+                reason: "finish_with while the last data record is still open; call finish_data first and hash it".into(),
+            });
+        }
+        Ok(self.0.close(container_sha256))
     }
 }
 
@@ -357,10 +527,108 @@ mod tests {
         for r in first {
             b.recycle(r);
         }
-        // `current` is a fresh buffer that fills first; then the recycled one is taken.
+        // The next record starts in the recycled buffer.
         let second = b.write(&vec![2u8; rs * 2]);
         assert_eq!(second.len(), 2);
-        assert_eq!(second[1].as_ptr(), ptr);
+        assert_eq!(second[0].as_ptr(), ptr);
         assert!(second.iter().all(|r| r.len() == rs));
+        assert!(second.iter().all(|r| r.iter().all(|&x| x == 2)));
+    }
+
+    /// A reader that hands out at most `max` bytes per read, to cut records at odd places.
+    struct Dribble<'a> {
+        data: &'a [u8],
+        max: usize,
+    }
+
+    impl std::io::Read for Dribble<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.max).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn reading_into_records_with_an_external_container_hash_matches_write() {
+        let rs = MIN_RECORD_SIZE;
+        let objects: Vec<Vec<u8>> = [3 * rs + 17, 5, rs, 2 * rs - 1]
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| (0..n).map(|i| (i * 31 + k * 7 + i / 977) as u8).collect())
+            .collect();
+        // Reference: the copying path with the builder's own container hash.
+        let mut reference = ContainerBuilder::new(header(rs as u32));
+        let mut want = Vec::new();
+        let mut want_entries = Vec::new();
+        for (k, o) in objects.iter().enumerate() {
+            reference.begin_object(&format!("o{k}"), 1).unwrap();
+            want.extend(reference.write(o));
+            want_entries.push(reference.end_object().unwrap());
+        }
+        let (tail, want_footer) = reference.finish();
+        want.extend(tail);
+
+        for max in [1000, rs / 3, rs, 4 * rs] {
+            let mut b = ExternalHashBuilder::new(header(rs as u32));
+            let mut got = Vec::new();
+            let mut container = Sha256::new();
+            let mut entries = Vec::new();
+            for (k, o) in objects.iter().enumerate() {
+                b.begin_object(&format!("o{k}"), 1).unwrap();
+                let mut src = Dribble { data: o, max };
+                loop {
+                    let (n, full) = b.fill_from(&mut src).unwrap();
+                    if let Some(r) = full {
+                        container.update(&r);
+                        // Recycled buffers come back with stale bytes: they must not leak.
+                        got.push(r.clone());
+                        b.recycle(r);
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                entries.push(b.end_object().unwrap());
+            }
+            let last = b.finish_data().unwrap();
+            container.update(&last);
+            got.push(last);
+            assert!(b.finish_data().is_none());
+            let (footer_recs, footer) = b.finish_with(container.finalize().into()).unwrap();
+            got.extend(footer_recs);
+            assert_eq!(entries, want_entries, "read size {max}");
+            assert_eq!(footer, want_footer, "read size {max}");
+            assert_eq!(got, want, "read size {max}");
+        }
+    }
+
+    #[test]
+    fn external_hash_builder_refuses_to_close_over_an_unfinished_record() {
+        let mut b = ExternalHashBuilder::new(header(MIN_RECORD_SIZE as u32));
+        b.begin_object("k", 0).unwrap();
+        assert!(b.write(&[1u8; 10]).is_empty());
+        b.end_object().unwrap();
+        assert!(matches!(
+            b.finish_with([0; 32]),
+            Err(FormatError::Usage { .. })
+        ));
+    }
+
+    #[test]
+    fn read_errors_leave_the_builder_unchanged() {
+        struct Broken;
+        impl std::io::Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("disk on fire"))
+            }
+        }
+        let mut b = ContainerBuilder::new(header(MIN_RECORD_SIZE as u32));
+        b.begin_object("k", 0).unwrap();
+        assert!(b.fill_from(&mut Broken).is_err());
+        assert_eq!(b.data_bytes(), 0);
+        let e = b.end_object().unwrap();
+        assert_eq!(e.sha256, <[u8; 32]>::from(Sha256::digest(b"")));
     }
 }

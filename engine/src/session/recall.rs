@@ -1,6 +1,7 @@
 //! The recall data path: one reader per drive (the drive thread) reads the planned runs with
-//! read-ahead and feeds a pool of destination writer threads, which write temporary files,
-//! check every object's SHA-256, fsync and rename into place. The destination never stalls the
+//! read-ahead into reused record buffers and feeds a pool of destination writer threads, which
+//! write temporary files and hash them; complete files go to finisher threads, which check every
+//! object's length and SHA-256, fsync and rename into place, and only then report the object. The destination never stalls the
 //! drive for long, and several drives can restore into one directory at once.
 
 use std::io::Write;
@@ -104,9 +105,71 @@ pub struct RecallOptions {
 
 struct Chunk {
     item: usize,
-    data: Arc<Vec<u8>>,
+    data: Arc<Record>,
     range: std::ops::Range<usize>,
     last: bool,
+}
+
+/// One record read from tape. Its buffer goes back to the reader's pool when the last chunk
+/// that uses it is written, so records are read into memory that is already mapped (no
+/// allocation, no zeroing, no page faults per record).
+struct Record {
+    buf: Vec<u8>,
+    len: usize,
+    pool: Option<crossbeam_channel::Sender<Vec<u8>>>,
+}
+
+impl Record {
+    fn empty() -> Self {
+        Record {
+            buf: Vec::new(),
+            len: 0,
+            pool: None,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            // A full pool (or a finished reader) just frees the buffer.
+            let _ = pool.try_send(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
+/// The reader's record buffers: reused through a bounded queue that the writers fill.
+struct Buffers {
+    size: usize,
+    back: crossbeam_channel::Sender<Vec<u8>>,
+    free: crossbeam_channel::Receiver<Vec<u8>>,
+}
+
+impl Buffers {
+    fn new(size: usize, keep: usize) -> Self {
+        let (back, free) = crossbeam_channel::bounded(keep.max(1));
+        Buffers { size, back, free }
+    }
+
+    /// A buffer of `size` bytes (contents unspecified).
+    fn take(&self) -> Vec<u8> {
+        match self.free.try_recv() {
+            Ok(b) if b.len() == self.size => b,
+            _ => vec![0u8; self.size],
+        }
+    }
+
+    fn wrap(&self, buf: Vec<u8>, len: usize) -> Record {
+        Record {
+            buf,
+            len,
+            pool: Some(self.back.clone()),
+        }
+    }
 }
 
 enum WriterMsg {
@@ -138,39 +201,80 @@ pub async fn recall_session(
         let runs = order::runs(&extents, &plan.order, gap_blocks);
         let items = Arc::new(items);
         let n_writers = opts.writer_threads.clamp(1, 256);
+        let per_writer = (opts.read_ahead_records / n_writers).max(4);
+        // Room for the largest record of these containers, and some slack: a longer record
+        // is refused by the drive with an incorrect-length error, i.e. a bad copy.
+        let buf_size = (rs as usize).min(MAX_RECORD_SIZE) + 4096;
+        // Every buffer that can be in flight: each writer's queue, one it is writing, and the
+        // reader's cached record.
+        let buffers = Buffers::new(buf_size, n_writers * (per_writer + 1) + 2);
 
-        // Writers.
+        // Finishers: check the hash, fsync, rename, report. A writer hands a complete file over
+        // and goes on with its next object, so the reader never waits for an fsync.
         let (res_tx, res_rx) = crossbeam_channel::unbounded::<RecallResult>();
-        let mut senders = Vec::new();
-        let mut joins = Vec::new();
+        let (fin_tx, fin_rx) = crossbeam_channel::bounded::<(Open, usize)>(2 * n_writers);
+        let mut finishers = Vec::new();
         for w in 0..n_writers {
-            let (tx, rx) = crossbeam_channel::bounded::<WriterMsg>(
-                (opts.read_ahead_records / n_writers).max(4),
-            );
-            senders.push(tx);
+            let fin_rx = fin_rx.clone();
             let items = items.clone();
             let res_tx = res_tx.clone();
             let fsync = opts.fsync;
             let progress = progress.clone();
+            finishers.push(
+                std::thread::Builder::new()
+                    .name(format!("reel-fsync-{w}"))
+                    .spawn(move || finisher(fin_rx, &items, res_tx, fsync, progress))
+                    .map_err(|e| {
+                        SessionError::Other(format!("cannot start a finisher thread: {e}"))
+                    })?,
+            );
+        }
+        drop(fin_rx);
+
+        // Writers.
+        let mut senders = Vec::new();
+        let mut joins = Vec::new();
+        for w in 0..n_writers {
+            let (tx, rx) = crossbeam_channel::bounded::<WriterMsg>(per_writer);
+            senders.push(tx);
+            let items = items.clone();
+            let res_tx = res_tx.clone();
+            let fin_tx = fin_tx.clone();
             joins.push(
                 std::thread::Builder::new()
                     .name(format!("reel-writer-{w}"))
-                    .spawn(move || writer(rx, &items, res_tx, fsync, progress))
+                    .spawn(move || writer(rx, &items, res_tx, fin_tx))
                     .map_err(|e| {
                         SessionError::Other(format!("cannot start a writer thread: {e}"))
                     })?,
             );
         }
         drop(res_tx);
+        drop(fin_tx);
 
         // Reader on the drive thread.
         let reader_items = items.clone();
         let cancel2 = cancel.clone();
         let lbp = drive.lbp_enabled();
         let read = drive
-            .run(move |h| read_runs(h, &reader_items, &runs, &senders, &cancel2, lbp, gap_blocks))
+            .run(move |h| {
+                read_runs(
+                    h,
+                    &reader_items,
+                    &runs,
+                    &senders,
+                    &cancel2,
+                    lbp,
+                    gap_blocks,
+                    &buffers,
+                )
+            })
             .await;
         for j in joins {
+            let _ = j.join();
+        }
+        // The writers are gone, so is every sender of the finishers' queue.
+        for j in finishers {
             let _ = j.join();
         }
         let (summary, first_byte_s, stop) = match read {
@@ -217,6 +321,7 @@ pub async fn recall_session(
 type ReadOutcome = (SessionSummary, Option<f64>, Option<String>);
 
 /// The drive side: read each run, slice objects out of records, hand them to writers.
+#[allow(clippy::too_many_arguments)]
 fn read_runs(
     h: &mut reel_plugin_abi::host::DriveHandle,
     items: &[RecallItem],
@@ -225,13 +330,14 @@ fn read_runs(
     cancel: &CancelToken,
     lbp: bool,
     gap_blocks: u64,
+    buffers: &Buffers,
 ) -> ReadOutcome {
     let mut sum = SessionSummary::default();
     let mut clock_ns: u64 = 0;
     let mut first_byte: Option<f64> = None;
     // The drive's position: the next block a READ returns, if known.
     let mut pos: Option<u64> = h.read_position().ok().map(|p| p.block);
-    let mut cached: Option<(u64, Arc<Vec<u8>>)> = None;
+    let mut cached: Option<(u64, Arc<Record>)> = None;
     let n = writers.len();
     let mut seq = 0usize;
     for run in runs {
@@ -249,7 +355,7 @@ fn read_runs(
             if it.length == 0 {
                 let _ = w.send(WriterMsg::Chunk(Chunk {
                     item: i,
-                    data: Arc::new(Vec::new()),
+                    data: Arc::new(Record::empty()),
                     range: 0..0,
                     last: true,
                 }));
@@ -264,8 +370,18 @@ fn read_runs(
                 }
                 let rec = match &cached {
                     Some((cb, d)) if *cb == b => d.clone(),
-                    _ => match fetch(h, b, &mut pos, gap_blocks, &mut sum, &mut clock_ns, lbp) {
+                    _ => match fetch(
+                        h,
+                        b,
+                        &mut pos,
+                        gap_blocks,
+                        &mut sum,
+                        &mut clock_ns,
+                        lbp,
+                        buffers,
+                    ) {
                         Ok(d) => {
+                            let d = Arc::new(d);
                             cached = Some((b, d.clone()));
                             d
                         }
@@ -280,15 +396,13 @@ fn read_runs(
                 if first_byte.is_none() {
                     first_byte = Some(clock_ns as f64 / 1e9);
                 }
+                let rec_len = rec.len as u64;
                 let rec_start = (b - it.container_first_block - 1) * rs;
                 let lo = start.max(rec_start) - rec_start;
-                let hi = end
-                    .min(rec_start + rec.len() as u64)
-                    .saturating_sub(rec_start);
-                if hi < lo || (rec.len() as u64) < lo {
+                let hi = end.min(rec_start + rec_len).saturating_sub(rec_start);
+                if hi < lo || rec_len < lo {
                     failed = Some(RecallFailure::BadCopy(format!(
-                        "block {b} holds {} bytes, the object needs bytes {lo}..{} of it",
-                        rec.len(),
+                        "block {b} holds {rec_len} bytes, the object needs bytes {lo}..{} of it",
                         end - rec_start
                     )));
                     break;
@@ -321,6 +435,7 @@ fn read_runs(
 
 /// Read block `b`: read through from the current position when `b` is at most `gap_blocks`
 /// ahead (cheaper than a LOCATE), locate otherwise.
+#[allow(clippy::too_many_arguments)]
 fn fetch(
     h: &mut reel_plugin_abi::host::DriveHandle,
     b: u64,
@@ -329,8 +444,9 @@ fn fetch(
     sum: &mut SessionSummary,
     clock_ns: &mut u64,
     lbp: bool,
-) -> Result<Arc<Vec<u8>>, RecallFailure> {
-    let mut buf = vec![0u8; MAX_RECORD_SIZE + 4096];
+    buffers: &Buffers,
+) -> Result<Record, RecallFailure> {
+    let mut buf = buffers.take();
     // Read through forward gaps the planner merged into this run; locate otherwise.
     while let Some(p) = *pos {
         if p >= b || b - p > gap_blocks + 1 {
@@ -385,8 +501,7 @@ fn fetch(
                     failure = format!("block {b} failed its CRC32C between drive and host");
                     continue;
                 }
-                buf.truncate(r.len);
-                return Ok(Arc::new(buf));
+                return Ok(buffers.wrap(buf, r.len));
             }
             Err(e) => {
                 *pos = None;
@@ -411,18 +526,41 @@ struct Open {
     bytes: u64,
 }
 
-/// A destination writer: temp file, hash, fsync, rename.
-fn writer(
-    rx: crossbeam_channel::Receiver<WriterMsg>,
+/// A finisher: checks a complete file's length and SHA-256, fsyncs it, renames it into place,
+/// and only then reports it recalled.
+fn finisher(
+    rx: crossbeam_channel::Receiver<(Open, usize)>,
     items: &[RecallItem],
     results: crossbeam_channel::Sender<RecallResult>,
     fsync: bool,
     progress: ProgressFn,
 ) {
+    let mut done = Progress::default();
+    for (o, i) in rx.iter() {
+        let r = finish_file(o, &items[i], fsync);
+        if let Ok(n) = &r {
+            done.objects += 1;
+            done.bytes += n;
+            progress(done);
+        }
+        let _ = results.send(RecallResult {
+            index: i,
+            key: items[i].key.clone(),
+            outcome: r,
+        });
+    }
+}
+
+/// A destination writer: temp file and hash; a complete file goes to a finisher.
+fn writer(
+    rx: crossbeam_channel::Receiver<WriterMsg>,
+    items: &[RecallItem],
+    results: crossbeam_channel::Sender<RecallResult>,
+    finish: crossbeam_channel::Sender<(Open, usize)>,
+) {
     let mut open: Option<Open> = None;
     // An item whose file could not be started or written: its remaining chunks are dropped.
     let mut skip: Option<usize> = None;
-    let mut done = Progress::default();
     let report = |i: usize, outcome: Result<u64, RecallFailure>| {
         let _ = results.send(RecallResult {
             index: i,
@@ -459,7 +597,7 @@ fn writer(
                     }
                 }
                 let Some(o) = open.as_mut() else { continue };
-                let data = &c.data[c.range.clone()];
+                let data = &c.data.bytes()[c.range.clone()];
                 o.hasher.update(data);
                 o.bytes += data.len() as u64;
                 if let Err(e) = o.file.write_all(data) {
@@ -479,14 +617,16 @@ fn writer(
                 }
                 if c.last
                     && let Some(o) = open.take()
+                    && let Err(crossbeam_channel::SendError((o, _))) = finish.send((o, c.item))
                 {
-                    let r = finish_file(o, it, fsync);
-                    if let Ok(n) = &r {
-                        done.objects += 1;
-                        done.bytes += n;
-                        progress(done);
-                    }
-                    report(c.item, r);
+                    let _ = std::fs::remove_file(&o.tmp);
+                    report(
+                        c.item,
+                        Err(RecallFailure::Destination(format!(
+                            "{}: the session's finisher threads stopped before the file was synced",
+                            it.dest.display()
+                        ))),
+                    );
                 }
             }
         }

@@ -1,5 +1,9 @@
-//! The archive data path: spool files are read, hashed and framed into containers on a
-//! producer thread that feeds a bounded queue; the drive thread drains it so the tape streams.
+//! The archive data path, three threads joined by bounded queues so the tape streams: the
+//! spool reader reads each spool file straight into record buffers and hashes every object; the
+//! hasher computes the container's SHA-256 over the data records and their CRC32C; the drive
+//! thread writes them and hands the buffers back to the reader for the next records. The two
+//! SHA-256 passes over every byte thus run in parallel, and every byte is copied once on the
+//! host (page cache into the record buffer).
 //!
 //! Durability is group commit: container-closing filemarks are written immediate, and one
 //! synchronous filemark per `barrier_bytes` or `barrier_seconds` (and at the end) makes every
@@ -9,13 +13,13 @@
 //! what is not durable here is handed back to be written elsewhere. Nothing is ever written
 //! anywhere but at end of data.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use reel_plugin_abi::{REEL_CAP_LBP, REEL_LBP_CRC32C, REEL_SPACE_EOD};
+use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tracing::{Instrument, info, info_span, warn};
 use uuid::Uuid;
@@ -27,7 +31,7 @@ use super::{
 };
 use crate::catalogue::{Cartridge, Catalogue, ContainerState, NewCopy};
 use crate::device::{DeviceError, Drive};
-use crate::format::{ContainerBuilder, ContainerHeader};
+use crate::format::{ContainerHeader, ExternalHashBuilder};
 
 /// One object to archive: a key, its generation, and the spool file holding its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,15 +92,32 @@ struct Closed {
     items: Vec<usize>,
 }
 
+/// From the spool reader to the hasher.
 enum Item {
     /// A container starts: its catalogue row exists (pending).
     Begin,
+    /// A header or footer record.
     Record(Vec<u8>),
+    /// A data record: part of the container's data stream and its SHA-256.
+    Data(Vec<u8>),
+    /// The container's data records were all sent: reply with their SHA-256 (for the footer).
+    Seal(crossbeam_channel::Sender<[u8; 32]>),
     /// The container's last record was sent: write its filemark.
-    End {
-        closed: Closed,
-        sync: bool,
+    End { closed: Closed, sync: bool },
+}
+
+/// From the hasher to the drive thread.
+enum Out {
+    /// A container starts.
+    Begin,
+    /// A record to write, with its CRC32C under LBP; data record buffers go back for reuse.
+    Record {
+        rec: Vec<u8>,
+        crc: Option<u32>,
+        data: bool,
     },
+    /// Write the container's filemark.
+    End { closed: Closed, sync: bool },
 }
 
 enum Event {
@@ -162,13 +183,19 @@ async fn run(
             expected: cartridge.eod_block,
         });
     }
-    let lbp = ctx.config.lbp && ctx.drive.plugin().has_cap(REEL_CAP_LBP);
+    let mut lbp = ctx.config.lbp && ctx.drive.plugin().has_cap(REEL_CAP_LBP);
     if lbp {
         ctx.drive.set_lbp(REEL_LBP_CRC32C).await?;
+        // a drive that refuses LBP is run without it (Drive::set_lbp)
+        lbp = ctx.drive.lbp_enabled();
     }
 
     let items = Arc::new(items);
-    let (tx, rx) = crossbeam_channel::bounded::<Item>(ctx.config.pipeline_records.max(2));
+    let depth = ctx.config.pipeline_records.max(2);
+    let (tx, hash_rx) = crossbeam_channel::bounded::<Item>((depth / 4).max(2));
+    let (hash_tx, rx) = crossbeam_channel::bounded::<Out>(depth);
+    // Written data record buffers, back to the spool reader.
+    let (recycle_tx, recycle_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
     let close_soon = Arc::new(AtomicBool::new(false));
     let abort = Arc::new(AtomicBool::new(false));
@@ -190,10 +217,38 @@ async fn run(
         };
         std::thread::Builder::new()
             .name("reel-spool".into())
-            .spawn(move || produce(rt, catalogue, cfg, start, &items, tx, &close_soon, &abort))
+            .spawn(move || {
+                produce(
+                    rt,
+                    catalogue,
+                    cfg,
+                    start,
+                    &items,
+                    Queues {
+                        tx,
+                        recycle: recycle_rx,
+                    },
+                    &close_soon,
+                    &abort,
+                )
+            })
             .map_err(|e| {
                 SessionError::Other(format!("cannot start the spool reader thread: {e}"))
             })?
+    };
+    // Hasher: container SHA-256 and CRC32C, between the reader and the drive.
+    let hasher = std::thread::Builder::new()
+        .name("reel-hash".into())
+        .spawn(move || hash_stage(hash_rx, hash_tx, lbp))
+        .map_err(|e| SessionError::Other(format!("cannot start the hashing thread: {e}")));
+    let hasher = match hasher {
+        Ok(h) => h,
+        Err(e) => {
+            // The reader stops at its first send (the hasher's queue is gone).
+            abort.store(true, Ordering::SeqCst);
+            let _ = producer.join();
+            return Err(e);
+        }
     };
 
     // Drive thread: drain the queue.
@@ -205,7 +260,18 @@ async fn run(
         let drive = ctx.drive.clone();
         async move {
             drive
-                .run(move |h| drain(h, rx, ev_tx, lbp, &*fence, &cancel, &close_soon, &abort))
+                .run(move |h| {
+                    drain(
+                        h,
+                        rx,
+                        ev_tx,
+                        recycle_tx,
+                        &*fence,
+                        &cancel,
+                        &close_soon,
+                        &abort,
+                    )
+                })
                 .await
         }
     };
@@ -275,6 +341,9 @@ async fn run(
             "the spool reader thread panicked".into(),
         )),
     };
+    if hasher.join().is_err() {
+        stopped_by.get_or_insert(SessionError::Other("the hashing thread panicked".into()));
+    }
     let begun = match produced {
         Ok(b) => b,
         Err(e) => {
@@ -402,6 +471,53 @@ struct ProducerStart {
     first_file: u64,
 }
 
+/// The spool reader's ends of the pipeline.
+struct Queues {
+    /// To the hasher.
+    tx: crossbeam_channel::Sender<Item>,
+    /// Data record buffers back from the drive thread.
+    recycle: crossbeam_channel::Receiver<Vec<u8>>,
+}
+
+/// The hasher: hashes every data record into the container's SHA-256 (answering `Seal` with
+/// it), adds each record's CRC32C under LBP, and passes everything on in order. Stops when
+/// either side goes away.
+fn hash_stage(
+    rx: crossbeam_channel::Receiver<Item>,
+    tx: crossbeam_channel::Sender<Out>,
+    lbp: bool,
+) {
+    let mut container = Sha256::new();
+    for it in rx.iter() {
+        let out = match it {
+            Item::Begin => Out::Begin,
+            Item::Record(rec) => Out::Record {
+                crc: lbp.then(|| crc32c::crc32c(&rec)),
+                rec,
+                data: false,
+            },
+            Item::Data(rec) => {
+                container.update(&rec);
+                Out::Record {
+                    crc: lbp.then(|| crc32c::crc32c(&rec)),
+                    rec,
+                    data: true,
+                }
+            }
+            Item::Seal(reply) => {
+                let sha = std::mem::replace(&mut container, Sha256::new()).finalize();
+                // A reader that stopped waiting has stopped the session.
+                let _ = reply.send(sha.into());
+                continue;
+            }
+            Item::End { closed, sync } => Out::End { closed, sync },
+        };
+        if tx.send(out).is_err() {
+            return;
+        }
+    }
+}
+
 /// Frame the items into containers. Returns the ids of the containers begun (each has a
 /// pending catalogue row before its first record is queued for the drive).
 #[allow(clippy::too_many_arguments)]
@@ -411,17 +527,17 @@ fn produce(
     cfg: SessionConfig,
     start: ProducerStart,
     items: &[ArchiveItem],
-    tx: crossbeam_channel::Sender<Item>,
+    queues: Queues,
     close_soon: &AtomicBool,
     abort: &AtomicBool,
 ) -> Result<Vec<i64>, SessionError> {
+    let Queues { tx, recycle } = queues;
     let mut begun = Vec::new();
     let mut block = start.first_block;
     let mut file = start.first_file;
     let mut next = 0usize;
     let mut since_barrier_bytes = 0u64;
     let mut since_barrier = Instant::now();
-    let mut chunk = vec![0u8; cfg.record_size.max(1 << 20)];
     let stopped = || abort.load(Ordering::SeqCst);
     while next < items.len() && !stopped() && !close_soon.load(Ordering::SeqCst) {
         let uuid = Uuid::new_v4();
@@ -443,7 +559,7 @@ fn produce(
             cfg.record_size as u32,
         ))?;
         begun.push(id);
-        let mut b = ContainerBuilder::new(header);
+        let mut b = ExternalHashBuilder::new(header);
         // A failed send means the drive side stopped: what is framed is not written.
         if tx.send(Item::Begin).is_err() || tx.send(Item::Record(b.header_record())).is_err() {
             return Ok(begun);
@@ -460,18 +576,22 @@ fn produce(
                 if stopped() {
                     return Ok(begun);
                 }
-                let n = f
-                    .read(&mut chunk)
-                    .map_err(|e| SessionError::io(&it.path, e))?;
-                if n == 0 {
-                    break;
+                for r in recycle.try_iter() {
+                    b.recycle(r);
                 }
+                // Straight from the page cache into the record buffer.
+                let (n, full) = b
+                    .fill_from(&mut f)
+                    .map_err(|e| SessionError::io(&it.path, e))?;
                 n_total += n as u64;
-                for r in b.write(&chunk[..n]) {
+                if let Some(r) = full {
                     records += 1;
-                    if tx.send(Item::Record(r)).is_err() {
+                    if tx.send(Item::Data(r)).is_err() {
                         return Ok(begun);
                     }
+                }
+                if n == 0 {
+                    break;
                 }
             }
             if n_total != it.size {
@@ -498,7 +618,27 @@ fn produce(
             }
         }
         let bytes = b.data_bytes();
-        let (tail, footer) = b.finish();
+        if let Some(r) = b.finish_data() {
+            records += 1;
+            if tx.send(Item::Data(r)).is_err() {
+                return Ok(begun);
+            }
+        }
+        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+        if tx.send(Item::Seal(reply_tx)).is_err() {
+            return Ok(begun);
+        }
+        // No answer: the hasher stopped because the drive side did. A hasher that stopped may
+        // leave this request unread in its queue (its sender, this thread, is still alive), so
+        // wait in steps and give up once the session is stopping.
+        let container_sha = loop {
+            match reply_rx.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok(sha) => break sha,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) if !stopped() => {}
+                Err(_) => return Ok(begun),
+            }
+        };
+        let (tail, footer) = b.finish_with(container_sha)?;
         for r in tail {
             records += 1;
             if tx.send(Item::Record(r)).is_err() {
@@ -537,9 +677,9 @@ fn produce(
 #[allow(clippy::too_many_arguments)]
 fn drain(
     h: &mut reel_plugin_abi::host::DriveHandle,
-    rx: crossbeam_channel::Receiver<Item>,
+    rx: crossbeam_channel::Receiver<Out>,
     ev: mpsc::UnboundedSender<Event>,
-    lbp: bool,
+    recycle: crossbeam_channel::Sender<Vec<u8>>,
     fence: &dyn Fence,
     cancel: &CancelToken,
     close_soon: &AtomicBool,
@@ -553,20 +693,19 @@ fn drain(
     };
     for it in rx.iter() {
         match it {
-            Item::Begin => {
+            Out::Begin => {
                 if let Err(who) = fence.check() {
                     stop(SessionError::Fenced(who));
                     return tally;
                 }
                 open_container = true;
             }
-            Item::Record(rec) => {
+            Out::Record { rec, crc, data } => {
                 if cancel.is_cancelled() {
                     close_tail(h, &ev, &mut tally, open_container);
                     stop(SessionError::Cancelled);
                     return tally;
                 }
-                let crc = lbp.then(|| crc32c::crc32c(&rec));
                 let mut result = h.write_record(&rec, crc);
                 // Damaged between host and drive: the drive refused it under LBP and wrote
                 // nothing, so sending it again is safe.
@@ -584,6 +723,10 @@ fn drain(
                         }
                         _ => break,
                     }
+                }
+                if data {
+                    // The reader may be gone (session stopping): the buffer is just freed.
+                    let _ = recycle.send(rec);
                 }
                 match result {
                     Ok(()) => {
@@ -616,7 +759,7 @@ fn drain(
                     }
                 }
             }
-            Item::End { closed, sync } => {
+            Out::End { closed, sync } => {
                 if let Err(who) = fence.check() {
                     stop(SessionError::Fenced(who));
                     return tally;
