@@ -417,6 +417,25 @@ pub fn reel(data_dir: &Path, args: &[&str]) -> (i32, serde_json::Value, String) 
     )
 }
 
+/// The job id in `reel --json` output: a job, or the first of a list of jobs.
+pub fn job_id(v: &serde_json::Value) -> String {
+    v.get("id")
+        .or_else(|| v.get(0).and_then(|j| j.get("id")))
+        .and_then(|x| x.as_str())
+        .unwrap_or_else(|| panic!("no job id in {v}"))
+        .to_string()
+}
+
+/// Send SIGTERM to `child` and wait for it; returns its exit code (-1 if killed by a signal).
+pub fn terminate(child: &mut std::process::Child) -> i32 {
+    // The kill command sends the signal: no unsafe libc call in test helpers.
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    child.wait().map(|s| s.code().unwrap_or(-1)).unwrap_or(-1)
+}
+
 /// A `reel worker` child process, killed (SIGKILL) on drop unless stopped.
 pub struct Worker {
     /// The child.
@@ -450,17 +469,7 @@ impl Worker {
 
     /// SIGTERM, then wait; returns the exit code.
     pub fn stop(mut self) -> i32 {
-        let pid = self.child.id() as i32;
-        // The kill command sends the signal: no unsafe libc call in test helpers.
-        let _ = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(pid.to_string())
-            .status();
-        let code = self
-            .child
-            .wait()
-            .map(|s| s.code().unwrap_or(-1))
-            .unwrap_or(-1);
+        let code = terminate(&mut self.child);
         std::mem::forget(self);
         code
     }

@@ -6,14 +6,6 @@ use std::path::Path;
 
 use reel_tests::*;
 
-fn job_id(v: &serde_json::Value) -> String {
-    v.get("id")
-        .or_else(|| v.get(0).and_then(|j| j.get("id")))
-        .and_then(|x| x.as_str())
-        .unwrap_or_else(|| panic!("no job id in {v}"))
-        .to_string()
-}
-
 fn state_of(dir: &Path, id: &str) -> String {
     let (_, v, _) = reel(dir, &["jobs", "show", id]);
     v.get("state")

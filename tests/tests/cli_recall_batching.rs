@@ -11,13 +11,6 @@ use reel_tests::*;
 const CARTRIDGES: usize = 5;
 const JOBS: usize = 50;
 
-fn job_id(v: &serde_json::Value) -> String {
-    v.get("id")
-        .and_then(|x| x.as_str())
-        .unwrap_or_else(|| panic!("no job id in {v}"))
-        .to_string()
-}
-
 fn wait_ok(dir: &Path, id: &str, what: &str) {
     let (code, v, err) = reel(dir, &["jobs", "wait", id, "--timeout", "240"]);
     assert_eq!(

@@ -19,13 +19,6 @@ mod rig;
 const PORT: u16 = 3271;
 const CN: u16 = 8;
 
-fn job_id(v: &serde_json::Value) -> String {
-    v.get("id")
-        .and_then(|x| x.as_str())
-        .unwrap_or_else(|| panic!("no job id in {v}"))
-        .to_string()
-}
-
 /// Submit a job, wait for it, return its final JSON; panics with the worker's log on failure.
 fn run_job(dir: &Path, args: &[&str]) -> serde_json::Value {
     let (code, v, err) = reel(dir, args);

@@ -61,15 +61,7 @@ impl Serve {
 
     /// SIGTERM, then wait; returns the exit code.
     fn stop(mut self) -> i32 {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let code = self
-            .child
-            .wait()
-            .map(|s| s.code().unwrap_or(-1))
-            .unwrap_or(-1);
+        let code = terminate(&mut self.child);
         std::mem::forget(self);
         code
     }

@@ -10,13 +10,6 @@ use std::time::{Duration, Instant};
 
 use reel_tests::*;
 
-fn job_id(v: &serde_json::Value) -> String {
-    v.get("id")
-        .and_then(|x| x.as_str())
-        .unwrap_or_else(|| panic!("no job id in {v}"))
-        .to_string()
-}
-
 fn worker_log(dir: &Path, n: u32) -> String {
     std::fs::read_to_string(dir.join(format!("worker-{n}.log"))).unwrap_or_default()
 }

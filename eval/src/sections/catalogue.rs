@@ -194,29 +194,17 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     })?);
     // PostgreSQL, when configured.
     let Some(base) = ctx.postgres.clone() else {
-        rows.push(
-            Row::info(
-                &format!("Catalogue with {n_pg} objects (PostgreSQL)"),
-                "ran",
-                0.0,
-                "bool",
-                Basis::Measured,
-            )
-            .target(Target::Equals(1.0), "runs on PostgreSQL")
-            .note("no PostgreSQL: give --postgres URL or set REEL_TEST_POSTGRES_URL to a database reel may create a schema in"),
-        );
+        rows.push(super::no_postgres_row(&format!(
+            "Catalogue with {n_pg} objects (PostgreSQL)"
+        )));
         return Ok(rows);
     };
-    let schema = format!("reel_bench_{}", std::process::id());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}schema={schema}");
-    rows.extend(rt.block_on(async {
-        let cat = Catalogue::open(&url)
-            .await
-            .map_err(|e| anyhow!("PostgreSQL: {e}"))?;
-        let r = async {
-            let s = fill(&cat, n_pg).await?;
-            let (lat, missing) = lookups(&cat, n_pg, count).await?;
+    rows.extend(rt.block_on(super::with_private_schema(
+        &base,
+        "cat",
+        async |cat, schema| {
+            let s = fill(cat, n_pg).await?;
+            let (lat, missing) = lookups(cat, n_pg, count).await?;
             let mut rows = rows_for("PostgreSQL", n_pg, s, &lat, missing, true);
             // Diagnosis: the same look-ups once the planner has statistics (a bulk load leaves
             // none until autovacuum's ANALYZE comes round).
@@ -228,7 +216,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                 .execute(pool)
                 .await
                 .map_err(|e| anyhow!("ANALYZE: {e}"))?;
-                let (lat2, _) = lookups(&cat, n_pg, count).await?;
+                let (lat2, _) = lookups(cat, n_pg, count).await?;
                 let p99 = percentile(&lat2, 99.0).unwrap_or(f64::NAN);
                 let p99_before = percentile(&lat, 99.0).unwrap_or(f64::NAN);
                 if let Some(r) = rows.iter_mut().find(|r| r.measure == "key look-up p99") {
@@ -287,19 +275,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                     Basis::Measured,
                 ));
             }
-            Ok::<_, anyhow::Error>(rows)
-        }
-        .await;
-        if let Some(pool) = cat.pool_postgres() {
-            // The schema name is built from this process id: digits only.
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE"
-            )))
-            .execute(pool)
-            .await;
-        }
-        cat.close().await;
-        r
-    })?);
+            Ok(rows)
+        },
+    ))?);
     Ok(rows)
 }

@@ -142,3 +142,38 @@ pub fn wrong_bytes_row(section: &str, wrong: u64, checked: u64) -> Row {
         "{checked} bytes recalled, each compared byte for byte"
     ))
 }
+
+/// The row a PostgreSQL part of `section` gives when no server is configured: a failing row,
+/// not a silent skip.
+pub fn no_postgres_row(section: &str) -> Row {
+    Row::info(section, "ran", 0.0, "bool", crate::row::Basis::Measured)
+        .target(crate::row::Target::Equals(1.0), "runs on PostgreSQL")
+        .note("no PostgreSQL: give --postgres URL or set REEL_TEST_POSTGRES_URL to a database reel may create a schema in")
+}
+
+/// Run `f` on a catalogue opened in a private schema `reel_bench_<tag>_<pid>` of the PostgreSQL
+/// database `base` (`f` gets the schema name too); the schema is dropped afterwards, whatever
+/// `f` returned.
+pub async fn with_private_schema<T>(
+    base: &str,
+    tag: &str,
+    f: impl AsyncFnOnce(&reel_engine::catalogue::Catalogue, &str) -> Result<T>,
+) -> Result<T> {
+    let schema = format!("reel_bench_{tag}_{}", std::process::id());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}schema={schema}");
+    let cat = reel_engine::catalogue::Catalogue::open(&url)
+        .await
+        .map_err(|e| anyhow::anyhow!("PostgreSQL: {e}"))?;
+    let r = f(&cat, &schema).await;
+    if let Some(pool) = cat.pool_postgres() {
+        // The schema name is built from a fixed tag and this process id.
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE"
+        )))
+        .execute(pool)
+        .await;
+    }
+    cat.close().await;
+    r
+}

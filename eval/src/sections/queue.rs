@@ -388,27 +388,15 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         Ok::<_, anyhow::Error>(rows_for("SQLite", n, &m?, false))
     })?);
     let Some(base) = ctx.postgres.clone() else {
-        rows.push(
-            Row::info(
-                &format!("Queue: {n} recall requests submitted (PostgreSQL)"),
-                "ran",
-                0.0,
-                "bool",
-                Basis::Measured,
-            )
-            .target(Target::Equals(1.0), "runs on PostgreSQL")
-            .note("no PostgreSQL: give --postgres URL or set REEL_TEST_POSTGRES_URL to a database reel may create a schema in"),
-        );
+        rows.push(super::no_postgres_row(&format!(
+            "Queue: {n} recall requests submitted (PostgreSQL)"
+        )));
         return Ok(rows);
     };
-    let schema = format!("reel_bench_queue_{}", std::process::id());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}schema={schema}");
-    rows.extend(rt.block_on(async {
-        let cat = Catalogue::open(&url)
-            .await
-            .map_err(|e| anyhow!("PostgreSQL: {e}"))?;
-        let r = async {
+    rows.extend(rt.block_on(super::with_private_schema(
+        &base,
+        "queue",
+        async |cat, _schema| {
             let pool = cat
                 .pool_postgres()
                 .cloned()
@@ -416,20 +404,9 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             let db = Db::from_postgres(pool)
                 .await
                 .map_err(|e| anyhow!("jobs tables: {e}"))?;
-            let m = measure(&cat, db, n, decisions).await?;
-            Ok::<_, anyhow::Error>(rows_for("PostgreSQL", n, &m, true))
-        }
-        .await;
-        if let Some(pool) = cat.pool_postgres() {
-            // The schema name is built from this process id: digits only.
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE"
-            )))
-            .execute(pool)
-            .await;
-        }
-        cat.close().await;
-        r
-    })?);
+            let m = measure(cat, db, n, decisions).await?;
+            Ok(rows_for("PostgreSQL", n, &m, true))
+        },
+    ))?);
     Ok(rows)
 }

@@ -321,13 +321,8 @@ impl Shared {
         self.cfg.dir.join(format!("drive-{index}.lock"))
     }
 
-    /// Shared mode, a drive this handle does not own: the pid of the live process that owns
-    /// it, if any. Called under the changer lock (as drives are claimed), so the probe never
-    /// races a claim.
-    pub fn foreign_owner(&self, index: u32) -> Result<Option<u32>, Fault> {
-        if !self.cfg.shared || self.owns(index) {
-            return Ok(None);
-        }
+    /// Open (creating it) drive `index`'s lock file, unlocked; with its path.
+    fn open_drive_lock(&self, index: u32) -> Result<(std::fs::File, PathBuf), Fault> {
         let path = self.drive_lock_path(index);
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -336,6 +331,17 @@ impl Shared {
             .truncate(false)
             .open(&path)
             .map_err(io_fault("drive lock file"))?;
+        Ok((f, path))
+    }
+
+    /// Shared mode, a drive this handle does not own: the pid of the live process that owns
+    /// it, if any. Called under the changer lock (as drives are claimed), so the probe never
+    /// races a claim.
+    pub fn foreign_owner(&self, index: u32) -> Result<Option<u32>, Fault> {
+        if !self.cfg.shared || self.owns(index) {
+            return Ok(None);
+        }
+        let (f, path) = self.open_drive_lock(index)?;
         match f.try_lock() {
             Ok(()) => {
                 f.unlock().map_err(io_fault("drive lock file"))?;
@@ -380,14 +386,7 @@ impl Shared {
         if let Some(l) = w.upgrade() {
             return Ok(Some(l));
         }
-        let path = self.drive_lock_path(index);
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_fault("drive lock file"))?;
+        let (mut f, path) = self.open_drive_lock(index)?;
         match f.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
