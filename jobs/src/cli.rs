@@ -530,8 +530,59 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
                            "worm": e.flags & REEL_ELEMENT_WORM != 0})
                 })
                 .collect();
+            if matches!(cmd, LibraryCommand::Inventory) {
+                return Ok(Output {
+                    json: json!(j),
+                    text,
+                    status: 0,
+                });
+            }
+            // What the workers' drive loops hold or are mounting, from the drive board.
+            let queue = open_queue(loaded).await?;
+            let board = crate::queue::DriveBoard::new(queue.store().db().clone())
+                .live()
+                .await?;
+            let now = crate::db::now_ms();
+            let mut text = text;
+            text.push_str("\n\nin use by workers (every host):");
+            if board.is_empty() {
+                text.push_str(" none");
+            }
+            let mut in_use = Vec::new();
+            for e in &board {
+                let what = match &e.mount {
+                    None => "empty".to_string(),
+                    Some(m) => {
+                        let (mode, target) = match &m.target {
+                            crate::scheduler::MountTarget::Read { barcode } => ("reading", barcode),
+                            crate::scheduler::MountTarget::Write { pool } => ("writing pool", pool),
+                        };
+                        format!(
+                            "{mode} {target}, {} for {} s{}",
+                            m.barcode
+                                .as_deref()
+                                .map(|b| format!("cartridge {b}"))
+                                .unwrap_or_else(|| "mounting".into()),
+                            (now - m.since_ms).max(0) / 1000,
+                            m.group
+                                .as_deref()
+                                .map(|g| format!(", group {g}"))
+                                .unwrap_or_default()
+                        )
+                    }
+                };
+                text.push_str(&format!("\n  {:<8} {:<40} {what}", e.drive, e.holder));
+                in_use.push(json!({
+                    "drive": e.drive, "worker": e.holder,
+                    "target": e.mount.as_ref().map(|m| &m.target),
+                    "barcode": e.mount.as_ref().and_then(|m| m.barcode.clone()),
+                    "pool": e.mount.as_ref().and_then(|m| m.pool.clone()),
+                    "group": e.mount.as_ref().and_then(|m| m.group.clone()),
+                    "since_ms": e.mount.as_ref().map(|m| m.since_ms),
+                }));
+            }
             Ok(Output {
-                json: json!(j),
+                json: json!({"elements": j, "in_use": in_use}),
                 text,
                 status: 0,
             })

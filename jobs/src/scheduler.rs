@@ -75,6 +75,9 @@ pub struct Mounted {
     pub barcode: String,
     /// What the mount is for.
     pub target: MountTarget,
+    /// The pool of the target (for reads: the cartridge's pool), for group caps; `None` when
+    /// unknown (the queue's pool is used then).
+    pub pool: Option<String>,
     /// How long it has been mounted.
     pub mounted_for: Duration,
 }
@@ -86,7 +89,10 @@ pub struct DriveState {
     pub name: String,
     /// What it holds, if anything.
     pub mounted: Option<Mounted>,
-    /// Out of service (broken, leased by another host): never assigned.
+    /// Not this decision's to assign: another drive loop's drive (on this host or another,
+    /// from the drive board), or out of service. Never assigned; what it holds still counts:
+    /// its cartridge is in no other drive, its mount counts against its group's cap, and a
+    /// queue it serves counts it as a mount already serving.
     pub unavailable: bool,
 }
 
@@ -176,7 +182,14 @@ impl Policy {
         pool.and_then(|p| self.group_of_pool.get(p))
     }
 
-    fn cap(&self, group: &str, mode: MountMode) -> u32 {
+    /// The group a pool belongs to, if any.
+    pub fn group_of(&self, pool: Option<&str>) -> Option<&str> {
+        pool.and_then(|p| self.group_of_pool.get(p))
+            .map(String::as_str)
+    }
+
+    /// The drive cap of a group for a mode (0 = no cap).
+    pub fn cap(&self, group: &str, mode: MountMode) -> u32 {
         self.caps
             .get(group)
             .map(|&(r, w)| if mode == MountMode::Read { r } else { w })
@@ -234,6 +247,19 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
     for d in drives {
         if let Some(m) = &d.mounted {
             in_drives.insert(m.barcode.clone());
+        }
+    }
+
+    // 0. Other drives' mounts count: against their group's cap whatever they do (the drive is
+    //    taken until it unloads), and as a mount serving their queue while it has work.
+    for d in drives.iter().filter(|d| d.unavailable) {
+        if let Some(m) = &d.mounted {
+            let q = by_target.get(&m.target);
+            let pool = m.pool.as_ref().or(q.and_then(|q| q.pool.as_ref()));
+            count(&mut group_use, pool, m.target.mode());
+            if q.is_some_and(|q| q.files > 0) {
+                *mounts_of.entry(m.target.clone()).or_default() += 1;
+            }
         }
     }
 
@@ -413,10 +439,21 @@ mod tests {
             mounted: Some(Mounted {
                 barcode,
                 target,
+                pool: None,
                 mounted_for: Duration::from_secs(secs),
             }),
             unavailable: false,
         }
+    }
+
+    /// Another drive loop's drive (this host or another), as read from the drive board.
+    fn elsewhere(name: &str, target: MountTarget, pool: &str) -> DriveState {
+        let mut d = holding(name, target, 0);
+        d.unavailable = true;
+        if let Some(m) = d.mounted.as_mut() {
+            m.pool = Some(pool.into());
+        }
+        d
     }
 
     /// 50 jobs, each recalling 4 objects spread over 5 cartridges, 2 drives: the queue is
@@ -708,6 +745,59 @@ mod tests {
         assert_eq!(
             decide(&p, &q, &[d0])[0],
             Decision::Idle { drive: "d0".into() }
+        );
+    }
+
+    #[test]
+    fn group_caps_count_other_drives_even_idle_ones() {
+        // Each drive loop decides for its own drive only; the cap must see the others'.
+        let mut p = policy();
+        p.group_of_pool.insert("p".into(), "vo".into());
+        p.caps.insert("vo".into(), (1, 0));
+        let q = vec![read("B", 5_000_000, 200, 5, 50)];
+        let other = elsewhere(
+            "d0",
+            MountTarget::Read {
+                barcode: "A".into(),
+            },
+            "p",
+        );
+        // d0 on another host holds A of group vo (its queue is empty: it still holds the drive).
+        let d = decide(&p, &q, &[empty("d1"), other.clone()]);
+        assert_eq!(d[0], Decision::Idle { drive: "d1".into() }, "{d:?}");
+        // Without the cap, d1 mounts B.
+        p.caps.clear();
+        let d = decide(&p, &q, &[empty("d1"), other]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn a_cartridge_or_pool_served_elsewhere_is_not_mounted_twice() {
+        let p = policy();
+        // B is loaded in another host's drive with work queued: d1 leaves it there.
+        let q = vec![read("B", 5_000_000, 200, 5, 50)];
+        let other = elsewhere(
+            "d0",
+            MountTarget::Read {
+                barcode: "B".into(),
+            },
+            "p",
+        );
+        let d = decide(&p, &q, &[empty("d1"), other]);
+        assert_eq!(d[0], Decision::Idle { drive: "d1".into() }, "{d:?}");
+        // A pool written by another drive needs twice the threshold for a second drive.
+        let writer = elsewhere("d0", MountTarget::Write { pool: "P".into() }, "P");
+        let one = vec![write("P", 1_500_000, 150, 5, 50)];
+        let d = decide(&p, &one, &[empty("d1"), writer.clone()]);
+        assert_eq!(d[0], Decision::Idle { drive: "d1".into() }, "{d:?}");
+        let big = vec![write("P", 2_500_000, 250, 5, 50)];
+        let d = decide(&p, &big, &[empty("d1"), writer]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
         );
     }
 }

@@ -29,6 +29,7 @@ use crate::db::now_ms;
 use crate::error::{JobsError, Result};
 use crate::job::{ArchiveJob, IntakeJob, JobKind, JobSpec, RebuildJob, RecallJob, VerifyJob};
 use crate::queue::apalis_bridge::ApalisDb;
+use crate::queue::drives::{BoardMount, DriveBoard};
 use crate::queue::lease::{Fence, LeaseManager, drive_resource, job_resource};
 use crate::queue::requests::{ClaimLimit, NewTapeRequest, TapeRequest, TapeRequests};
 use crate::queue::store::{FailOutcome, JobRecord, JobStore, Progress, StartOutcome};
@@ -221,6 +222,8 @@ pub struct Runtime<E> {
     pub requests: TapeRequests,
     /// Leases.
     pub leases: LeaseManager,
+    /// What every leased drive holds, on every host.
+    pub board: DriveBoard,
     /// The tape side.
     pub executor: Arc<E>,
     /// Cancelled on SIGTERM/SIGINT.
@@ -257,6 +260,7 @@ impl<E: TapeExecutor> Runtime<E> {
         Arc::new(Runtime {
             name: unique_name(&config.worker.name_prefix),
             requests: TapeRequests::new(db.clone()),
+            board: DriveBoard::new(db.clone()),
             leases: LeaseManager::new(db),
             config,
             queue,
@@ -289,7 +293,7 @@ impl<E: TapeExecutor> Runtime<E> {
     async fn run_ticket_inner(self: &Arc<Self>, ticket: &Ticket, task_id: &str) -> Result<()> {
         // One runner per job: the job lease. A duplicate delivery (apalis re-enqueued the task
         // while its runner is alive) waits for the runner to finish or its lease to lapse.
-        let Some(job_fence) = self.acquire_job_lease(&ticket.job_id).await? else {
+        let Some(job_fence) = self.acquire_job_lease(&ticket.job_id, task_id).await? else {
             return Ok(());
         };
         let out = self.run_leased(ticket, task_id, &job_fence).await;
@@ -301,15 +305,18 @@ impl<E: TapeExecutor> Runtime<E> {
 
     /// Take the job lease, waiting at most twice the lease time for a live holder; `None` when
     /// the job is final meanwhile or the other runner is still alive after that.
-    async fn acquire_job_lease(&self, id: &str) -> Result<Option<Fence>> {
+    ///
+    /// The holder is this worker *and this delivery* (task id plus a random tag): a lease is
+    /// re-entrant for its holder, so were the holder only the worker name, a duplicate ticket
+    /// delivered to the same worker would re-take the running attempt's lease, bump its epoch
+    /// and fence it out (seen under load: the attempt then failed with "lease lost").
+    async fn acquire_job_lease(&self, id: &str, task_id: &str) -> Result<Option<Fence>> {
         let ttl = self.lease_ttl();
         let deadline = tokio::time::Instant::now() + 2 * ttl;
+        let tag: u32 = rand::random();
+        let holder = format!("{}/{task_id}/{tag:08x}", self.name);
         loop {
-            match self
-                .leases
-                .acquire(&job_resource(id), &self.name, ttl)
-                .await
-            {
+            match self.leases.acquire(&job_resource(id), &holder, ttl).await {
                 Ok(f) => return Ok(Some(f)),
                 Err(JobsError::LeaseBusy { holder, .. }) => {
                     let final_now = self
@@ -826,7 +833,7 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
         max_files: MAX_BATCH_FILES,
         max_bytes: rt.config.archive.barrier_bytes.max(1),
     };
-    let mut mounted: Option<(String, MountTarget, tokio::time::Instant)> = None;
+    let mut mounted: Option<Held> = None;
     let mut lease: Option<(Fence, CancellationToken)> = None;
     while !rt.shutdown.is_cancelled() {
         let (fence, cancel) = match &lease {
@@ -840,6 +847,9 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                     let c = rt.shutdown.child_token();
                     rt.spawn_lease_heartbeat(f.clone(), c.clone());
                     mounted = None; // a new lease knows nothing of what the drive holds
+                    if let Err(e) = rt.board.publish(&f, None).await {
+                        tracing::warn!(drive = %drive, error = %e, "cannot publish the drive on the board");
+                    }
                     lease = Some((f.clone(), c.clone()));
                     (f, c)
                 }
@@ -862,6 +872,7 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
         {
             tracing::warn!(drive = %drive, error = %e, "unmount at shutdown failed");
         }
+        let _ = rt.board.publish(&fence, None).await;
         cancel.cancel();
         let _ = rt.leases.release(&fence).await;
     }
@@ -874,6 +885,56 @@ async fn idle<E>(rt: &Runtime<E>, d: Duration) {
     }
 }
 
+/// What one drive loop holds.
+#[derive(Debug, Clone)]
+struct Held {
+    barcode: String,
+    target: MountTarget,
+    pool: Option<String>,
+    since: tokio::time::Instant,
+    since_ms: i64,
+}
+
+impl Held {
+    fn on_board(&self, policy: &Policy) -> BoardMount {
+        BoardMount {
+            target: self.target.clone(),
+            barcode: Some(self.barcode.clone()),
+            pool: self.pool.clone(),
+            group: policy.group_of(self.pool.as_deref()).map(String::from),
+            since_ms: self.since_ms,
+        }
+    }
+}
+
+/// The other drives of the board (every host) as the scheduler sees them: not this loop's
+/// to assign, but what they hold counts.
+async fn other_drives<E: TapeExecutor>(rt: &Runtime<E>, drive: &str) -> Result<Vec<DriveState>> {
+    let now = now_ms();
+    Ok(rt
+        .board
+        .live()
+        .await?
+        .into_iter()
+        .filter(|e| e.drive != drive)
+        .map(|e| DriveState {
+            mounted: e.mount.map(|m| Mounted {
+                barcode: match (&m.barcode, &m.target) {
+                    (Some(b), _) => b.clone(),
+                    // Being mounted for reading: the cartridge is spoken for already.
+                    (None, MountTarget::Read { barcode }) => barcode.clone(),
+                    (None, MountTarget::Write { pool }) => format!("(mounting for {pool})"),
+                },
+                target: m.target,
+                pool: m.pool,
+                mounted_for: Duration::from_millis((now - m.since_ms).max(0) as u64),
+            }),
+            name: e.drive,
+            unavailable: true,
+        })
+        .collect())
+}
+
 async fn drive_step<E: TapeExecutor>(
     rt: &Arc<Runtime<E>>,
     drive: &str,
@@ -881,24 +942,30 @@ async fn drive_step<E: TapeExecutor>(
     limit: ClaimLimit,
     fence: &Fence,
     cancel: &CancellationToken,
-    mounted: &mut Option<(String, MountTarget, tokio::time::Instant)>,
+    mounted: &mut Option<Held>,
 ) -> Result<()> {
     let queues = rt.requests.summaries().await?;
     let state = DriveState {
         name: drive.to_string(),
-        mounted: mounted.as_ref().map(|(b, t, since)| Mounted {
-            barcode: b.clone(),
-            target: t.clone(),
-            mounted_for: since.elapsed(),
+        mounted: mounted.as_ref().map(|h| Mounted {
+            barcode: h.barcode.clone(),
+            target: h.target.clone(),
+            pool: h.pool.clone(),
+            mounted_for: h.since.elapsed(),
         }),
         unavailable: false,
     };
-    let mut decision = scheduler::decide(policy, &queues, std::slice::from_ref(&state))
+    // Decide for this drive with every other drive's mount counted (group caps, a cartridge
+    // in one drive, extra drives for a pool); see `queue::drives`.
+    let mut drives = vec![state];
+    drives.extend(other_drives(rt, drive).await?);
+    let mut decision = scheduler::decide(policy, &queues, &drives)
         .into_iter()
         .next();
     // Hosts sharing one library: a cartridge another host has loaded is mounted there, not
-    // here. Decide again with it counted as mounted in an (unavailable) drive of its own, so
-    // this drive takes other work or waits, and that host keeps the cartridge without a remount.
+    // here, even when that host is not on this board (another queue database, or its drive
+    // lease lapsed). Decide again with it counted as mounted in an (unavailable) drive of its
+    // own, so this drive takes other work or waits, and that host keeps the cartridge.
     if let Some(Decision::Mount {
         target: MountTarget::Read { barcode },
         ..
@@ -907,12 +974,12 @@ async fn drive_step<E: TapeExecutor>(
         let elsewhere = rt.executor.held_elsewhere().await?;
         if elsewhere.contains(barcode) {
             tracing::debug!(drive, %barcode, "cartridge is loaded in another host's drive; not mounting it here now");
-            let mut drives = vec![state];
             drives.extend(elsewhere.into_iter().map(|b| DriveState {
                 name: format!("elsewhere:{b}"),
                 mounted: Some(Mounted {
                     target: MountTarget::Read { barcode: b.clone() },
                     barcode: b,
+                    pool: None,
                     mounted_for: Duration::ZERO,
                 }),
                 unavailable: true,
@@ -925,17 +992,64 @@ async fn drive_step<E: TapeExecutor>(
     let target = match decision {
         Some(Decision::Stay { target, .. }) => target,
         Some(Decision::Mount { target, reason, .. }) => {
+            let pool = match &target {
+                MountTarget::Write { pool } => Some(pool.clone()),
+                MountTarget::Read { .. } => queues
+                    .iter()
+                    .find(|q| q.target == target)
+                    .and_then(|q| q.pool.clone()),
+            };
+            let group = policy.group_of(pool.as_deref()).map(String::from);
+            let cap = group
+                .as_deref()
+                .map(|g| policy.cap(g, target.mode()))
+                .unwrap_or(0);
+            let since_ms = now_ms();
+            let intent = BoardMount {
+                target: target.clone(),
+                barcode: None,
+                pool: pool.clone(),
+                group,
+                since_ms,
+            };
+            // Another drive may have decided the same slot a moment ago: take it atomically.
+            if !rt.board.reserve(fence, &intent, cap).await? {
+                tracing::debug!(
+                    drive,
+                    ?target,
+                    "another drive took this mount's place first; deciding again"
+                );
+                idle(rt, rt.poll()).await;
+                return Ok(());
+            }
             if mounted.take().is_some() {
                 rt.executor.unmount(drive, fence).await?;
             }
             tracing::info!(drive, ?target, reason, "mounting");
-            let barcode = rt.executor.mount(drive, &target, fence, cancel).await?;
-            *mounted = Some((barcode, target.clone(), tokio::time::Instant::now()));
+            let barcode = match rt.executor.mount(drive, &target, fence, cancel).await {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = rt.board.publish(fence, None).await;
+                    return Err(e);
+                }
+            };
+            let held = Held {
+                barcode,
+                target: target.clone(),
+                pool,
+                since: tokio::time::Instant::now(),
+                since_ms,
+            };
+            rt.board
+                .publish(fence, Some(&held.on_board(policy)))
+                .await?;
+            *mounted = Some(held);
             target
         }
         Some(Decision::Unmount { .. }) => {
             rt.executor.unmount(drive, fence).await?;
             *mounted = None;
+            rt.board.publish(fence, None).await?;
             return Ok(());
         }
         Some(Decision::Idle { .. }) | None => {
@@ -943,7 +1057,7 @@ async fn drive_step<E: TapeExecutor>(
             return Ok(());
         }
     };
-    let Some((barcode, _, _)) = mounted.as_ref() else {
+    let Some(Held { barcode, .. }) = mounted.as_ref() else {
         return Ok(());
     };
     let batch = rt.requests.claim(&target, fence, limit).await?;

@@ -26,6 +26,10 @@ struct Fake {
     calls: Mutex<Vec<i64>>,
     mounts: Mutex<Vec<String>>,
     drives: Vec<String>,
+    /// drive → cartridge loaded now, and the most drives loaded at once.
+    loaded: Mutex<(BTreeMap<String, String>, usize)>,
+    /// How long a read batch takes (lets drives overlap).
+    read_time: Duration,
 }
 
 impl Fake {
@@ -35,6 +39,8 @@ impl Fake {
             calls: Mutex::new(vec![]),
             mounts: Mutex::new(vec![]),
             drives: vec![],
+            loaded: Mutex::new((BTreeMap::new(), 0)),
+            read_time: Duration::ZERO,
         })
     }
     fn calls(&self) -> Vec<i64> {
@@ -71,7 +77,7 @@ impl TapeExecutor for Fake {
     }
     async fn mount(
         &self,
-        _: &str,
+        drive: &str,
         target: &MountTarget,
         fence: &Fence,
         _: &CancellationToken,
@@ -81,9 +87,18 @@ impl TapeExecutor for Fake {
             return Err(JobsError::Tape("read only fake".into()));
         };
         self.mounts.lock().unwrap().push(barcode.clone());
+        let mut l = self.loaded.lock().unwrap();
+        assert!(
+            !l.0.values().any(|b| b == barcode),
+            "{barcode} mounted in two drives at once: {:?}",
+            l.0
+        );
+        l.0.insert(drive.to_string(), barcode.clone());
+        l.1 = l.1.max(l.0.len());
         Ok(barcode.clone())
     }
-    async fn unmount(&self, _: &str, _: &Fence) -> Result<()> {
+    async fn unmount(&self, drive: &str, _: &Fence) -> Result<()> {
+        self.loaded.lock().unwrap().0.remove(drive);
         Ok(())
     }
     async fn write_batch(
@@ -107,6 +122,7 @@ impl TapeExecutor for Fake {
         _: &ProgressFn,
     ) -> Result<BatchOutcome> {
         fence.check().await?;
+        tokio::time::sleep(self.read_time).await;
         assert!(
             reqs.iter().all(|r| r.target
                 == MountTarget::Read {
@@ -589,4 +605,68 @@ async fn fifty_recalls_five_mounts_postgres() {
         return;
     };
     fifty_recalls_five_mounts(e).await;
+}
+
+/// Two drives, recalls on four cartridges of one pool whose group may use one read drive:
+/// each drive loop decides alone, yet never more than one drive is loaded at once (the drive
+/// board), and every recall completes. Without the cap both drives are used, so the test can
+/// fail.
+async fn group_cap_across_drives(mut e: Env, cap: u32) -> usize {
+    e.config.scheduler.min_files = 1;
+    e.config.scheduler.max_age_seconds = 0;
+    e.config.scheduler.min_mount_seconds = 0;
+    e.config.scheduler.groups.insert(
+        "vo".into(),
+        crate::config::GroupConfig {
+            pools: vec!["p".into()],
+            max_read_drives: cap,
+            max_write_drives: 0,
+        },
+    );
+    e.config.library.drives = vec!["d0".into(), "d1".into()];
+    let q = e.queue().await;
+    let mut ids = Vec::new();
+    for j in 0..8u32 {
+        let keys = (0..2u32)
+            .map(|k| format!("C{}/obj-{j}-{k}", (j + k) % 4))
+            .collect();
+        let spec = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Keys(keys),
+            destination: "/tmp/reel-test-out".into(),
+        });
+        ids.push(q.submit(spec, None).await.unwrap().id);
+    }
+    let mut fake = Fake::new(IntakeMode::Succeed);
+    Arc::get_mut(&mut fake).unwrap().read_time = Duration::from_millis(300);
+    let (rt, h) = e.start(fake.clone()).await;
+    for id in &ids {
+        wait_for(&q, id, "done", |r| r.state == JobState::Done).await;
+    }
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    fake.loaded.lock().unwrap().1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_cap_across_drives_sqlite() {
+    assert_eq!(
+        group_cap_across_drives(env(None).await.unwrap(), 1).await,
+        1
+    );
+    assert_eq!(
+        group_cap_across_drives(env(None).await.unwrap(), 0).await,
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_cap_across_drives_postgres() {
+    let Some(e) = env(Some("group_cap_across_drives_postgres")).await else {
+        return;
+    };
+    assert_eq!(group_cap_across_drives(e, 1).await, 1);
+    let Some(e) = env(Some("group_cap_across_drives_postgres_uncapped")).await else {
+        return;
+    };
+    assert_eq!(group_cap_across_drives(e, 0).await, 2);
 }

@@ -144,6 +144,17 @@ async fn two_workers_share_postgres_and_survive_a_kill() {
         l1s.contains("write batch") && l2s.contains("write batch"),
         "both workers wrote:\n{l1s}\n---\n{l2s}"
     );
+    // The drive board, as any host sees it: each worker's drive, held by that worker.
+    let (code, v, err) = reel(d2.path(), &["library", "drives", "--json"]);
+    assert_eq!(code, 0, "{v} {err}");
+    let in_use = v["in_use"].as_array().cloned().unwrap_or_default();
+    let workers: std::collections::BTreeSet<_> =
+        in_use.iter().map(|e| e["worker"].to_string()).collect();
+    assert_eq!(
+        (in_use.len(), workers.len()),
+        (2, 2),
+        "two drives on the board, one per worker: {v}"
+    );
 
     // A big archive; kill -9 worker 1 while it runs.
     let big = src.path().join("big");
