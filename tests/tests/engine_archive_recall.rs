@@ -279,3 +279,48 @@ async fn keys_escaping_the_destination_are_refused() {
         assert_eq!(std::fs::read_dir(&inner).unwrap().count(), 0);
     }
 }
+
+/// The first object on a cartridge is reached from BOT by reading through the label's filemark
+/// and the container header, not by a LOCATE (which costs a settle); a filemark in a short gap is
+/// a block to step over, not a reason to locate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_object_after_a_mount_is_read_through_not_located() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let db = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", db.path().join("reel.db").display());
+    let svc = service(&url, lib.path(), 1 << 30).await;
+    svc.catalogue()
+        .ensure_storage_class("one", &["copy1".to_string()])
+        .await
+        .unwrap();
+    let p = dir.path().join("first");
+    let sum = write_random_file(&p, 3 << 20, 7);
+    svc.archive(
+        vec![("first".into(), p)],
+        "one",
+        &CancelToken::new(),
+        no_progress(),
+    )
+    .await
+    .unwrap();
+    svc.unmount_all().await.unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    let r = svc
+        .recall(
+            vec![RecallRequest {
+                key: "first".into(),
+                root: dst.path().to_path_buf(),
+            }],
+            &recall_options(svc.session_config(), OrderPolicy::Auto),
+            &CancelToken::new(),
+            no_progress(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.objects, 1, "{:?}", r.failed);
+    assert_eq!(r.mounts, 1);
+    assert_eq!(r.summary.locates, 0, "{:?}", r.summary);
+    assert_eq!(hex32(&sha256_file(&dst.path().join("first"))), hex32(&sum));
+}

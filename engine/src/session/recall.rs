@@ -459,8 +459,16 @@ fn fetch(
                 *clock_ns += ns;
                 *pos = Some(p + 1);
             }
-            Err(_) => {
-                *pos = None;
+            Err(e) => {
+                let ns = h.last_status().elapsed_ns;
+                sum.transfer_s += secs(ns);
+                *clock_ns += ns;
+                // A filemark on the way (the one after the label, or between containers) is
+                // one block address: step over it like a record. Anything else: locate.
+                *pos = match DeviceError::from_call(e) {
+                    DeviceError::Filemark { .. } => Some(p + 1),
+                    _ => None,
+                };
             }
         }
     }
