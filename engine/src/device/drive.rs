@@ -28,6 +28,8 @@ pub struct Drive {
     plugin: std::sync::Arc<reel_plugin_abi::host::Plugin>,
     /// Whether logical block protection was switched on through [`Drive::set_lbp`].
     lbp: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Read and locate timings seen on this drive, for read-through decisions.
+    timings: std::sync::Arc<std::sync::Mutex<super::DriveTimings>>,
 }
 
 impl std::fmt::Debug for Drive {
@@ -45,6 +47,7 @@ impl Drive {
             actor,
             plugin,
             lbp: Default::default(),
+            timings: Default::default(),
         })
     }
 
@@ -56,6 +59,12 @@ impl Drive {
     /// The plugin driving it (its capability bits say what it can do).
     pub fn plugin(&self) -> &std::sync::Arc<reel_plugin_abi::host::Plugin> {
         &self.plugin
+    }
+
+    /// The read and locate timings this drive has shown (shared by its sessions): recall
+    /// decides from them whether a gap is read through or located over.
+    pub fn timings(&self) -> std::sync::Arc<std::sync::Mutex<super::DriveTimings>> {
+        self.timings.clone()
     }
 
     /// Whether LBP (CRC32C per record) is on: records written need their CRC, and records read

@@ -13,6 +13,7 @@ mod drive;
 mod error;
 mod library;
 mod plugin;
+mod timing;
 
 pub use drive::Drive;
 pub use error::{DeviceError, Kind, Sense, classify};
@@ -21,3 +22,4 @@ pub use plugin::load_plugin;
 pub use reel_plugin_abi::host::{CallError, DriveHandle, LibraryHandle, LoadError, Plugin};
 pub use reel_plugin_abi::sdk::{DriveInfo, Element, Geometry, ReadRecord};
 pub use reel_plugin_abi::types::{ReelDriveStats, ReelExtent, ReelPosition};
+pub use timing::DriveTimings;

@@ -256,8 +256,14 @@ pub async fn recall_session(
         let reader_items = items.clone();
         let cancel2 = cancel.clone();
         let lbp = drive.lbp_enabled();
+        let timings = drive.timings();
         let read = drive
             .run(move |h| {
+                let mut gaps = Gaps {
+                    configured: gap_blocks,
+                    timings: &timings,
+                    after_read: false,
+                };
                 read_runs(
                     h,
                     &reader_items,
@@ -265,7 +271,7 @@ pub async fn recall_session(
                     &senders,
                     &cancel2,
                     lbp,
-                    gap_blocks,
+                    &mut gaps,
                     &buffers,
                 )
             })
@@ -329,7 +335,7 @@ fn read_runs(
     writers: &[crossbeam_channel::Sender<WriterMsg>],
     cancel: &CancelToken,
     lbp: bool,
-    gap_blocks: u64,
+    gaps: &mut Gaps<'_>,
     buffers: &Buffers,
 ) -> ReadOutcome {
     let mut sum = SessionSummary::default();
@@ -370,16 +376,7 @@ fn read_runs(
                 }
                 let rec = match &cached {
                     Some((cb, d)) if *cb == b => d.clone(),
-                    _ => match fetch(
-                        h,
-                        b,
-                        &mut pos,
-                        gap_blocks,
-                        &mut sum,
-                        &mut clock_ns,
-                        lbp,
-                        buffers,
-                    ) {
+                    _ => match fetch(h, b, &mut pos, gaps, &mut sum, &mut clock_ns, lbp, buffers) {
                         Ok(d) => {
                             let d = Arc::new(d);
                             cached = Some((b, d.clone()));
@@ -433,20 +430,56 @@ fn read_runs(
     (sum, first_byte, None)
 }
 
-/// Read block `b`: read through from the current position when `b` is at most `gap_blocks`
-/// ahead (cheaper than a LOCATE), locate otherwise.
+/// How the reader crosses forward gaps: reads through those up to the break-even the drive's
+/// own timings show ([`crate::device::DriveTimings`]), or the configured gap until it has shown
+/// enough; feeds those timings as it goes.
+struct Gaps<'a> {
+    configured: u64,
+    timings: &'a std::sync::Mutex<crate::device::DriveTimings>,
+    /// The last command was a record read (so the next read's time is pure streaming).
+    after_read: bool,
+}
+
+impl Gaps<'_> {
+    fn read_through_blocks(&self) -> u64 {
+        self.timings
+            .lock()
+            .map(|t| t.read_through_blocks(self.configured))
+            .unwrap_or(self.configured)
+    }
+
+    fn read(&mut self, ns: u64) {
+        if self.after_read
+            && let Ok(mut t) = self.timings.lock()
+        {
+            t.sequential_read(ns);
+        }
+        self.after_read = true;
+    }
+
+    fn located(&mut self, from: Option<u64>, to: u64, ns: u64) {
+        if let (Some(from), Ok(mut t)) = (from, self.timings.lock()) {
+            t.forward_locate(from, to, ns);
+        }
+        self.after_read = false;
+    }
+}
+
+/// Read block `b`: read through from the current position when `b` is ahead by at most the
+/// read-through gap (cheaper than a LOCATE), locate otherwise.
 #[allow(clippy::too_many_arguments)]
 fn fetch(
     h: &mut reel_plugin_abi::host::DriveHandle,
     b: u64,
     pos: &mut Option<u64>,
-    gap_blocks: u64,
+    gaps: &mut Gaps<'_>,
     sum: &mut SessionSummary,
     clock_ns: &mut u64,
     lbp: bool,
     buffers: &Buffers,
 ) -> Result<Record, RecallFailure> {
     let mut buf = buffers.take();
+    let gap_blocks = gaps.read_through_blocks();
     // Read through forward gaps the planner merged into this run; locate otherwise.
     while let Some(p) = *pos {
         if p >= b || b - p > gap_blocks + 1 {
@@ -458,11 +491,13 @@ fn fetch(
                 sum.transfer_s += secs(ns);
                 *clock_ns += ns;
                 *pos = Some(p + 1);
+                gaps.read(ns);
             }
             Err(e) => {
                 let ns = h.last_status().elapsed_ns;
                 sum.transfer_s += secs(ns);
                 *clock_ns += ns;
+                gaps.after_read = false;
                 // A filemark on the way (the one after the label, or between containers) is
                 // one block address: step over it like a record. Anything else: locate.
                 *pos = match DeviceError::from_call(e) {
@@ -473,17 +508,20 @@ fn fetch(
         }
     }
     if *pos != Some(b) {
+        let from = *pos;
         let r = h.locate(b);
         let ns = h.last_status().elapsed_ns;
         sum.position_s += secs(ns);
         sum.locates += 1;
         *clock_ns += ns;
         if let Err(e) = r {
+            gaps.after_read = false;
             return Err(RecallFailure::BadCopy(format!(
                 "cannot locate to block {b}: {}",
                 DeviceError::from_call(e)
             )));
         }
+        gaps.located(from, b, ns);
     }
     // One retry for damage on the way from the drive (LBP). A MEDIUM ERROR is not retried: the
     // drive has already run its own read retries before reporting it; another copy is read.
@@ -495,6 +533,7 @@ fn fetch(
             sum.position_s += secs(ns);
             sum.locates += 1;
             *clock_ns += ns;
+            gaps.after_read = false;
             if r.is_err() {
                 break;
             }
@@ -505,6 +544,7 @@ fn fetch(
                 sum.transfer_s += secs(ns);
                 *clock_ns += ns;
                 *pos = Some(b + 1);
+                gaps.read(ns);
                 if lbp && r.crc != Some(crc32c::crc32c(&buf[..r.len])) {
                     failure = format!("block {b} failed its CRC32C between drive and host");
                     continue;
@@ -513,6 +553,7 @@ fn fetch(
             }
             Err(e) => {
                 *pos = None;
+                gaps.after_read = false;
                 let e = DeviceError::from_call(e);
                 let retry = matches!(e, DeviceError::LbpMismatch { .. });
                 failure = format!("block {b}: {e}");

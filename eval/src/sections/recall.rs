@@ -121,30 +121,39 @@ pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
     let cold_ratio = ratio(&cold, &cold_min);
     let warm_ratio = ratio(&warm, &warm_min);
     let worst = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-    // Why a mounted first byte misses its minimum: the gap to the next object is read through
-    // only under read_through_gap_bytes, while the model's break-even (a linear locate costs
+    // Why a mounted first byte misses its minimum: the engine reads a gap through only up to
+    // its read-through limit, while the model's break-even (a linear locate costs
     // settle + pass × g / capacity, reading costs g / rate) is much larger.
     let warm_explain = {
         let per_byte_read = 1.0 / m.stream_bps;
         let per_byte_locate = m.full_pass_s / m.capacity_bytes as f64;
         let break_even = m.settle_s / (per_byte_read - per_byte_locate);
-        let threshold = SessionConfig::default().read_through_gap_bytes;
+        let configured = SessionConfig::default().read_through_gap_bytes;
+        // What the drive learned from its own locates and reads (engine/src/device/timing.rs).
+        let (limit, source) = match drive.timings().lock() {
+            Ok(t) if t.learned().is_some() => (
+                t.read_through_blocks(configured / record) * record,
+                "learned from the drive's own locates and reads",
+            ),
+            _ => (
+                configured,
+                "the configured figure: the drive had not shown enough locates to learn its own",
+            ),
+        };
+        let how = format!(
+            "the engine read through gaps up to {} MiB ({source}; configured {} MiB); the model's \
+             break-even is {:.0} MiB (settle {} s, streaming at {:.0} MB/s); objects {} MiB apart",
+            limit >> 20,
+            configured >> 20,
+            break_even / MIB as f64,
+            m.settle_s,
+            m.stream_bps / 1e6,
+            size >> 20
+        );
         if worst(&warm_ratio) > 1.02 {
-            format!(
-                "MISSED: with the cartridge mounted the engine LOCATEs over gaps longer than \
-                 read_through_gap_bytes ({} MiB) although, under this model, reading through is \
-                 cheaper up to {:.0} MiB (settle {} s against streaming at {:.0} MB/s); the \
-                 objects here are {} MiB apart. Fix: derive the read-through threshold from the \
-                 drive's locate and streaming figures (or compare the two costs per gap) instead \
-                 of a fixed byte count",
-                threshold >> 20,
-                break_even / MIB as f64,
-                m.settle_s,
-                m.stream_bps / 1e6,
-                size >> 20
-            )
+            format!("MISSED: {how}")
         } else {
-            "every mounted first byte is within 2 % of the model's minimum".to_string()
+            format!("every mounted first byte is within 2 % of the model's minimum: {how}")
         }
     };
     // Why a cold first byte misses its minimum, position by position: the minimum crosses
