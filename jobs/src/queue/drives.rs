@@ -148,8 +148,9 @@ impl DriveBoard {
                   WHERE d.drive <> $2 AND ((d.mode = 'read' AND d.target = $6) OR d.barcode = $6)))"
         );
         let cap = i64::from(cap);
+        // Ensure the row, take the place if the rules allow, commit; the number of rows taken.
         macro_rules! run {
-            ($tx:expr) => {{
+            ($tx:ident) => {{
                 sqlx::query(ensure)
                     .bind(now)
                     .bind(drive)
@@ -158,7 +159,7 @@ impl DriveBoard {
                     .execute(&mut *$tx)
                     .await
                     .map_err(self.db.err("reserving a drive's mount"))?;
-                sqlx::query(sqlx::AssertSqlSafe(take.as_str()))
+                let n = sqlx::query(sqlx::AssertSqlSafe(take.as_str()))
                     .bind(now)
                     .bind(drive)
                     .bind(&fence.holder)
@@ -172,7 +173,11 @@ impl DriveBoard {
                     .execute(&mut *$tx)
                     .await
                     .map_err(self.db.err("reserving a drive's mount"))?
-                    .rows_affected()
+                    .rows_affected();
+                $tx.commit()
+                    .await
+                    .map_err(self.db.err("reserving a drive's mount"))?;
+                n
             }};
         }
         let taken = match &self.db {
@@ -181,11 +186,7 @@ impl DriveBoard {
                     .begin_with("BEGIN IMMEDIATE")
                     .await
                     .map_err(self.db.err("reserving a drive's mount"))?;
-                let n = run!(tx);
-                tx.commit()
-                    .await
-                    .map_err(self.db.err("reserving a drive's mount"))?;
-                n
+                run!(tx)
             }
             Db::Postgres(p) => {
                 let mut tx = p
@@ -198,11 +199,7 @@ impl DriveBoard {
                     .execute(&mut *tx)
                     .await
                     .map_err(self.db.err("reserving a drive's mount"))?;
-                let n = run!(tx);
-                tx.commit()
-                    .await
-                    .map_err(self.db.err("reserving a drive's mount"))?;
-                n
+                run!(tx)
             }
         };
         Ok(taken == 1)
