@@ -259,11 +259,7 @@ pub async fn recall_session(
         let timings = drive.timings();
         let read = drive
             .run(move |h| {
-                let mut gaps = Gaps {
-                    configured: gap_blocks,
-                    timings: &timings,
-                    after_read: false,
-                };
+                let mut gaps = Gaps::new(gap_blocks, &timings);
                 read_runs(
                     h,
                     &reader_items,
@@ -435,34 +431,70 @@ fn read_runs(
 /// enough; feeds those timings as it goes.
 struct Gaps<'a> {
     configured: u64,
-    timings: &'a std::sync::Mutex<crate::device::DriveTimings>,
+    /// The drive's timings as of the session's start, fed as the session goes (no lock per
+    /// record); written back to the drive when the session ends.
+    local: crate::device::DriveTimings,
+    shared: &'a std::sync::Mutex<crate::device::DriveTimings>,
     /// The last command was a record read (so the next read's time is pure streaming).
     after_read: bool,
 }
 
-impl Gaps<'_> {
+impl<'a> Gaps<'a> {
+    fn new(configured: u64, shared: &'a std::sync::Mutex<crate::device::DriveTimings>) -> Self {
+        let local = shared.lock().map(|t| t.clone()).unwrap_or_default();
+        Gaps {
+            configured,
+            local,
+            shared,
+            after_read: false,
+        }
+    }
+
     fn read_through_blocks(&self) -> u64 {
-        self.timings
-            .lock()
-            .map(|t| t.read_through_blocks(self.configured))
-            .unwrap_or(self.configured)
+        self.local.read_through_blocks(self.configured)
     }
 
     fn read(&mut self, ns: u64) {
-        if self.after_read
-            && let Ok(mut t) = self.timings.lock()
-        {
-            t.sequential_read(ns);
+        if self.after_read {
+            self.local.sequential_read(ns);
         }
         self.after_read = true;
     }
 
     fn located(&mut self, from: Option<u64>, to: u64, ns: u64) {
-        if let (Some(from), Ok(mut t)) = (from, self.timings.lock()) {
-            t.forward_locate(from, to, ns);
+        if let Some(from) = from {
+            self.local.forward_locate(from, to, ns);
         }
         self.after_read = false;
     }
+}
+
+impl Drop for Gaps<'_> {
+    /// The drive runs one session at a time: what this one learned is the drive's now.
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.shared.lock() {
+            *t = std::mem::take(&mut self.local);
+        }
+    }
+}
+
+/// LOCATE to block `b`, with its time on the session's clock; the modelled nanoseconds it took.
+// The ABI's CallError is returned as the drive handle returns it (the caller formats it once).
+#[allow(clippy::result_large_err)]
+fn locate(
+    h: &mut reel_plugin_abi::host::DriveHandle,
+    b: u64,
+    sum: &mut SessionSummary,
+    clock_ns: &mut u64,
+    gaps: &mut Gaps<'_>,
+) -> Result<u64, reel_plugin_abi::host::CallError> {
+    let r = h.locate(b);
+    let ns = h.last_status().elapsed_ns;
+    sum.position_s += secs(ns);
+    sum.locates += 1;
+    *clock_ns += ns;
+    gaps.after_read = false;
+    r.map(|()| ns)
 }
 
 /// Read block `b`: read through from the current position when `b` is ahead by at most the
@@ -479,10 +511,11 @@ fn fetch(
     buffers: &Buffers,
 ) -> Result<Record, RecallFailure> {
     let mut buf = buffers.take();
-    let gap_blocks = gaps.read_through_blocks();
-    // Read through forward gaps the planner merged into this run; locate otherwise.
+    // Read through a forward gap up to the drive's break-even; locate otherwise. The limit is
+    // worked out only when there is a gap (a sequential read has none).
+    let mut limit: Option<u64> = None;
     while let Some(p) = *pos {
-        if p >= b || b - p > gap_blocks + 1 {
+        if p >= b || b - p > *limit.get_or_insert_with(|| gaps.read_through_blocks()) + 1 {
             break;
         }
         match h.read_record(&mut buf) {
@@ -509,34 +542,20 @@ fn fetch(
     }
     if *pos != Some(b) {
         let from = *pos;
-        let r = h.locate(b);
-        let ns = h.last_status().elapsed_ns;
-        sum.position_s += secs(ns);
-        sum.locates += 1;
-        *clock_ns += ns;
-        if let Err(e) = r {
-            gaps.after_read = false;
-            return Err(RecallFailure::BadCopy(format!(
+        let ns = locate(h, b, sum, clock_ns, gaps).map_err(|e| {
+            RecallFailure::BadCopy(format!(
                 "cannot locate to block {b}: {}",
                 DeviceError::from_call(e)
-            )));
-        }
+            ))
+        })?;
         gaps.located(from, b, ns);
     }
     // One retry for damage on the way from the drive (LBP). A MEDIUM ERROR is not retried: the
     // drive has already run its own read retries before reporting it; another copy is read.
     let mut failure = String::new();
     for attempt in 0..2 {
-        if attempt > 0 {
-            let r = h.locate(b);
-            let ns = h.last_status().elapsed_ns;
-            sum.position_s += secs(ns);
-            sum.locates += 1;
-            *clock_ns += ns;
-            gaps.after_read = false;
-            if r.is_err() {
-                break;
-            }
+        if attempt > 0 && locate(h, b, sum, clock_ns, gaps).is_err() {
+            break;
         }
         match h.read_record(&mut buf) {
             Ok(r) => {
