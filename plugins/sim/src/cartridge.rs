@@ -16,10 +16,11 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::data_file::DataFile;
 
 const ENTRY_BYTES: usize = 24;
 const KIND_RECORD: u8 = 0;
@@ -84,7 +85,7 @@ pub struct Meta {
 }
 
 struct Files {
-    data: BufWriter<File>,
+    data: DataFile,
     index: BufWriter<File>,
 }
 
@@ -300,15 +301,12 @@ impl Cartridge {
 
     fn files(&mut self) -> io::Result<&mut Files> {
         if self.files.is_none() {
-            let open = |name: &str| {
-                OpenOptions::new()
-                    .read(true)
-                    .append(true)
-                    .open(self.dir.join(name))
-            };
+            let index = OpenOptions::new()
+                .append(true)
+                .open(self.dir.join("index"))?;
             self.files = Some(Files {
-                data: BufWriter::with_capacity(256 << 10, open("data")?),
-                index: BufWriter::with_capacity(64 << 10, open("index")?),
+                data: DataFile::open(&self.dir.join("data"), self.data_end)?,
+                index: BufWriter::with_capacity(64 << 10, index),
             });
         }
         // The branch above guarantees Some.
@@ -362,7 +360,7 @@ impl Cartridge {
             filemark: false,
         };
         let f = self.files()?;
-        f.data.write_all(data)?;
+        f.data.append(data)?;
         f.index.write_all(&e.encode())?;
         self.data_end += u64::from(len);
         self.entries.push(e);
@@ -394,8 +392,7 @@ impl Cartridge {
     /// Make everything durable: flush and fsync the data, then the index.
     pub fn sync(&mut self) -> io::Result<()> {
         if let Some(f) = self.files.as_mut() {
-            f.data.flush()?;
-            f.data.get_ref().sync_data()?;
+            f.data.sync()?;
             f.index.flush()?;
             f.index.get_ref().sync_data()?;
         }
@@ -441,7 +438,7 @@ impl Cartridge {
         self.flush()?;
         let new_end = self.entries[keep].offset;
         let f = self.files()?;
-        f.data.get_ref().set_len(new_end)?;
+        f.data.truncate(new_end)?;
         f.index.get_ref().set_len((keep * ENTRY_BYTES) as u64)?;
         self.entries.truncate(keep);
         while self.filemarks.last().is_some_and(|&b| b >= keep as u64) {
@@ -467,8 +464,7 @@ impl Cartridge {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no record there"))?;
         self.flush()?;
         let n = (e.len as usize).min(buf.len());
-        let f = self.files()?;
-        f.data.get_ref().read_exact_at(&mut buf[..n], e.offset)?;
+        self.files()?.data.read_exact_at(&mut buf[..n], e.offset)?;
         Ok(e.len as usize)
     }
 
@@ -483,18 +479,8 @@ impl Cartridge {
                     format!("block {block} is not a record"),
                 )
             })?;
-        self.flush()?;
         let at = e.offset + u64::from(offset.min(e.len - 1));
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(self.dir.join("data"))?;
-        let mut b = [0u8; 1];
-        f.read_exact_at(&mut b, at)?;
-        b[0] ^= 0xFF;
-        f.write_all_at(&b, at)?;
-        f.sync_data()?;
-        Ok(())
+        self.files()?.data.flip_byte(at)
     }
 
     /// First block past the end of each completed wrap, for wraps of `bytes_per_wrap` bytes.

@@ -117,6 +117,8 @@ pub struct SimConfig {
     pub min_stream_bytes_per_sec: u64,
     /// Drive buffer.
     pub buffer_bytes: u64,
+    /// Bytes a stopped tape waits for in its buffer before it moves (or a flush).
+    pub start_bytes: u64,
     /// Largest record accepted.
     pub max_record_bytes: u64,
     /// Whether the drives do logical block protection.
@@ -159,6 +161,7 @@ impl SimConfig {
             stream_bytes_per_sec: 400_000_000,
             min_stream_bytes_per_sec: 177_000_000,
             buffer_bytes: 1 << 30,
+            start_bytes: 4 << 20,
             max_record_bytes: 8 << 20,
             lbp_capable: true,
             shared: false,
@@ -257,6 +260,7 @@ impl SimConfig {
                 "sim.stream_bytes_per_sec" => cfg.stream_bytes_per_sec = int(k, v)?,
                 "sim.min_stream_bytes_per_sec" => cfg.min_stream_bytes_per_sec = int(k, v)?,
                 "sim.buffer_bytes" => cfg.buffer_bytes = int(k, v)?,
+                "sim.start_bytes" => cfg.start_bytes = int(k, v)?,
                 "sim.max_record_bytes" => cfg.max_record_bytes = int(k, v)?,
                 "sim.lbp" => cfg.lbp_capable = boolean(k, v)?,
                 "sim.shared" => cfg.shared = boolean(k, v)?,
@@ -309,6 +313,9 @@ impl SimConfig {
         }
         if self.buffer_bytes == 0 {
             return inc("sim.buffer_bytes must be positive");
+        }
+        if self.start_bytes > self.buffer_bytes {
+            return inc("sim.start_bytes is above sim.buffer_bytes");
         }
         if self.max_record_bytes == 0 || self.max_record_bytes > u32::MAX as u64 {
             return inc("sim.max_record_bytes must be 1..=4294967295");

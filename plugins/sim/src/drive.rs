@@ -139,6 +139,7 @@ impl DriveState {
                 cfg.stream_bytes_per_sec as f64,
                 cfg.min_stream_bytes_per_sec as f64,
                 cfg.buffer_bytes as f64,
+                cfg.start_bytes as f64,
                 cfg.backhitch_ms as f64 / 1000.0,
             ),
             feed: Feed::HostClock,
@@ -243,10 +244,27 @@ impl DriveState {
         }
     }
 
+    /// Drain the write buffer to the medium (a synchronous filemark, or `Positioned` before a
+    /// positioning or read command); the host waits for it. Returns the wait.
+    fn drain_buffer(&mut self, cause: Stop) -> f64 {
+        let d = self.streamer.drain(self.now, cause);
+        self.elapsed += d.wait_s;
+        self.stats.busy_ns += ns(d.backhitch_s);
+        self.count_backhitch(d.backhitch);
+        d.wait_s
+    }
+
+    fn count_backhitch(&mut self, cause: Option<Stop>) {
+        match cause {
+            Some(Stop::Underrun) => self.stats.backhitch_underrun += 1,
+            Some(Stop::SyncStop) => self.stats.backhitch_sync += 1,
+            _ => {}
+        }
+    }
+
     /// Drain the write buffer before a positioning or read command.
     fn settle_buffer(&mut self) -> Result<(), Fault> {
-        let wait = self.streamer.drain(self.now, Stop::Positioned);
-        self.elapsed += wait;
+        let wait = self.drain_buffer(Stop::Positioned);
         self.now += wait;
         if let Some(c) = self.cart.as_mut() {
             c.commit_all();
@@ -657,11 +675,7 @@ fn write_record(
     st.elapsed += cost.host_wait_s;
     st.stats.busy_ns += ns(cost.stream_s + cost.backhitch_s);
     st.stats.streaming_ns += ns(cost.stream_s);
-    match cost.backhitch {
-        Some(Stop::Underrun) => st.stats.backhitch_underrun += 1,
-        Some(Stop::SyncStop) => st.stats.backhitch_sync += 1,
-        _ => {}
-    }
+    st.count_backhitch(cost.backhitch);
     st.stats.bytes_written += len;
     st.stats.records_written += 1;
     if let Some(n) = short {
@@ -732,8 +746,7 @@ fn write_filemarks(st: &mut DriveState, count: u32, immediate: bool) -> Result<(
         )
         .with_flags(REEL_FLAG_DEFERRED));
     }
-    let wait = st.streamer.drain(st.now, Stop::SyncStop);
-    st.elapsed += wait;
+    st.drain_buffer(Stop::SyncStop);
     let c = st.cart_mut()?;
     c.sync().map_err(|e| sense::io("sync", e))?;
     Ok(())
@@ -941,7 +954,7 @@ impl Drive for SimDrive {
             st.loaded = true;
             st.pos = 0;
             st.pos_unknown = false;
-            st.streamer.drain(st.now, Stop::Positioned);
+            st.drain_buffer(Stop::Positioned);
             st.ew_abs = st.ew_rel.take().map(|n| data_end + n);
             st.eom_abs = st.eom_rel.take().map(|n| data_end + n);
             st.pending_ua = Some(asc::MEDIUM_MAY_HAVE_CHANGED);

@@ -19,6 +19,7 @@ pub mod cartridge;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod data_file;
 pub mod drive;
 pub mod library;
 pub mod sense;

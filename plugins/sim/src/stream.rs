@@ -2,8 +2,10 @@
 //!
 //! Records arrive into the drive buffer at the host's pace; the tape drains it at the host's
 //! feed rate clamped to `[floor, native]` (speed matching). The host waits only while the
-//! buffer is full. When the buffer runs dry the tape stops; the next record pays a backhitch
-//! before streaming resumes (an underrun). A synchronous filemark drains the buffer and stops
+//! buffer is full. A stopped tape starts once the buffer holds `start_bytes` (a drive writes
+//! whole data sets, so it does not set the tape moving for a few bytes) or a command flushes
+//! it. When the buffer runs dry the tape stops; the restart pays a backhitch before streaming
+//! resumes (an underrun). A synchronous filemark drains the buffer and stops
 //! the tape; the next record pays one backhitch too (a sync stop). After a positioning command
 //! (load, locate, space, rewind, read) the tape starts with the next record without a
 //! backhitch: it is already stopped where it must write.
@@ -34,12 +36,24 @@ pub struct WriteCost {
     pub backhitch: Option<Stop>,
 }
 
+/// What a drain (synchronous filemark or positioning command) cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DrainCost {
+    /// Seconds the host waits for the buffer to reach the medium.
+    pub wait_s: f64,
+    /// Backhitch seconds paid to start a tape that was waiting for a data set (0 if none).
+    pub backhitch_s: f64,
+    /// The backhitch's cause, if any.
+    pub backhitch: Option<Stop>,
+}
+
 /// The buffer and tape motion of one drive.
 #[derive(Clone, Debug)]
 pub struct Streamer {
     native: f64,
     floor: f64,
     buffer: f64,
+    start_bytes: f64,
     backhitch_s: f64,
     level: f64,
     t: f64,
@@ -55,12 +69,20 @@ pub struct Streamer {
 const EWMA: f64 = 0.125;
 
 impl Streamer {
-    /// A stopped drive with the given native rate, floor, buffer size and backhitch.
-    pub fn new(native_bps: f64, floor_bps: f64, buffer_bytes: f64, backhitch_s: f64) -> Self {
+    /// A stopped drive with the given native rate, floor, buffer size and backhitch, whose
+    /// stopped tape starts once the buffer holds `start_bytes` (at most the buffer).
+    pub fn new(
+        native_bps: f64,
+        floor_bps: f64,
+        buffer_bytes: f64,
+        start_bytes: f64,
+        backhitch_s: f64,
+    ) -> Self {
         Streamer {
             native: native_bps,
             floor: floor_bps,
             buffer: buffer_bytes,
+            start_bytes: start_bytes.min(buffer_bytes),
             backhitch_s,
             level: 0.0,
             t: 0.0,
@@ -133,15 +155,11 @@ impl Streamer {
         self.advance(at);
         let mut cost = WriteCost::default();
         self.observe_feed(l, at);
-        if !self.running {
-            self.moving_from = at;
-            if self.stop != Stop::Positioned {
-                self.moving_from += self.backhitch_s;
+        if !self.running && self.level + l >= self.start_bytes {
+            if let Some(cause) = self.start(at) {
                 cost.backhitch_s = self.backhitch_s;
-                cost.backhitch = Some(self.stop);
+                cost.backhitch = Some(cause);
             }
-            self.running = true;
-            self.level = 0.0;
         }
         let mut enter = at;
         if self.level + l > self.buffer {
@@ -151,15 +169,39 @@ impl Streamer {
             self.advance(enter);
         }
         self.level += l;
+        // The host's pace is measured from when the drive took the previous record: time it
+        // spent waiting for room in a full buffer is the drive's, not the host's, and counting
+        // it would make a drive that fell behind (after a backhitch, say) read its own slow
+        // drain as a slow host and stay at the floor for good.
+        self.last_arrival = Some(enter);
         cost.host_wait_s = enter - at;
         cost.stream_s = l / self.rate;
         cost
     }
 
+    /// Set the stopped tape moving at `at` with what the buffer holds; returns the cause of the
+    /// backhitch this restart pays, if any (none after a positioning command).
+    fn start(&mut self, at: f64) -> Option<Stop> {
+        self.moving_from = at;
+        self.running = true;
+        if self.stop == Stop::Positioned {
+            return None;
+        }
+        self.moving_from += self.backhitch_s;
+        Some(self.stop)
+    }
+
     /// Drain everything and stop (a synchronous filemark or a positioning command) at `at`.
-    /// Returns the seconds the host waits for the buffer to reach the medium.
-    pub fn drain(&mut self, at: f64, cause: Stop) -> f64 {
+    pub fn drain(&mut self, at: f64, cause: Stop) -> DrainCost {
         self.advance(at);
+        let mut cost = DrainCost::default();
+        if !self.running && self.level > 0.0 {
+            // A tape still waiting for a data set starts now: the flush forces it.
+            if let Some(why) = self.start(at) {
+                cost.backhitch_s = self.backhitch_s;
+                cost.backhitch = Some(why);
+            }
+        }
         let mut done = at;
         if self.running {
             let start = self.t.max(self.moving_from);
@@ -173,8 +215,12 @@ impl Streamer {
         self.stop = cause;
         if cause == Stop::Positioned {
             self.last_arrival = None;
+        } else if self.last_arrival.is_some() {
+            // The host waited for the flush: its next record is timed from when it returned.
+            self.last_arrival = Some(done);
         }
-        done - at
+        cost.wait_s = done - at;
+        cost
     }
 
     /// The buffer is lost (power cut, dead drive): the tape stops where it is.
@@ -191,11 +237,13 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
+    /// The default `sim.start_bytes`.
+    const START: f64 = (4 * MIB) as f64;
 
     /// The seed's synthetic writer: 512 MiB in 1 MiB records at `feed` bytes/s, then a
     /// synchronous filemark. Returns (underruns, drive-time streaming rate in MB/s).
     fn synthetic(feed: f64) -> (u32, f64) {
-        let mut s = Streamer::new(400e6, 177e6, (1u64 << 30) as f64, 3.0);
+        let mut s = Streamer::new(400e6, 177e6, (1u64 << 30) as f64, START, 3.0);
         let mut busy = 0.0;
         let mut underruns = 0;
         let mut host = 0.0f64;
@@ -237,11 +285,11 @@ mod tests {
 
     #[test]
     fn sync_filemark_makes_the_next_record_pay_one_backhitch() {
-        let mut s = Streamer::new(400e6, 177e6, 1e9, 3.0);
+        let mut s = Streamer::new(400e6, 177e6, 1e9, 0.0, 3.0);
         let c = s.write(MIB, 0.0);
         assert_eq!(c.backhitch, None, "after positioning: no backhitch");
         assert_eq!(s.rate(), 177e6, "feed unknown yet: the slowest step");
-        let wait = s.drain(0.0, Stop::SyncStop);
+        let wait = s.drain(0.0, Stop::SyncStop).wait_s;
         assert!((wait - MIB as f64 / 177e6).abs() < 1e-9);
         let c = s.write(MIB, 1.0);
         assert_eq!(c.backhitch, Some(Stop::SyncStop));
@@ -249,9 +297,50 @@ mod tests {
     }
 
     #[test]
+    fn a_fast_host_keeps_the_tape_at_native_speed_after_a_backhitch() {
+        // A host producing 1 MiB every millisecond (about 1 GB/s) into a 64 MiB buffer. The
+        // first record is followed by a 50 ms pause (the tape runs dry: an underrun and a 3 s
+        // backhitch). The buffer then fills while the tape is stopped and the host waits for
+        // room: that waiting is not the host's pace, so the tape must come back to 400 MB/s.
+        let mut s = Streamer::new(400e6, 177e6, (64 * MIB) as f64, 0.0, 3.0);
+        let mut host = 0.0;
+        let c = s.write(MIB, host);
+        host += c.host_wait_s + 0.050;
+        let mut underruns = 0;
+        for _ in 0..2000 {
+            let c = s.write(MIB, host);
+            if c.backhitch == Some(Stop::Underrun) {
+                underruns += 1;
+            }
+            host += c.host_wait_s + 0.001;
+        }
+        assert_eq!(underruns, 1);
+        assert_eq!(s.rate(), 400e6, "the drive speed-matched to its own drain");
+    }
+
+    #[test]
+    fn a_stopped_tape_waits_for_a_data_set_before_it_moves() {
+        // A container header (100 bytes), a pause while the host reads its first data, then
+        // data records: the tape does not start for the header alone, so nothing underruns.
+        let mut s = Streamer::new(400e6, 177e6, 1e9, START, 3.0);
+        assert_eq!(s.write(100, 0.0).backhitch, None);
+        for i in 0..64 {
+            let c = s.write(MIB, 0.010 + i as f64 * 0.001);
+            assert_eq!(c.backhitch, None, "record {i}");
+        }
+        // A sync stop, then less than a data set and a flush: the flush starts the tape and
+        // pays the restart's backhitch.
+        s.drain(1.0, Stop::SyncStop);
+        assert_eq!(s.write(100, 2.0).backhitch, None);
+        let d = s.drain(2.5, Stop::SyncStop);
+        assert_eq!(d.backhitch, Some(Stop::SyncStop));
+        assert!((d.wait_s - (3.0 + 100.0 / s.rate())).abs() < 1e-9, "{d:?}");
+    }
+
+    #[test]
     fn host_waits_only_while_the_buffer_is_full() {
         // Buffer of 4 records, tape at 400 MB/s, host infinitely fast.
-        let mut s = Streamer::new(400e6, 177e6, (4 * MIB) as f64, 3.0);
+        let mut s = Streamer::new(400e6, 177e6, (4 * MIB) as f64, 0.0, 3.0);
         let mut host = 0.0;
         let mut waits = Vec::new();
         for _ in 0..8 {
