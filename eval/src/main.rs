@@ -164,7 +164,7 @@ fn run() -> Result<usize> {
         }
         return Ok(0);
     }
-    if let Some(first) = args.from_json.first() {
+    if !args.from_json.is_empty() {
         let mut merged: Option<RunResult> = None;
         for path in &args.from_json {
             let r: RunResult = serde_json::from_slice(
@@ -184,7 +184,7 @@ fn run() -> Result<usize> {
         }
         let mut r = merged.ok_or_else(|| anyhow::anyhow!("no results file given"))?;
         r.rows = r.rows.into_iter().map(Row::refreshed).collect();
-        write_outputs(&args, &r, first)?;
+        write_outputs(&args, &r, &args.from_json)?;
         return Ok(gate_failures(&r, args.gate));
     }
     for name in &args.sections {
@@ -284,7 +284,7 @@ fn run() -> Result<usize> {
     let json_path = args.out.join(format!("{stem}.json"));
     std::fs::write(&json_path, serde_json::to_vec_pretty(&result)?)
         .with_context(|| format!("writing {}", json_path.display()))?;
-    write_outputs(&args, &result, &json_path)?;
+    write_outputs(&args, &result, std::slice::from_ref(&json_path))?;
     eprintln!(
         "reel-bench: {} rows, {} failed, {:.1} s wall; results {}",
         result.rows.len(),
@@ -295,7 +295,8 @@ fn run() -> Result<usize> {
     Ok(gate_failures(&result, args.gate))
 }
 
-fn write_outputs(args: &Args, result: &RunResult, json_path: &std::path::Path) -> Result<()> {
+/// Plots and REPORT.md for `result`, read from (or just written to) the `sources` JSON files.
+fn write_outputs(args: &Args, result: &RunResult, sources: &[PathBuf]) -> Result<()> {
     let plot_dir = args.out.join("plots");
     let plots = match plots::draw(result, &plot_dir) {
         Ok(p) => p,
@@ -304,7 +305,7 @@ fn write_outputs(args: &Args, result: &RunResult, json_path: &std::path::Path) -
             Vec::new()
         }
     };
-    let md = report::render(result, json_path, &plots, &args.report);
+    let md = report::render(result, sources, &plots, &args.report);
     std::fs::write(&args.report, md)
         .with_context(|| format!("writing {}", args.report.display()))?;
     Ok(())
