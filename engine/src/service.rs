@@ -876,29 +876,37 @@ impl TapeService {
                 "storage class {storage_class} does not exist; define it under [archive] in the configuration"
             ))
         })?;
-        let mut arch = Vec::with_capacity(items.len());
         let mut seen = HashSet::new();
-        for (key, path) in items {
-            if !seen.insert(key.clone()) {
+        let mut sizes = Vec::with_capacity(items.len());
+        for (key, path) in &items {
+            if !seen.insert(key.as_str()) {
                 return Err(SessionError::Other(format!(
                     "key {key} is given twice in one archive"
                 )));
             }
-            let meta = std::fs::metadata(&path).map_err(|e| SessionError::io(&path, e))?;
+            let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
             if !meta.is_file() {
                 return Err(SessionError::Other(format!(
                     "{} is not a regular file",
                     path.display()
                 )));
             }
-            let generation = self.catalogue.next_generation(&key).await?;
-            arch.push(ArchiveItem {
+            sizes.push(meta.len());
+        }
+        drop(seen);
+        let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
+        let generations = self.catalogue.next_generations(&keys).await?;
+        let arch: Vec<ArchiveItem> = items
+            .into_iter()
+            .zip(generations)
+            .zip(sizes)
+            .map(|(((key, path), generation), size)| ArchiveItem {
                 key,
                 generation,
                 path,
-                size: meta.len(),
-            });
-        }
+                size,
+            })
+            .collect();
         let total_bytes: u64 = arch.iter().map(|i| i.size).sum();
         let n = arch.len() as u64;
         let used: Arc<std::sync::Mutex<Vec<String>>> = Default::default();

@@ -2,12 +2,16 @@
 //! durable or verified containers.
 
 use serde::{Serialize, Serializer};
+use sqlx::QueryBuilder;
 
 use super::Catalogue;
 use super::backend::{from_db, on_pool, sha_from_db, to_db};
 use super::cartridge::CartridgeState;
 use super::container::ContainerState;
 use super::error::{CatalogueError, DbContext, Result, shorten};
+
+/// Keys bound in one `IN (...)` list (well under SQLite's 32 766 parameters).
+const KEYS_PER_STATEMENT: usize = 1000;
 
 /// Longest object key, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 4096;
@@ -246,6 +250,34 @@ impl Catalogue {
         Ok(from_db("object generation", max.unwrap_or(0))? + 1)
     }
 
+    /// [`Catalogue::next_generation`] of many keys at once, in the order given: one statement
+    /// per [`KEYS_PER_STATEMENT`] keys instead of a round trip each (an archive of a million
+    /// small objects spent most of its time on those).
+    pub async fn next_generations(&self, keys: &[String]) -> Result<Vec<u64>> {
+        const OP: &str = "next_generations";
+        for k in keys {
+            validate_key(k)?;
+        }
+        let mut highest: std::collections::HashMap<String, i64> =
+            std::collections::HashMap::with_capacity(keys.len());
+        for chunk in keys.chunks(KEYS_PER_STATEMENT) {
+            let rows: Vec<(String, i64)> = on_pool!(&self.backend, |pool| {
+                let mut qb =
+                    QueryBuilder::new("SELECT key, MAX(generation) FROM objects WHERE key IN (");
+                let mut list = qb.separated(", ");
+                for k in chunk {
+                    list.push_bind(k.clone());
+                }
+                qb.push(") GROUP BY key");
+                qb.build_query_as().fetch_all(pool).await.ctx(OP)?
+            });
+            highest.extend(rows);
+        }
+        keys.iter()
+            .map(|k| Ok(from_db("object generation", highest.get(k).copied().unwrap_or(0))? + 1))
+            .collect()
+    }
+
     /// The latest generation of the key that has at least one durable or verified copy.
     pub async fn object(&self, key: &str) -> Result<Option<Object>> {
         const OP: &str = "object";
@@ -478,6 +510,15 @@ mod tests {
         assert_eq!(c.copies("g", 1).await?.len(), 1);
         assert_eq!(c.copies("g", 2).await?[0].sha256, sha(2));
         assert!(c.copies("g", 3).await?.is_empty());
+        // Many keys at once agree with one at a time, in the order given, across statements.
+        let mut keys: Vec<String> = (0..2500).map(|i| format!("n/{i}")).collect();
+        keys.insert(1234, "g".into());
+        let all = c.next_generations(&keys).await?;
+        assert_eq!(all.len(), keys.len());
+        assert_eq!(all[1234], 3);
+        assert!(all.iter().enumerate().all(|(i, g)| i == 1234 || *g == 1));
+        assert!(c.next_generations(&["".to_string()]).await.is_err());
+        assert!(c.next_generations(&[]).await?.is_empty());
         Ok(())
     }
 

@@ -94,9 +94,15 @@ impl DataFile {
     /// Open `path`, whose first `end` bytes are the data (a longer file is cut to `end`).
     /// Direct I/O when the filesystem takes it, buffered otherwise.
     pub fn open(path: &Path, end: u64) -> io::Result<DataFile> {
+        DataFile::open_with(path, end, true)
+    }
+
+    /// [`DataFile::open`], trying direct I/O only if `want_direct`.
+    fn open_with(path: &Path, end: u64, want_direct: bool) -> io::Result<DataFile> {
         let stage = AlignedBuf::new(STAGE_BYTES);
-        let (file, direct) = match open(path, stage.aligned()) {
-            Ok(f) => (f, stage.aligned()),
+        let try_direct = want_direct && stage.aligned();
+        let (file, direct) = match open(path, try_direct) {
+            Ok(f) => (f, try_direct),
             Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => (open(path, false)?, false),
             Err(e) => return Err(e),
         };
@@ -306,12 +312,24 @@ mod tests {
             .collect()
     }
 
+    /// Both ways of keeping the file: direct where /tmp takes it, and buffered.
+    const MODES: [bool; 2] = [true, false];
+
     #[test]
     fn appends_reads_and_reopens_at_unaligned_lengths() {
+        for direct in MODES {
+            appends_reads_and_reopens(direct);
+        }
+    }
+
+    fn appends_reads_and_reopens(direct: bool) {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("data");
         File::create(&p).unwrap();
-        let mut d = DataFile::open(&p, 0).unwrap();
+        let mut d = DataFile::open_with(&p, 0, direct).unwrap();
+        if !direct {
+            assert!(!d.is_direct());
+        }
         let mut all = Vec::new();
         for (i, n) in [100usize, 4096, 1 << 20, 7, (4 << 20) + 3, 5000]
             .into_iter()
@@ -329,7 +347,7 @@ mod tests {
         d.sync().unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len(), all.len() as u64);
         drop(d);
-        let mut d = DataFile::open(&p, all.len() as u64).unwrap();
+        let mut d = DataFile::open_with(&p, all.len() as u64, direct).unwrap();
         d.append(b"more").unwrap();
         all.extend_from_slice(b"more");
         let mut b = vec![0u8; all.len()];
@@ -340,10 +358,16 @@ mod tests {
 
     #[test]
     fn truncate_and_flip_keep_the_file_and_the_stage_agreeing() {
+        for direct in MODES {
+            truncate_and_flip(direct);
+        }
+    }
+
+    fn truncate_and_flip(direct: bool) {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("data");
         File::create(&p).unwrap();
-        let mut d = DataFile::open(&p, 0).unwrap();
+        let mut d = DataFile::open_with(&p, 0, direct).unwrap();
         let mut all = pattern(3 * ALIGN + 123, 9);
         d.append(&all).unwrap();
         d.truncate(2 * ALIGN as u64 + 10).unwrap();
@@ -365,11 +389,13 @@ mod tests {
     fn a_longer_file_is_cut_to_the_data() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("data");
-        std::fs::write(&p, pattern(10_000, 1)).unwrap();
-        let mut d = DataFile::open(&p, 6000).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().len(), 6000);
-        let mut b = vec![0u8; 6000];
-        d.read_exact_at(&mut b, 0).unwrap();
-        assert_eq!(b, pattern(10_000, 1)[..6000]);
+        for direct in MODES {
+            std::fs::write(&p, pattern(10_000, 1)).unwrap();
+            let mut d = DataFile::open_with(&p, 6000, direct).unwrap();
+            assert_eq!(std::fs::metadata(&p).unwrap().len(), 6000);
+            let mut b = vec![0u8; 6000];
+            d.read_exact_at(&mut b, 0).unwrap();
+            assert_eq!(b, pattern(10_000, 1)[..6000]);
+        }
     }
 }

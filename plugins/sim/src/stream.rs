@@ -155,11 +155,12 @@ impl Streamer {
         self.advance(at);
         let mut cost = WriteCost::default();
         self.observe_feed(l, at);
-        if !self.running && self.level + l >= self.start_bytes {
-            if let Some(cause) = self.start(at) {
-                cost.backhitch_s = self.backhitch_s;
-                cost.backhitch = Some(cause);
-            }
+        if !self.running
+            && self.level + l >= self.start_bytes
+            && let Some(cause) = self.start(at)
+        {
+            cost.backhitch_s = self.backhitch_s;
+            cost.backhitch = Some(cause);
         }
         let mut enter = at;
         if self.level + l > self.buffer {
@@ -195,12 +196,13 @@ impl Streamer {
     pub fn drain(&mut self, at: f64, cause: Stop) -> DrainCost {
         self.advance(at);
         let mut cost = DrainCost::default();
-        if !self.running && self.level > 0.0 {
-            // A tape still waiting for a data set starts now: the flush forces it.
-            if let Some(why) = self.start(at) {
-                cost.backhitch_s = self.backhitch_s;
-                cost.backhitch = Some(why);
-            }
+        // A tape still waiting for a data set starts now: the flush forces it.
+        if !self.running
+            && self.level > 0.0
+            && let Some(why) = self.start(at)
+        {
+            cost.backhitch_s = self.backhitch_s;
+            cost.backhitch = Some(why);
         }
         let mut done = at;
         if self.running {
