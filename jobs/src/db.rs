@@ -7,6 +7,7 @@
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use reel_engine::catalogue::vet_idle_connections;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
@@ -48,7 +49,7 @@ impl Db {
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(30));
-            let pool = SqlitePoolOptions::new()
+            let pool = vet_idle_connections(SqlitePoolOptions::new())
                 .max_connections(4)
                 .connect_with(opts)
                 .await
@@ -57,7 +58,7 @@ impl Db {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url)
                 .map_err(|e| db_err("postgres", format!("parsing url {}", redact(url)), e))?;
-            let pool = PgPoolOptions::new()
+            let pool = vet_idle_connections(PgPoolOptions::new())
                 .max_connections(8)
                 .connect_with(opts)
                 .await

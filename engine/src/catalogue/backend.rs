@@ -27,6 +27,29 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
 /// jobs layer can keep its own migrations in its own table in the same database).
 pub const MIGRATIONS_TABLE: &str = "_reel_catalogue_migrations";
 
+/// A pooled connection idle at least this long is pinged before use.
+const PING_IF_IDLE: Duration = Duration::from_secs(30);
+
+/// The pool policy for every reel database pool (catalogue, jobs): a connection that sat idle
+/// for [`PING_IF_IDLE`] is pinged before it is handed out (a server restart or a firewall may
+/// have dropped it; a dead one is replaced), the others go straight to their query. sqlx's
+/// default pings before every acquire, which doubled the round trips of every catalogue call
+/// (the PostgreSQL key look-up measured p50 0.36 ms with it).
+pub fn vet_idle_connections<DB: sqlx::Database>(
+    options: sqlx::pool::PoolOptions<DB>,
+) -> sqlx::pool::PoolOptions<DB> {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < PING_IF_IDLE {
+                    return Ok(true);
+                }
+                Ok(conn.ping().await.is_ok())
+            })
+        })
+}
+
 /// The database behind a catalogue.
 #[derive(Clone, Debug)]
 pub(crate) enum Backend {
@@ -144,7 +167,7 @@ async fn connect_sqlite(url: &str) -> Result<SqlitePool> {
         .synchronous(SqliteSynchronous::Full)
         .foreign_keys(true)
         .busy_timeout(SQLITE_BUSY_TIMEOUT);
-    let pool = SqlitePoolOptions::new()
+    let pool = vet_idle_connections(SqlitePoolOptions::new())
         .max_connections(SQLITE_MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .connect_with(options)
@@ -317,7 +340,7 @@ async fn connect_postgres(url: &str) -> Result<PgPool> {
             source,
         })?;
     let _ = probe.close().await;
-    let mut pool_options = PgPoolOptions::new()
+    let mut pool_options = vet_idle_connections(PgPoolOptions::new())
         .max_connections(POSTGRES_MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT);
     if let Some(schema) = &schema {
