@@ -117,7 +117,8 @@ pub struct SimConfig {
     pub min_stream_bytes_per_sec: u64,
     /// Drive buffer.
     pub buffer_bytes: u64,
-    /// Bytes a stopped tape waits for in its buffer before it moves (or a flush).
+    /// Bytes a stopped tape waits for in its buffer before it moves (or a flush); a smaller
+    /// buffer lowers it to the buffer's size.
     pub start_bytes: u64,
     /// Largest record accepted.
     pub max_record_bytes: u64,
@@ -313,9 +314,6 @@ impl SimConfig {
         }
         if self.buffer_bytes == 0 {
             return inc("sim.buffer_bytes must be positive");
-        }
-        if self.start_bytes > self.buffer_bytes {
-            return inc("sim.start_bytes is above sim.buffer_bytes");
         }
         if self.max_record_bytes == 0 || self.max_record_bytes > u32::MAX as u64 {
             return inc("sim.max_record_bytes must be 1..=4294967295");

@@ -210,7 +210,7 @@ fn a_library_directory_opens_once_at_a_time() {
 
 #[test]
 fn synthetic_arrival_times_drive_the_backhitches() {
-    let mut rig = Rig::new("sim.calibrated=true");
+    let mut rig = Rig::new("sim.calibrated=true;sim.start_bytes=0");
     let mut d = mount(&mut rig, 0, 0);
     // Three records: the second arrives 10 s after the first (the buffer ran dry: an underrun),
     // the third right behind it.
