@@ -691,23 +691,7 @@ fn drain(
         abort.store(true, Ordering::SeqCst);
         let _ = ev.send(Event::Stopped(e));
     };
-    let mut ready = std::collections::VecDeque::with_capacity(2);
-    loop {
-        let it = match ready.pop_front() {
-            Some(it) => it,
-            None => match rx.recv() {
-                Ok(it) => it,
-                Err(_) => break,
-            },
-        };
-        if matches!(it, Out::Begin) {
-            // The container's header record is tiny. Sent alone while the reader still fills
-            // the first data record, it leaves the drive's buffer all but empty: the tape
-            // writes it, runs dry and stops, and the first data record pays a backhitch. So
-            // the header waits until the record after it is ready; both go back to back.
-            ready.extend(rx.recv().ok());
-            ready.extend(rx.recv().ok());
-        }
+    for it in rx.iter() {
         match it {
             Out::Begin => {
                 if let Err(who) = fence.check() {

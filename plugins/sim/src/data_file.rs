@@ -322,11 +322,17 @@ mod tests {
         }
     }
 
-    fn appends_reads_and_reopens(direct: bool) {
+    /// A new, empty data file in a temporary directory (kept alive by the returned guard).
+    fn empty(direct: bool) -> (tempfile::TempDir, std::path::PathBuf, DataFile) {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("data");
         File::create(&p).unwrap();
-        let mut d = DataFile::open_with(&p, 0, direct).unwrap();
+        let d = DataFile::open_with(&p, 0, direct).unwrap();
+        (t, p, d)
+    }
+
+    fn appends_reads_and_reopens(direct: bool) {
+        let (_t, p, mut d) = empty(direct);
         if !direct {
             assert!(!d.is_direct());
         }
@@ -364,10 +370,7 @@ mod tests {
     }
 
     fn truncate_and_flip(direct: bool) {
-        let t = tempfile::tempdir().unwrap();
-        let p = t.path().join("data");
-        File::create(&p).unwrap();
-        let mut d = DataFile::open_with(&p, 0, direct).unwrap();
+        let (_t, p, mut d) = empty(direct);
         let mut all = pattern(3 * ALIGN + 123, 9);
         d.append(&all).unwrap();
         d.truncate(2 * ALIGN as u64 + 10).unwrap();
