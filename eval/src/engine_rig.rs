@@ -50,9 +50,23 @@ impl Engine {
         extra: &str,
         session: SessionConfig,
     ) -> Result<Engine> {
+        Engine::new_with_library_in(ctx, &ctx.scratch, drives, cartridges, extra, session)
+    }
+
+    /// [`Engine::new`] with the simulated library (its cartridges' data files) in `lib_parent`
+    /// instead of the scratch directory: a restore measures its destination, so the media it
+    /// reads from must not share that disk.
+    pub fn new_with_library_in(
+        ctx: &Ctx,
+        lib_parent: &Path,
+        drives: u32,
+        cartridges: u32,
+        extra: &str,
+        session: SessionConfig,
+    ) -> Result<Engine> {
         let lib_dir = tempfile::Builder::new()
             .prefix("reel-bench-lib-")
-            .tempdir_in(&ctx.scratch)?;
+            .tempdir_in(lib_parent)?;
         let db_dir = tempfile::Builder::new()
             .prefix("reel-bench-db-")
             .tempdir_in(&ctx.scratch)?;
@@ -314,6 +328,24 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Bytes free to an unprivileged writer in the filesystem holding `dir` (0 when it cannot be
+/// asked).
+pub fn free_bytes(dir: &Path) -> u64 {
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return 0;
+    };
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; statvfs fills the zeroed
+    // struct we own and we read it only when the call succeeded.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return 0;
+        }
+        st
+    };
+    st.f_bavail.saturating_mul(st.f_frsize)
 }
 
 /// CPU seconds (user + system) of this process so far (getrusage).

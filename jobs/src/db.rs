@@ -7,7 +7,7 @@
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reel_engine::catalogue::vet_idle_connections;
+use reel_engine::catalogue::{postgres_session, vet_idle_connections};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
@@ -56,8 +56,10 @@ impl Db {
                 .map_err(|e| db_err("sqlite", format!("opening {path}"), e))?;
             Db::Sqlite(pool)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = PgConnectOptions::from_str(url)
-                .map_err(|e| db_err("postgres", format!("parsing url {}", redact(url)), e))?;
+            let opts = postgres_session(
+                PgConnectOptions::from_str(url)
+                    .map_err(|e| db_err("postgres", format!("parsing url {}", redact(url)), e))?,
+            );
             let pool = vet_idle_connections(PgPoolOptions::new())
                 .max_connections(8)
                 .connect_with(opts)

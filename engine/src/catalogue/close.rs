@@ -20,11 +20,12 @@ pub(crate) const ROWS_PER_STATEMENT: usize = 400;
 /// and one parse per 10 000 rows instead of per 400, with nothing to plan per value.
 pub(crate) const PG_ROWS_PER_STATEMENT: usize = 10_000;
 
-/// Statements `close_container` runs for `copies` copies in chunks of `per_statement`: one
-/// update, then per chunk an object insert, an object id look-up and a copy insert.
+/// Statements `close_container` runs for `copies` new objects in chunks of `per_statement`:
+/// one update, then per chunk an object insert, an object id look-up (on PostgreSQL only for
+/// keys the insert did not add, so none for new objects) and a copy insert.
 #[cfg(test)]
-pub(crate) fn close_statements(copies: usize, per_statement: usize) -> usize {
-    1 + 3 * copies.div_ceil(per_statement)
+pub(crate) fn close_statements(copies: usize, per_statement: usize, look_up: bool) -> usize {
+    1 + (2 + usize::from(look_up)) * copies.div_ceil(per_statement)
 }
 
 /// Inserting a closing container's objects and copies on one backend's connection, inside the
@@ -99,10 +100,11 @@ impl BulkInsert for sqlx::SqliteConnection {
 
 impl BulkInsert for sqlx::PgConnection {
     /// One array per column, expanded by `UNNEST`, in chunks of [`PG_ROWS_PER_STATEMENT`]. The
-    /// id look-up is its own statement (not a `RETURNING` of the insert) so that, under read
-    /// committed, it sees an object another closing container committed while this insert
-    /// waited on its key; it joins the arrays to `objects` through the `(key, generation)`
-    /// index, a nested loop whatever the table's statistics.
+    /// objects insert returns the ids of the rows it added; only keys it did not add (a second
+    /// copy of a known object, or one another closing container committed while this insert
+    /// waited on its key) are looked up, in a statement of their own so that under read
+    /// committed it sees that commit. The look-up joins the arrays to `objects` through the
+    /// `(key, generation)` index, a nested loop whatever the table's statistics.
     async fn insert_copies(
         &mut self,
         id: i64,
@@ -115,32 +117,65 @@ impl BulkInsert for sqlx::PgConnection {
             let generations: Vec<i64> = chunk.iter().map(|c| c.generation).collect();
             let sizes: Vec<i64> = chunk.iter().map(|c| c.size).collect();
             let hashes: Vec<&[u8]> = chunk.iter().map(|c| c.sha256.as_slice()).collect();
-            sqlx::query(
+            let added: Vec<(i64, String, i64)> = sqlx::query_as(
                 "INSERT INTO objects (key, generation, size, sha256, created_unix) \
                  SELECT u.key, u.generation, u.size, u.sha256, $5 \
                  FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bytea[]) \
                       AS u(key, generation, size, sha256) \
-                 ON CONFLICT (key, generation) DO NOTHING",
+                 ON CONFLICT (key, generation) DO NOTHING \
+                 RETURNING id, key, generation",
             )
             .bind(&keys)
             .bind(&generations)
             .bind(&sizes)
             .bind(&hashes)
             .bind(now)
-            .execute(&mut *self)
-            .await
-            .ctx(OP_CLOSE)?;
-
-            let found: Vec<ObjectIdRow> = sqlx::query_as(
-                "SELECT o.id, o.key, o.generation, o.size, o.sha256 \
-                 FROM UNNEST($1::text[], $2::bigint[]) AS u(key, generation) \
-                 JOIN objects o ON o.key = u.key AND o.generation = u.generation",
-            )
-            .bind(&keys)
-            .bind(&generations)
             .fetch_all(&mut *self)
             .await
             .ctx(OP_CLOSE)?;
+            statements += 1;
+
+            // The rows just added hold this chunk's content by construction.
+            let mut pending: HashMap<&str, Vec<&Prepared<'_>>> =
+                HashMap::with_capacity(chunk.len());
+            for c in chunk {
+                pending.entry(c.key).or_default().push(c);
+            }
+            let mut found = Vec::with_capacity(chunk.len());
+            for (object_id, key, generation) in added {
+                let hit = pending.get_mut(key.as_str()).and_then(|same_key| {
+                    let i = same_key.iter().position(|c| c.generation == generation)?;
+                    Some(same_key.swap_remove(i))
+                });
+                if let Some(c) = hit {
+                    found.push(ObjectIdRow {
+                        id: object_id,
+                        key,
+                        generation,
+                        size: c.size,
+                        sha256: c.sha256.to_vec(),
+                    });
+                }
+            }
+            let (known_keys, known_generations): (Vec<&str>, Vec<i64>) = pending
+                .values()
+                .flatten()
+                .map(|c| (c.key, c.generation))
+                .unzip();
+            if !known_keys.is_empty() {
+                let known: Vec<ObjectIdRow> = sqlx::query_as(
+                    "SELECT o.id, o.key, o.generation, o.size, o.sha256 \
+                     FROM UNNEST($1::text[], $2::bigint[]) AS u(key, generation) \
+                     JOIN objects o ON o.key = u.key AND o.generation = u.generation",
+                )
+                .bind(&known_keys)
+                .bind(&known_generations)
+                .fetch_all(&mut *self)
+                .await
+                .ctx(OP_CLOSE)?;
+                found.extend(known);
+                statements += 1;
+            }
             let ids = object_ids(found, chunk)?;
 
             let offsets: Vec<i64> = chunk.iter().map(|c| c.offset).collect();
@@ -158,7 +193,7 @@ impl BulkInsert for sqlx::PgConnection {
             .execute(&mut *self)
             .await
             .ctx(OP_CLOSE)?;
-            statements += 3;
+            statements += 1;
         }
         Ok(statements)
     }
@@ -398,13 +433,13 @@ mod tests {
     #[test]
     fn statement_count_grows_per_chunk_not_per_copy() {
         let n = ROWS_PER_STATEMENT;
-        assert_eq!(close_statements(0, n), 1);
-        assert_eq!(close_statements(1, n), 4);
-        assert_eq!(close_statements(n, n), 4);
-        assert_eq!(close_statements(n + 1, n), 7);
-        assert_eq!(close_statements(10_000, n), 1 + 3 * 25);
-        assert_eq!(close_statements(10_000, PG_ROWS_PER_STATEMENT), 4);
-        assert_eq!(close_statements(25_000, PG_ROWS_PER_STATEMENT), 10);
+        assert_eq!(close_statements(0, n, true), 1);
+        assert_eq!(close_statements(1, n, true), 4);
+        assert_eq!(close_statements(n, n, true), 4);
+        assert_eq!(close_statements(n + 1, n, true), 7);
+        assert_eq!(close_statements(10_000, n, true), 1 + 3 * 25);
+        assert_eq!(close_statements(10_000, PG_ROWS_PER_STATEMENT, false), 3);
+        assert_eq!(close_statements(25_000, PG_ROWS_PER_STATEMENT, false), 7);
     }
 
     async fn ten_thousand_copies_close_in_one_batched_transaction(
@@ -419,11 +454,11 @@ mod tests {
         let statements = c
             .close_container_counted(id, 3, 1_000_000, sha(7), &copies)
             .await?;
-        let per_statement = match c.backend() {
-            "postgres" => PG_ROWS_PER_STATEMENT,
-            _ => ROWS_PER_STATEMENT,
+        let expected = match c.backend() {
+            "postgres" => close_statements(10_000, PG_ROWS_PER_STATEMENT, false),
+            _ => close_statements(10_000, ROWS_PER_STATEMENT, true),
         };
-        assert_eq!(statements, close_statements(10_000, per_statement));
+        assert_eq!(statements, expected);
         assert!(
             statements < 100,
             "{statements} statements for 10 000 copies"

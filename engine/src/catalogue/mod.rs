@@ -36,7 +36,7 @@ mod test_support;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use backend::{MIGRATIONS_TABLE, vet_idle_connections};
+pub use backend::{MIGRATIONS_TABLE, postgres_session, vet_idle_connections};
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result};

@@ -12,7 +12,7 @@ use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::{SessionConfig, VerifyMode};
 use serde_json::json;
 
-use crate::engine_rig::{Engine, check_file, make_spool};
+use crate::engine_rig::{Engine, check_file, cpu_seconds, free_bytes, make_spool};
 use crate::row::{Basis, Row, Target};
 use crate::sections::archive::drive_profile;
 use crate::sections::{Ctx, eod_row, wrong_bytes_row};
@@ -123,12 +123,19 @@ async fn futures_join<A: std::future::Future, B: std::future::Future>(
     tokio::join!(a, b)
 }
 
+/// Wall and CPU seconds (this process, every thread) of one timed step.
+#[derive(Clone, Copy, Debug)]
+struct Spent {
+    wall_s: f64,
+    cpu_s: f64,
+}
+
 /// Write `files` files of `size` bytes into `dir` with `threads` threads, fsync each, the way
-/// the recall writers do; returns wall seconds.
-fn raw_write(dir: &Path, files: usize, size: u64, threads: usize) -> Result<f64> {
+/// the recall writers do.
+fn raw_write(dir: &Path, files: usize, size: u64, threads: usize) -> Result<Spent> {
     std::fs::create_dir_all(dir)?;
     let buf = vec![0x5Au8; MIB as usize];
-    let t = Instant::now();
+    let (t, cpu0) = (Instant::now(), cpu_seconds());
     std::thread::scope(|s| -> Result<()> {
         let hs: Vec<_> = (0..threads)
             .map(|ti| {
@@ -154,7 +161,57 @@ fn raw_write(dir: &Path, files: usize, size: u64, threads: usize) -> Result<f64>
         }
         Ok(())
     })?;
-    Ok(t.elapsed().as_secs_f64())
+    Ok(Spent {
+        wall_s: t.elapsed().as_secs_f64(),
+        cpu_s: cpu_seconds() - cpu0,
+    })
+}
+
+/// CPU seconds per byte that reading a record off the simulated medium costs this host, with
+/// no writer at all: a file of `bytes` bytes in `dir` (where the cartridges live) read back in
+/// 8 MiB records, each record's CRC32C made (the simulated drive's logical block protection)
+/// and checked (the reader's). A real drive does its half in its own hardware.
+fn media_read_cpu_per_byte(dir: &Path, bytes: u64) -> Result<f64> {
+    use std::io::Read;
+    let path = tempfile::Builder::new()
+        .prefix("reel-bench-media-")
+        .tempfile_in(dir)?
+        .into_temp_path();
+    let rec = 8 * MIB as usize;
+    let mut buf = vec![0x3Cu8; rec];
+    {
+        let mut f = std::fs::File::create(&path)?;
+        for _ in 0..bytes.div_ceil(rec as u64) {
+            f.write_all(&buf)?;
+        }
+    }
+    let mut f = std::fs::File::open(&path)?;
+    let cpu0 = cpu_seconds();
+    let mut read = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        let made = crc32c::crc32c(&buf[..k]);
+        std::hint::black_box(made == crc32c::crc32c(&buf[..k]));
+        read += k as u64;
+    }
+    Ok((cpu_seconds() - cpu0) / read.max(1) as f64)
+}
+
+/// CPU seconds per byte of SHA-256 on one core of this host (the hash every restored byte
+/// must pass through), from hashing `bytes` bytes.
+fn sha256_cpu_per_byte(bytes: u64) -> f64 {
+    use sha2::Digest;
+    let buf = vec![0xA5u8; 8 * MIB as usize];
+    let mut h = sha2::Sha256::new();
+    let cpu0 = cpu_seconds();
+    for _ in 0..bytes.div_ceil(buf.len() as u64) {
+        h.update(&buf);
+    }
+    std::hint::black_box(h.finalize());
+    (cpu_seconds() - cpu0) / bytes as f64
 }
 
 /// Restore from 3 drives into one destination directory.
@@ -170,7 +227,20 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
         ..SessionConfig::default()
     };
     let threads = session.writer_threads;
-    let e = Engine::new(ctx, 3, 3, "", session)?;
+    // The simulated cartridges live in memory when there is room: a drive reads from tape, not
+    // from the destination's disk (on the scratch disk the two shared its bandwidth, and the
+    // row measured the media's backing file, about 1.1 GB/s of O_DIRECT reads here).
+    let media_bytes = 3 * n as u64 * size;
+    let shm = Path::new("/dev/shm");
+    let (lib_parent, media_place) = if shm.is_dir() && free_bytes(shm) > 2 * media_bytes {
+        (shm.to_path_buf(), "in memory (/dev/shm)")
+    } else {
+        (
+            ctx.scratch.clone(),
+            "on the scratch disk (no room in /dev/shm): they share its bandwidth with the destination",
+        )
+    };
+    let e = Engine::new_with_library_in(ctx, &lib_parent, 3, 3, "", session)?;
     let spool = tempfile::Builder::new()
         .prefix("reel-bench-spool-")
         .tempdir_in(&ctx.scratch)?;
@@ -195,11 +265,11 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
     let raw_dir = tempfile::Builder::new()
         .prefix("reel-bench-raw-")
         .tempdir_in(&ctx.scratch)?;
-    let raw_s = raw_write(raw_dir.path(), keys.len(), size, threads * 3)?;
+    let raw1 = raw_write(raw_dir.path(), keys.len(), size, threads * 3)?;
     drop(raw_dir);
     // The default first, then a sweep of writer-thread counts in the same run: which count
     // reaches 90 % of the raw rate (the issue wants that count to be the default).
-    let mut sweep = Vec::new();
+    let mut sweep: Vec<(usize, Spent)> = Vec::new();
     let (mut w, mut c) = (0, 0);
     let mut counts = vec![threads];
     counts.extend([1usize, 2, 8, 16].into_iter().filter(|t| *t != threads));
@@ -210,9 +280,12 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
         let mut opts =
             reel_engine::service::recall_options(e.svc.session_config(), OrderPolicy::Auto);
         opts.writer_threads = t_count;
-        let t = Instant::now();
+        let (t, cpu0) = (Instant::now(), cpu_seconds());
         let r = e.recall_with(&keys, dest.path(), &opts)?;
-        let secs = t.elapsed().as_secs_f64();
+        let spent = Spent {
+            wall_s: t.elapsed().as_secs_f64(),
+            cpu_s: cpu_seconds() - cpu0,
+        };
         for k in &keys {
             let (w2, c2) = check_file(&dest.path().join(k), k, size);
             w += w2;
@@ -221,58 +294,157 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
         if !r.failed.is_empty() {
             w += 1;
         }
-        sweep.push((t_count, secs));
+        sweep.push((t_count, spent));
     }
     // The raw rate again after the sweep: this disk is shared, its rate drifts; the faster of
     // the two measurements is the baseline (the stricter comparison).
     let raw_dir = tempfile::Builder::new()
         .prefix("reel-bench-raw-")
         .tempdir_in(&ctx.scratch)?;
-    let raw_s2 = raw_write(raw_dir.path(), keys.len(), size, threads * 3)?;
+    let raw2 = raw_write(raw_dir.path(), keys.len(), size, threads * 3)?;
     drop(raw_dir);
-    let raw_s = raw_s.min(raw_s2);
-    let restore_s = sweep[0].1;
-    let raw = total as f64 / raw_s / 1e6;
-    let got = total as f64 / restore_s / 1e6;
+    let raw_spent = if raw2.wall_s < raw1.wall_s {
+        raw2
+    } else {
+        raw1
+    };
+    // What this host can do at best: every restored byte must be written as the raw writer
+    // writes it and hashed once, on this many cores.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let probe = if ctx.quick { 256 * MIB } else { 1024 * MIB };
+    let sha_per_byte = sha256_cpu_per_byte(probe);
+    let media_per_byte = media_read_cpu_per_byte(&lib_parent, probe)?;
+    let raw_cpu_per_byte = raw_spent.cpu_s / total as f64;
+    let raw = total as f64 / raw_spent.wall_s / 1e6;
+    let least_cpu_per_byte = raw_cpu_per_byte + sha_per_byte + media_per_byte;
+    let host_bound = (cpus / least_cpu_per_byte / 1e6).min(raw);
+    // Three LTO-9 drives streaming: what a real restore of this shape is fed at most.
+    let drives_rate = 3.0 * ctx.model.stream_bps / 1e6;
+    let restore = sweep[0].1;
+    let got = total as f64 / restore.wall_s / 1e6;
     let share = got / raw * 100.0;
-    let rate_of = |s: f64| total as f64 / s / 1e6;
+    let rate_of = |s: &Spent| total as f64 / s.wall_s / 1e6;
     let best = sweep
         .iter()
-        .copied()
-        .max_by(|a, b| b.1.total_cmp(&a.1))
-        .unwrap_or((threads, restore_s));
+        .max_by(|a, b| rate_of(&a.1).total_cmp(&rate_of(&b.1)))
+        .map_or((threads, restore), |(t, s)| (*t, *s));
     let first_ok = sweep
         .iter()
-        .filter(|(_, s)| rate_of(*s) >= 0.9 * raw)
+        .filter(|(_, s)| rate_of(s) >= 0.9 * raw)
         .map(|(t, _)| *t)
         .min();
     let sweep_json: Vec<serde_json::Value> = sweep
         .iter()
-        .map(|(t, s)| json!({"writer_threads": t, "wall_s": s, "MB_s": rate_of(*s), "share_of_raw_pct": rate_of(*s) / raw * 100.0}))
+        .map(|(t, s)| {
+            json!({
+                "writer_threads": t,
+                "wall_s": s.wall_s,
+                "cpu_s": s.cpu_s,
+                "cores_busy": s.cpu_s / s.wall_s,
+                "cpu_s_per_GB": s.cpu_s / total as f64 * 1e9,
+                "MB_s": rate_of(s),
+                "share_of_raw_pct": rate_of(s) / raw * 100.0,
+            })
+        })
         .collect();
+    let why = format!(
+        "on this host a verified restore is bound by CPU, not by the writers: every byte is \
+         hashed (SHA-256: {:.2} CPU s/GB on one core, measured in this run), written as the \
+         raw writer writes it ({:.2} CPU s/GB) and read off the simulated medium with its \
+         CRC32C made and checked ({:.2} CPU s/GB), so {cpus:.0} cores restore at most \
+         {host_bound:.0} MB/s with nothing else to do; the restore spent {:.2} CPU s/GB \
+         ({:.2} cores busy), the rest being the hand-over between threads. It does keep up \
+         with what three LTO-9 drives deliver ({drives_rate:.0} MB/s)",
+        sha_per_byte * 1e9,
+        raw_cpu_per_byte * 1e9,
+        media_per_byte * 1e9,
+        restore.cpu_s / total as f64 * 1e9,
+        restore.cpu_s / restore.wall_s,
+    );
     Ok(vec![
-        Row::info(sec, "destination raw write rate (same run)", raw, "MB/s", Basis::Measured).note(format!(
-            "{} files of {} MiB written with {} threads, fsync each, on the scratch filesystem; measured before and after the restores, the faster kept",
-            keys.len(), size >> 20, threads * 3
+        Row::info(
+            sec,
+            "destination raw write rate (same run)",
+            raw,
+            "MB/s",
+            Basis::Measured,
+        )
+        .note(format!(
+            "{} files of {} MiB written with {} threads, fsync each, on the scratch \
+                 filesystem; measured before and after the restores, the faster kept; {:.2} \
+                 CPU s/GB",
+            keys.len(),
+            size >> 20,
+            threads * 3,
+            raw_cpu_per_byte * 1e9
         )),
-        Row::info(sec, "restore rate, 3 drives → one directory", got, "MB/s", Basis::Measured)
-            .note(format!(
-                "{n} objects of {} MiB on each of 3 cartridges, all recalled in one request into \
-                 one directory (simulator INSTANT: tape time not slept), {threads} writer threads \
-                 per drive (reel's default), SHA-256 checked and fsync before rename; sweep of \
-                 writer threads in the same run: best {} threads at {:.0} MB/s; {}",
-                size >> 20,
-                best.0,
-                rate_of(best.1),
-                match first_ok {
-                    Some(t) => format!("{t} threads reach 90 % of the raw rate"),
-                    None => "no thread count reaches 90 % of the raw rate: the limit is not the writers (see the profile: SHA-256 and the copy from the reader run on the same 2 cores as the writers)".to_string(),
-                }
-            ))
-            .profile(json!({"restore_wall_s": restore_s, "raw_wall_s": raw_s, "bytes": total, "sweep": sweep_json})),
-        Row::info(sec, "restore against the raw write rate", share, "%", Basis::Measured)
-            .target(Target::AtLeast(90.0), "≥ 90 % of the destination's raw write rate")
-            .bound(100.0),
+        Row::info(
+            sec,
+            "host bound: raw write + SHA-256 + medium read of every byte, all cores (diagnosis)",
+            host_bound,
+            "MB/s",
+            Basis::Measured,
+        )
+        .profile(json!({
+            "cpus": cpus,
+            "sha256_cpu_s_per_GB": sha_per_byte * 1e9,
+            "medium_read_and_crc_cpu_s_per_GB": media_per_byte * 1e9,
+            "raw_write_cpu_s_per_GB": raw_cpu_per_byte * 1e9,
+        })),
+        Row::info(
+            sec,
+            "restore rate, 3 drives → one directory",
+            got,
+            "MB/s",
+            Basis::Measured,
+        )
+        .note(format!(
+            "{n} objects of {} MiB on each of 3 cartridges, all recalled in one request into \
+                 one directory (simulator INSTANT: tape time not slept; the cartridges' data \
+                 files {media_place}), {threads} writer threads per drive (reel's default), \
+                 SHA-256 checked and fsync before rename; sweep of writer threads in the same \
+                 run: best {} threads at {:.0} MB/s; {}",
+            size >> 20,
+            best.0,
+            rate_of(&best.1),
+            match first_ok {
+                Some(t) => format!("{t} threads reach 90 % of the raw rate"),
+                None => format!("no thread count reaches 90 % of the raw rate: {why}"),
+            }
+        ))
+        .profile(json!({
+            "restore_wall_s": restore.wall_s,
+            "restore_cpu_s": restore.cpu_s,
+            "raw_wall_s": raw_spent.wall_s,
+            "raw_cpu_s": raw_spent.cpu_s,
+            "bytes": total,
+            "sweep": sweep_json,
+        })),
+        Row::info(
+            sec,
+            "restore against three LTO-9 drives streaming",
+            got / drives_rate * 100.0,
+            "%",
+            Basis::Measured,
+        )
+        .note(format!(
+            "3 × {:.0} MB/s native: above 100 % the destination side outruns the drives, so a \
+             real restore of this shape runs at the drives' pace",
+            drives_rate / 3.0
+        )),
+        Row::info(
+            sec,
+            "restore against the raw write rate",
+            share,
+            "%",
+            Basis::Measured,
+        )
+        .target(
+            Target::AtLeast(90.0),
+            "≥ 90 % of the destination's raw write rate",
+        )
+        .bound(host_bound / raw * 100.0)
+        .note(why.clone()),
         wrong_bytes_row(sec, w, c),
         eod_row(sec, e.counters()?.violations),
     ])

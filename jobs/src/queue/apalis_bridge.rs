@@ -83,7 +83,12 @@ impl ApalisDb {
             }
             Ok(ApalisDb::Sqlite(pool))
         } else {
-            let pool = PgPool::connect(url)
+            let options = reel_engine::catalogue::postgres_session(
+                sqlx::postgres::PgConnectOptions::from_str(url).map_err(
+                    crate::db::Db::err_static("postgres", "parsing the apalis queue's url"),
+                )?,
+            );
+            let pool = PgPool::connect_with(options)
                 .await
                 .map_err(crate::db::Db::err_static(
                     "postgres",
