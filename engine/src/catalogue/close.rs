@@ -135,35 +135,30 @@ impl BulkInsert for sqlx::PgConnection {
             .ctx(OP_CLOSE)?;
             statements += 1;
 
-            // The rows just added hold this chunk's content by construction.
-            let mut pending: HashMap<&str, Vec<&Prepared<'_>>> =
-                HashMap::with_capacity(chunk.len());
-            for c in chunk {
-                pending.entry(c.key).or_default().push(c);
+            // Where each key sits in the chunk (a key may come with several generations).
+            let mut at: HashMap<&str, Vec<usize>> = HashMap::with_capacity(chunk.len());
+            for (i, c) in chunk.iter().enumerate() {
+                at.entry(c.key).or_default().push(i);
             }
-            let mut found = Vec::with_capacity(chunk.len());
+            // Rows the insert added hold this chunk's content by construction: no check.
+            let mut ids: Vec<Option<i64>> = vec![None; chunk.len()];
             for (object_id, key, generation) in added {
-                let hit = pending.get_mut(key.as_str()).and_then(|same_key| {
-                    let i = same_key.iter().position(|c| c.generation == generation)?;
-                    Some(same_key.swap_remove(i))
+                let slot = at.get(key.as_str()).and_then(|is| {
+                    is.iter()
+                        .copied()
+                        .find(|&i| chunk[i].generation == generation)
                 });
-                if let Some(c) = hit {
-                    found.push(ObjectIdRow {
-                        id: object_id,
-                        key,
-                        generation,
-                        size: c.size,
-                        sha256: c.sha256.to_vec(),
-                    });
+                if let Some(i) = slot {
+                    ids[i] = Some(object_id);
                 }
             }
-            let (known_keys, known_generations): (Vec<&str>, Vec<i64>) = pending
-                .values()
-                .flatten()
-                .map(|c| (c.key, c.generation))
-                .unzip();
-            if !known_keys.is_empty() {
-                let known: Vec<ObjectIdRow> = sqlx::query_as(
+            let known: Vec<usize> = (0..chunk.len()).filter(|&i| ids[i].is_none()).collect();
+            if !known.is_empty() {
+                let (known_keys, known_generations): (Vec<&str>, Vec<i64>) = known
+                    .iter()
+                    .map(|&i| (chunk[i].key, chunk[i].generation))
+                    .unzip();
+                let found: Vec<ObjectIdRow> = sqlx::query_as(
                     "SELECT o.id, o.key, o.generation, o.size, o.sha256 \
                      FROM UNNEST($1::text[], $2::bigint[]) AS u(key, generation) \
                      JOIN objects o ON o.key = u.key AND o.generation = u.generation",
@@ -173,10 +168,14 @@ impl BulkInsert for sqlx::PgConnection {
                 .fetch_all(&mut *self)
                 .await
                 .ctx(OP_CLOSE)?;
-                found.extend(known);
                 statements += 1;
+                let checked = object_ids(found, known.iter().map(|&i| &chunk[i]))?;
+                for (&i, object_id) in known.iter().zip(checked) {
+                    ids[i] = Some(object_id);
+                }
             }
-            let ids = object_ids(found, chunk)?;
+            // Every slot is filled: by the insert, or by `object_ids`, which fails otherwise.
+            let ids: Vec<i64> = ids.into_iter().flatten().collect();
 
             let offsets: Vec<i64> = chunk.iter().map(|c| c.offset).collect();
             let lengths: Vec<i64> = chunk.iter().map(|c| c.length).collect();
@@ -353,15 +352,18 @@ impl Catalogue {
     }
 }
 
-/// Match looked-up object rows to the chunk's copies, refusing content that differs from what
-/// is catalogued. Returns the object id of each copy, in chunk order.
-fn object_ids(found: Vec<ObjectIdRow>, chunk: &[Prepared<'_>]) -> Result<Vec<i64>> {
+/// Match looked-up object rows to the copies `wanted`, refusing content that differs from what
+/// is catalogued. Returns the object id of each copy, in the order given.
+fn object_ids<'p, 'a: 'p>(
+    found: Vec<ObjectIdRow>,
+    wanted: impl IntoIterator<Item = &'p Prepared<'a>>,
+) -> Result<Vec<i64>> {
     let by_key: HashMap<(String, i64), ObjectIdRow> = found
         .into_iter()
         .map(|r| ((r.key.clone(), r.generation), r))
         .collect();
-    chunk
-        .iter()
+    wanted
+        .into_iter()
         .map(|c| {
             let Some(row) = by_key.get(&(c.key.to_string(), c.generation)) else {
                 return Err(CatalogueError::Corrupt {

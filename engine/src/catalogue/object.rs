@@ -266,7 +266,7 @@ impl Catalogue {
                     QueryBuilder::new("SELECT key, MAX(generation) FROM objects WHERE key IN (");
                 let mut list = qb.separated(", ");
                 for k in chunk {
-                    list.push_bind(k.clone());
+                    list.push_bind(k.as_str());
                 }
                 qb.push(") GROUP BY key");
                 qb.build_query_as().fetch_all(pool).await.ctx(OP)?

@@ -227,12 +227,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                             "the plan still depends on statistics: see EXPLAIN of \
                              Catalogue::object on the freshly loaded tables"
                         } else {
-                            "the look-up no longer depends on statistics: reel's connections run \
-                             with jit = off (on tables not yet analysed the planner's cost \
+                            "the look-up no longer depends on statistics (reel's connections run \
+                             with jit = off: on tables not yet analysed the planner's cost \
                              estimate passed jit_above_cost and every look-up was compiled \
-                             first: p99 4.2 ms at 100 000 objects, 6-23 ms per look-up at a \
-                             million, seconds at ten million once inlining and optimisation \
-                             set in)"
+                             before it ran; see docs/JOBS.md §2)"
                         }
                     );
                 }
