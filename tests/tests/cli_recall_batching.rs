@@ -16,10 +16,15 @@ fn wait_ok(dir: &Path, id: &str, what: &str) {
     assert_eq!(
         code,
         0,
-        "{what} {id}: {v} {err}\nworker log:\n{}",
-        std::fs::read_to_string(dir.join("worker-1.log"))
-            .or_else(|_| std::fs::read_to_string(dir.join("worker-2.log")))
-            .unwrap_or_default()
+        "{what} {id}: {v} {err}\nworker logs:\n{}",
+        ["worker-1.log", "worker-2.log"]
+            .iter()
+            .map(|f| format!(
+                "--- {f}:\n{}",
+                std::fs::read_to_string(dir.join(f)).unwrap_or_default()
+            ))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 

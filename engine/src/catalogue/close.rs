@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use sqlx::QueryBuilder;
 
 use super::Catalogue;
-use super::backend::{in_write_tx, now_unix, to_db};
+use super::backend::{Backend, in_write_tx, now_unix, to_db};
 use super::error::{CatalogueError, DbContext, Result, shorten};
 use super::object::{NewCopy, validate_key};
 
@@ -348,6 +348,9 @@ impl Catalogue {
             statements,
             "container closed"
         );
+        if let Backend::Postgres(pool) = &self.backend {
+            self.statistics.after_close(pool).await;
+        }
         Ok(statements)
     }
 }
@@ -423,6 +426,7 @@ mod tests {
         a_conflict_in_the_last_chunk_writes_nothing,
         bad_copies_and_bad_containers_are_refused,
         a_second_copy_shares_the_object,
+        copies_point_only_at_rows_that_exist,
     );
 
     /// 10 000 small objects back to back.
@@ -620,6 +624,63 @@ mod tests {
         got.sort();
         assert_eq!(got, [(a, 0), (b, 100)]);
         assert_eq!(c.count_objects().await?, 1);
+        Ok(())
+    }
+
+    /// The schema's own guard, below the close's checks: a copy of a missing object or in a
+    /// missing container is refused (foreign keys on SQLite, a per-statement trigger on
+    /// PostgreSQL), and on PostgreSQL the rows copies point at cannot go away.
+    async fn copies_point_only_at_rows_that_exist(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        labelled(c, "REF001", "p").await?;
+        let k = container_with(
+            c,
+            "REF001",
+            &[copy("ref", 1, 0, 10, 1)],
+            ContainerState::Durable,
+        )
+        .await?;
+        let bad_object = "INSERT INTO copies (object_id, container_id, byte_offset, byte_length) \
+                          SELECT MAX(id) + 1000, $1, 0, 1 FROM objects";
+        let bad_container = "INSERT INTO copies (object_id, container_id, byte_offset, byte_length) \
+                             SELECT MAX(id), $1 + 1000, 0, 1 FROM objects";
+        match (c.pool_sqlite(), c.pool_postgres()) {
+            (Some(p), _) => {
+                for q in [bad_object, bad_container] {
+                    let e = sqlx::query(q).bind(k).execute(p).await.unwrap_err();
+                    assert!(e.to_string().contains("FOREIGN KEY"), "{e}");
+                }
+            }
+            (_, Some(p)) => {
+                for (q, what) in [(bad_object, "object"), (bad_container, "container")] {
+                    let e = sqlx::query(q).bind(k).execute(p).await.unwrap_err();
+                    let code = e.as_database_error().and_then(|d| d.code());
+                    assert_eq!(code.as_deref(), Some("23503"), "{e}");
+                    assert!(e.to_string().contains(what), "{e}");
+                }
+                for q in [
+                    "DELETE FROM objects",
+                    "DELETE FROM containers WHERE id = -1",
+                    "TRUNCATE objects CASCADE",
+                    "TRUNCATE containers CASCADE",
+                    "UPDATE objects SET id = DEFAULT",
+                    "UPDATE containers SET id = DEFAULT",
+                ] {
+                    let e = sqlx::query(q).execute(p).await.unwrap_err();
+                    let code = e.as_database_error().and_then(|d| d.code());
+                    assert_eq!(code.as_deref(), Some("23001"), "{q}: {e}");
+                }
+                // Updates that leave the ids alone still work.
+                sqlx::query("UPDATE containers SET updated_unix = updated_unix WHERE id = $1")
+                    .bind(k)
+                    .execute(p)
+                    .await?;
+            }
+            _ => return Err("no pool".into()),
+        }
+        // Nothing changed.
+        assert_eq!(c.copies("ref", 1).await?.len(), 1);
+        assert_eq!(c.container_object_count(k).await?, 1);
         Ok(())
     }
 }
