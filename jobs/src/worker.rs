@@ -316,6 +316,12 @@ impl<E: TapeExecutor> Runtime<E> {
         let tag: u32 = rand::random();
         let holder = format!("{}/{task_id}/{tag:08x}", self.name);
         loop {
+            // A ticket delivered while the worker shuts down is not started: the job stays
+            // queued and its ticket is pushed again by the next worker's upkeep.
+            if self.shutdown.is_cancelled() {
+                tracing::debug!(job = %id, "shutting down; ticket left for the next worker");
+                return Ok(None);
+            }
             match self.leases.acquire(&job_resource(id), &holder, ttl).await {
                 Ok(f) => return Ok(Some(f)),
                 Err(JobsError::LeaseBusy { holder, .. }) => {
@@ -754,12 +760,19 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     }
     rt.shutdown.cancelled().await;
     tracing::info!(worker = %rt.name, "shutting down: finishing current steps");
-    let grace = Duration::from_millis(rt.config.worker.lease_ms);
-    for t in tasks {
-        if tokio::time::timeout(grace, t).await.is_err() {
+    // One deadline for all of them. A task still running at the deadline is aborted, as a
+    // crash would stop it, before the leases go: left running, it could take a job lease
+    // again after `release_all` (a ticket apalis re-delivered meanwhile) and keep it past
+    // the exit (seen once in CI: `cancel_and_shutdown_sqlite` found the lease still held).
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(rt.config.worker.lease_ms);
+    for mut t in tasks {
+        if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
             tracing::warn!(
-                "a task did not stop within the lease time; its work is re-delivered after the lease window"
+                "a task did not stop within the lease time; stopped as a crash would stop it, \
+                 its work is re-delivered after the lease window"
             );
+            t.abort();
+            let _ = t.await;
         }
     }
     let released = rt.leases.release_all(&rt.name).await?;
