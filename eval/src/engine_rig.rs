@@ -333,31 +333,18 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// Bytes free to an unprivileged writer in the filesystem holding `dir` (0 when it cannot be
 /// asked).
 pub fn free_bytes(dir: &Path) -> u64 {
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
-        return 0;
-    };
-    // SAFETY: `c` is a NUL-terminated path that outlives the call; statvfs fills the zeroed
-    // struct we own and we read it only when the call succeeded.
-    let st = unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
-            return 0;
-        }
-        st
-    };
-    st.f_bavail.saturating_mul(st.f_frsize)
+    nix::sys::statvfs::statvfs(dir)
+        .map(|st| st.blocks_available().saturating_mul(st.fragment_size()))
+        .unwrap_or(0)
 }
 
-/// CPU seconds (user + system) of this process so far (getrusage).
+/// CPU seconds (user + system) of this process so far (getrusage; 0 when it cannot be asked).
 pub fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the zeroed struct we own; RUSAGE_SELF is always valid.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    use nix::sys::resource::{UsageWho, getrusage};
+    use nix::sys::time::TimeValLike;
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |ru| {
+        (ru.user_time().num_microseconds() + ru.system_time().num_microseconds()) as f64 / 1e6
+    })
 }
 
 #[cfg(test)]

@@ -330,10 +330,8 @@ impl<E: TapeExecutor> Runtime<E> {
                         .get(id)
                         .await?
                         .is_none_or(|r| r.state.is_final());
-                    if final_now
-                        || tokio::time::Instant::now() >= deadline
-                        || self.shutdown.is_cancelled()
-                    {
+                    // (Shutdown is checked at the top of the loop.)
+                    if final_now || tokio::time::Instant::now() >= deadline {
                         tracing::debug!(job = %id, %holder, "job is run by another worker; ticket dropped");
                         return Ok(None);
                     }

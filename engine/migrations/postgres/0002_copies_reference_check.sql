@@ -20,21 +20,20 @@ ALTER TABLE copies DROP CONSTRAINT IF EXISTS copies_container_id_fkey;
 -- Every copy a statement added or changed points at an object and a container that exist.
 CREATE OR REPLACE FUNCTION reel_copies_references_check() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    missing BIGINT;
+    missing TEXT;
 BEGIN
-    SELECT n.object_id INTO missing FROM reel_new_copies n
-    WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = n.object_id) LIMIT 1;
+    SELECT m.what INTO missing FROM (
+        SELECT 'object ' || n.object_id AS what FROM reel_new_copies n
+        WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = n.object_id)
+        UNION ALL
+        SELECT 'container ' || n.container_id
+        FROM (SELECT DISTINCT container_id FROM reel_new_copies) n
+        WHERE NOT EXISTS (SELECT 1 FROM containers k WHERE k.id = n.container_id)
+    ) m LIMIT 1;
     IF FOUND THEN
         RAISE foreign_key_violation USING
-            MESSAGE = format('copies: object %s does not exist', missing),
-            HINT = 'a copy must point at a catalogued object';
-    END IF;
-    SELECT n.container_id INTO missing FROM (SELECT DISTINCT container_id FROM reel_new_copies) n
-    WHERE NOT EXISTS (SELECT 1 FROM containers k WHERE k.id = n.container_id) LIMIT 1;
-    IF FOUND THEN
-        RAISE foreign_key_violation USING
-            MESSAGE = format('copies: container %s does not exist', missing),
-            HINT = 'a copy must point at a catalogued container';
+            MESSAGE = format('copies: %s does not exist', missing),
+            HINT = 'a copy must point at a catalogued object and container';
     END IF;
     RETURN NULL;
 END

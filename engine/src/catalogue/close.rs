@@ -135,20 +135,17 @@ impl BulkInsert for sqlx::PgConnection {
             .ctx(OP_CLOSE)?;
             statements += 1;
 
-            // Where each key sits in the chunk (a key may come with several generations).
-            let mut at: HashMap<&str, Vec<usize>> = HashMap::with_capacity(chunk.len());
-            for (i, c) in chunk.iter().enumerate() {
-                at.entry(c.key).or_default().push(i);
-            }
-            // Rows the insert added hold this chunk's content by construction: no check.
+            // Where each object sits in the chunk (`prepare` refused a key and generation
+            // listed twice). Rows the insert added hold this chunk's content by construction:
+            // no check.
+            let at: HashMap<(&str, i64), usize> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ((c.key, c.generation), i))
+                .collect();
             let mut ids: Vec<Option<i64>> = vec![None; chunk.len()];
             for (object_id, key, generation) in added {
-                let slot = at.get(key.as_str()).and_then(|is| {
-                    is.iter()
-                        .copied()
-                        .find(|&i| chunk[i].generation == generation)
-                });
-                if let Some(i) = slot {
+                if let Some(&i) = at.get(&(key.as_str(), generation)) {
                     ids[i] = Some(object_id);
                 }
             }
@@ -175,7 +172,12 @@ impl BulkInsert for sqlx::PgConnection {
                 }
             }
             // Every slot is filled: by the insert, or by `object_ids`, which fails otherwise.
-            let ids: Vec<i64> = ids.into_iter().flatten().collect();
+            let ids: Vec<i64> =
+                ids.into_iter()
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| CatalogueError::Corrupt {
+                        what: format!("container {id}: an object id missing after its insert"),
+                    })?;
 
             let offsets: Vec<i64> = chunk.iter().map(|c| c.offset).collect();
             let lengths: Vec<i64> = chunk.iter().map(|c| c.length).collect();

@@ -143,7 +143,8 @@ impl Catalogue {
     }
 
     /// Whether an `ANALYZE` started by a container close is still running on this handle.
-    pub fn statistics_running(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn statistics_running(&self) -> bool {
         self.statistics.running.load(Ordering::Acquire)
     }
 }

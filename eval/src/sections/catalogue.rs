@@ -243,62 +243,61 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                      first pass's; straight after the load (diagnosis row) p50 \
                      {p50_fresh:.3} ms, p99 {p99_fresh:.3} ms. Buffers the look-ups' own \
                      backends had to write out to make room (pg_stat_bgwriter.buffers_backend): \
-                     {} straight after the load, {} after the CHECKPOINT. A look-up does not depend on planner statistics: reel's \
-                     connections run with jit = off (on tables not yet analysed the planner's \
-                     cost estimate passed jit_above_cost and every look-up was compiled \
-                     before it ran), and the visibility test is a scalar subquery the planner \
-                     cannot turn into a join over whole tables (as an EXISTS it was a \
-                     semi-join that scanned all copies: 21 s a look-up at 10 000 000 objects \
-                     before their first ANALYZE); see docs/JOBS.md §2",
+                     {} straight after the load, {} after the CHECKPOINT. A look-up does not \
+                     depend on planner statistics: reel's connections run with jit = off \
+                     (on tables not yet analysed the planner's cost estimate passed \
+                     jit_above_cost and every look-up was compiled before it ran), and the \
+                     visibility test is a scalar subquery the planner cannot turn into a \
+                     join over whole tables (as an EXISTS it was a semi-join that scanned all \
+                     copies: 21 s a look-up at 10 000 000 objects before their first \
+                     ANALYZE); see docs/JOBS.md §2",
                     writes(written_fresh),
                     writes(written_settled)
                 );
             }
-            {
-                let floor = server_floor(pool, 20_000).await?;
-                let sec = format!("Catalogue with {n_pg} objects (PostgreSQL)");
-                if let Some(r) = rows.iter_mut().find(|r| r.measure == "bulk insert") {
-                    r.note = format!(
-                        "{} Where the time goes: the server alone, with no client and no \
-                         round trip, inserts {:.0} objects/s into these tables (objects, then \
-                         their copies: {:.2} s + {:.2} s for 20 000, rolled back); {:.0} % of \
-                         the copies insert is checking that its objects and containers exist \
-                         (one trigger per statement, not a foreign key per row: DECISIONS 19; \
-                         the same insert with the check off: {:.2} s). close_container binds each column as \
-                         one array (UNNEST, 10 000 rows a statement) and the objects insert \
-                         returns the new rows' ids, so only keys already catalogued are looked \
-                         up; what it adds on top of that floor is the client, on the same 2 \
-                         cores as the server",
-                        r.note,
-                        floor.objects_per_s,
-                        floor.objects_s,
-                        floor.copies_s,
-                        100.0 * (1.0 - floor.copies_unchecked_s / floor.copies_s),
-                        floor.copies_unchecked_s
-                    );
-                }
-                rows.push(
-                    Row::info(
-                        &sec,
-                        "server-side floor: objects + copies inserted by one INSERT … SELECT each (diagnosis)",
-                        floor.objects_per_s,
-                        "objects/s",
-                        Basis::Measured,
-                    )
-                    .profile(json!({
-                        "objects_s": floor.objects_s,
-                        "copies_s": floor.copies_s,
-                        "copies_without_reference_check_s": floor.copies_unchecked_s,
-                    })),
+            let floor = server_floor(pool, 20_000).await?;
+            let sec = format!("Catalogue with {n_pg} objects (PostgreSQL)");
+            if let Some(r) = rows.iter_mut().find(|r| r.measure == "bulk insert") {
+                r.note = format!(
+                    "{} Where the time goes: the server alone, with no client and no \
+                     round trip, inserts {:.0} objects/s into these tables (objects, then \
+                     their copies: {:.2} s + {:.2} s for 20 000, rolled back); {:.0} % of \
+                     the copies insert is checking that its objects and containers exist \
+                     (one trigger per statement, not a foreign key per row: DECISIONS 19; \
+                     the same insert with the check off: {:.2} s). close_container binds each \
+                     column as one array (UNNEST, 10 000 rows a statement) and the objects insert \
+                     returns the new rows' ids, so only keys already catalogued are looked \
+                     up; what it adds on top of that floor is the client, on the same 2 \
+                     cores as the server",
+                    r.note,
+                    floor.objects_per_s,
+                    floor.objects_s,
+                    floor.copies_s,
+                    100.0 * (1.0 - floor.copies_unchecked_s / floor.copies_s),
+                    floor.copies_unchecked_s
                 );
-                rows.push(Row::info(
-                    &sec,
-                    "key look-up p99 straight after the bulk load (diagnosis)",
-                    p99_fresh,
-                    "ms",
-                    Basis::Measured,
-                ));
             }
+            rows.push(
+                Row::info(
+                    &sec,
+                    "server-side floor: objects + copies inserted by one INSERT … SELECT each (diagnosis)",
+                    floor.objects_per_s,
+                    "objects/s",
+                    Basis::Measured,
+                )
+                .profile(json!({
+                    "objects_s": floor.objects_s,
+                    "copies_s": floor.copies_s,
+                    "copies_without_reference_check_s": floor.copies_unchecked_s,
+                })),
+            );
+            rows.push(Row::info(
+                &sec,
+                "key look-up p99 straight after the bulk load (diagnosis)",
+                p99_fresh,
+                "ms",
+                Basis::Measured,
+            ));
             Ok(rows)
         },
     ))?);
