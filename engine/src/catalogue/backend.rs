@@ -358,17 +358,21 @@ async fn connect_postgres(url: &str) -> Result<PgPool> {
     let mut pool_options = vet_idle_connections(PgPoolOptions::new())
         .max_connections(POSTGRES_MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT);
-    if let Some(schema) = &schema {
-        // The name was validated: lower-case letters, digits and underscores only.
-        let set = format!("SET search_path TO \"{schema}\"");
-        pool_options = pool_options.after_connect(move |conn, _meta| {
-            let set = set.clone();
-            Box::pin(async move {
+    // Every pooled connection: TCP_NODELAY (see `tcp_nodelay`), then the schema if one is named
+    // (validated: lower-case letters, digits and underscores only).
+    let set_path = schema
+        .as_ref()
+        .map(|schema| format!("SET search_path TO \"{schema}\""));
+    pool_options = pool_options.after_connect(move |conn, _meta| {
+        let set_path = set_path.clone();
+        Box::pin(async move {
+            super::tcp_nodelay::set_tcp_nodelay(conn).await?;
+            if let Some(set) = set_path {
                 sqlx::query(AssertSqlSafe(set)).execute(conn).await?;
-                Ok(())
-            })
-        });
-    }
+            }
+            Ok(())
+        })
+    });
     let pool = pool_options
         .connect_with(options)
         .await

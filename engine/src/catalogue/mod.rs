@@ -32,6 +32,7 @@ mod error;
 mod object;
 mod pool;
 mod statistics;
+mod tcp_nodelay;
 #[cfg(test)]
 mod test_support;
 #[cfg(any(test, feature = "testing"))]
@@ -43,6 +44,7 @@ pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result};
 pub use object::{CopyLocation, MAX_KEY_BYTES, NewCopy, Object, validate_key};
 pub use pool::StorageClass;
+pub use tcp_nodelay::{Nodelay, set_tcp_nodelay};
 
 use backend::Backend;
 

@@ -20,7 +20,28 @@ fn key(i: u64) -> String {
     format!("bench/{:03}/{i:010}", i % 997)
 }
 
-async fn fill(cat: &Catalogue, n: u64) -> Result<f64> {
+/// Where a bulk load's wall clock went, in seconds: creating containers, closing them (objects
+/// and copies inserted), marking them durable, and building the copies in the bench itself.
+#[derive(Clone, Copy, Debug, Default)]
+struct FillTime {
+    total_s: f64,
+    create_s: f64,
+    close_s: f64,
+    durable_s: f64,
+}
+
+impl FillTime {
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "create_container_s": self.create_s,
+            "close_container_s": self.close_s,
+            "set_durable_s": self.durable_s,
+            "bench_s": self.total_s - self.create_s - self.close_s - self.durable_s,
+        })
+    }
+}
+
+async fn fill(cat: &Catalogue, n: u64) -> Result<FillTime> {
     cat.add_cartridge("RL0001L9", false, 64 << 30)
         .await
         .map_err(|e| anyhow!("{e}"))?;
@@ -28,15 +49,18 @@ async fn fill(cat: &Catalogue, n: u64) -> Result<f64> {
     cat.set_labelled("RL0001L9", "bench", uuid::Uuid::new_v4(), 1)
         .await
         .map_err(|e| anyhow!("label: {e}"))?;
+    let mut time = FillTime::default();
     let t = Instant::now();
     let containers = n.div_ceil(PER_CONTAINER);
     let blocks = PER_CONTAINER * OBJECT / u64::from(RECORD) + 3;
     for c in 0..containers {
         let first = c * blocks + 2;
+        let phase = Instant::now();
         let id = cat
             .create_container(uuid::Uuid::new_v4(), "RL0001L9", c + 1, first, RECORD)
             .await
             .map_err(|e| anyhow!("create container: {e}"))?;
+        time.create_s += phase.elapsed().as_secs_f64();
         let lo = c * PER_CONTAINER;
         let hi = (lo + PER_CONTAINER).min(n);
         let copies: Vec<NewCopy> = (lo..hi)
@@ -50,14 +74,19 @@ async fn fill(cat: &Catalogue, n: u64) -> Result<f64> {
             })
             .collect();
         let bytes = (hi - lo) * OBJECT;
+        let phase = Instant::now();
         cat.close_container(id, first + blocks - 2, bytes, [7; 32], &copies)
             .await
             .map_err(|e| anyhow!("close container: {e}"))?;
+        time.close_s += phase.elapsed().as_secs_f64();
+        let phase = Instant::now();
         cat.set_container_state(&[id], ContainerState::Durable)
             .await
             .map_err(|e| anyhow!("container durable: {e}"))?;
+        time.durable_s += phase.elapsed().as_secs_f64();
     }
-    Ok(t.elapsed().as_secs_f64())
+    time.total_s = t.elapsed().as_secs_f64();
+    Ok(time)
 }
 
 /// `count` look-ups of random keys drawn with `seed` (a second pass uses another seed, so it
@@ -78,8 +107,16 @@ async fn lookups(cat: &Catalogue, n: u64, count: usize, seed: u64) -> Result<(Ve
     Ok((lat, missing))
 }
 
-fn rows_for(backend: &str, n: u64, insert_s: f64, lat: &[f64], missing: u64, pg: bool) -> Vec<Row> {
+fn rows_for(
+    backend: &str,
+    n: u64,
+    fill: FillTime,
+    lat: &[f64],
+    missing: u64,
+    pg: bool,
+) -> Vec<Row> {
     let sec = format!("Catalogue with {n} objects ({backend})");
+    let insert_s = fill.total_s;
     let rate = n as f64 / insert_s;
     let p = |q| percentile(lat, q).unwrap_or(f64::NAN);
     let note = format!(
@@ -90,7 +127,12 @@ fn rows_for(backend: &str, n: u64, insert_s: f64, lat: &[f64], missing: u64, pg:
     );
     let mut insert = Row::info(&sec, "bulk insert", rate, "objects/s", Basis::Measured)
         .note(note)
-        .profile(json!({"insert_s": insert_s, "lookup_p50_ms": p(50.0), "lookup_p99_ms": p(99.0)}));
+        .profile(json!({
+            "insert_s": insert_s,
+            "insert_phases": fill.json(),
+            "lookup_p50_ms": p(50.0),
+            "lookup_p99_ms": p(99.0),
+        }));
     let mut lookup = Row::info(&sec, "key look-up p99", p(99.0), "ms", Basis::Measured);
     if pg {
         insert = insert.target(Target::AtLeast(50_000.0), "≥ 50 000 objects/s");
@@ -268,13 +310,21 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                      column as one array (UNNEST, 10 000 rows a statement) and the objects insert \
                      returns the new rows' ids, so only keys already catalogued are looked \
                      up; what it adds on top of that floor is the client, on the same 2 \
-                     cores as the server",
+                     cores as the server. The load's wall clock: create_container {:.1} s, \
+                     close_container {:.1} s, marking durable {:.1} s (profile: \
+                     insert_phases). reel sets TCP_NODELAY on its connections, which sqlx \
+                     0.9.0 no longer does: with Nagle's algorithm on, each close's bind of \
+                     about 600 KB waited up to 40 ms for the server's delayed ACK, and this \
+                     load ran at 37 700-47 600 objects/s (DECISIONS 21)",
                     r.note,
                     floor.objects_per_s,
                     floor.objects_s,
                     floor.copies_s,
                     100.0 * (1.0 - floor.copies_unchecked_s / floor.copies_s),
-                    floor.copies_unchecked_s
+                    floor.copies_unchecked_s,
+                    s.create_s,
+                    s.close_s,
+                    s.durable_s
                 );
             }
             rows.push(

@@ -88,7 +88,14 @@ impl ApalisDb {
                     crate::db::Db::err_static("postgres", "parsing the apalis queue's url"),
                 )?,
             );
-            let pool = PgPool::connect_with(options)
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        reel_engine::catalogue::set_tcp_nodelay(conn).await?;
+                        Ok(())
+                    })
+                })
+                .connect_with(options)
                 .await
                 .map_err(crate::db::Db::err_static(
                     "postgres",
