@@ -453,7 +453,19 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
             "≥ 90 % of the destination's raw write rate",
         )
         .bound(host_bound / raw * 100.0)
-        .note(why),
+        .note(why)
+        .profile(json!({
+            "least_cpu_s_per_GB": least_cpu_per_byte * 1e9,
+            "sha256_cpu_s_per_GB": sha_per_byte * 1e9,
+            "raw_write_cpu_s_per_GB": raw_cpu_per_byte * 1e9,
+            "medium_read_and_crc_cpu_s_per_GB": media_per_byte * 1e9,
+            "restore_cpu_s_per_GB": restore_cpu_per_byte * 1e9,
+            "cores_busy": cores_busy,
+            "cpus": cpus,
+            "host_bound_MB_s": host_bound,
+            "raw_MB_s": raw,
+            "restore_MB_s": got,
+        })),
         wrong_bytes_row(sec, w, c),
         eod_row(sec, e.counters()?.violations),
     ])
