@@ -38,10 +38,13 @@ pub enum Nodelay {
     /// No socket of this process has the ends the server reported (a proxy or NAT between
     /// them): the connection keeps Nagle's algorithm.
     NotFound,
+    /// The socket refused the option (logged): the connection keeps Nagle's algorithm.
+    Refused,
 }
 
 /// Set `TCP_NODELAY` on the socket of `conn`, a connection just opened. Fails only if the server
-/// cannot be asked for the connection's addresses, or if the socket refuses the option.
+/// cannot be asked for the connection's addresses (the connection is then unusable anyway);
+/// a socket not found or refusing the option leaves the connection as it is.
 pub async fn set_tcp_nodelay(conn: &mut PgConnection) -> Result<Nodelay, sqlx::Error> {
     let Some((local, peer)) = connection_ends(conn).await? else {
         return Ok(Nodelay::NotTcp);
@@ -55,9 +58,14 @@ pub async fn set_tcp_nodelay(conn: &mut PgConnection) -> Result<Nodelay, sqlx::E
         );
         return Ok(Nodelay::NotFound);
     };
-    with_socket(fd, |socket| setsockopt(&socket, sockopt::TcpNoDelay, &true))
-        .map_err(|e| sqlx::Error::Io(e.into()))?;
-    Ok(Nodelay::Set)
+    // A socket that refuses the option still works: the connection is kept, with Nagle.
+    match with_socket(fd, |socket| setsockopt(&socket, sockopt::TcpNoDelay, &true)) {
+        Ok(()) => Ok(Nodelay::Set),
+        Err(error) => {
+            tracing::warn!(%local, %peer, %error, "TCP_NODELAY refused; the connection keeps Nagle's algorithm");
+            Ok(Nodelay::Refused)
+        }
+    }
 }
 
 /// The connection's local and peer ends as the server sees them (None over a Unix socket).
