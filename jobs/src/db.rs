@@ -7,7 +7,7 @@
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reel_engine::catalogue::{postgres_session, set_tcp_nodelay, vet_idle_connections};
+use reel_engine::catalogue::{nodelay_on_connect, postgres_session, vet_idle_connections};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
@@ -60,14 +60,8 @@ impl Db {
                 PgConnectOptions::from_str(url)
                     .map_err(|e| db_err("postgres", format!("parsing url {}", redact(url)), e))?,
             );
-            let pool = vet_idle_connections(PgPoolOptions::new())
+            let pool = nodelay_on_connect(vet_idle_connections(PgPoolOptions::new()))
                 .max_connections(8)
-                .after_connect(|conn, _meta| {
-                    Box::pin(async move {
-                        set_tcp_nodelay(conn).await?;
-                        Ok(())
-                    })
-                })
                 .connect_with(opts)
                 .await
                 .map_err(|e| db_err("postgres", format!("connecting to {}", redact(url)), e))?;

@@ -14,6 +14,7 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, SqlitePool};
 use tracing::{info, warn};
 
 use super::error::{CatalogueError, DbContext, Result, redact_url};
+use super::tcp_nodelay::nodelay_on_connect;
 
 /// How long an SQLite writer waits for another writer before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -334,17 +335,21 @@ pub(crate) fn validate_schema_name(name: &str) -> std::result::Result<(), String
 }
 
 /// PostgreSQL: a pool. With `?schema=NAME` in the URL the schema is created if missing and every
-/// pooled connection runs `SET search_path TO NAME` when it connects, so the catalogue's tables
-/// (and its migrations table) live in that schema.
+/// connection starts with `search_path = NAME` (sent in its start-up packet), so the catalogue's
+/// tables (and its migrations table) live in that schema.
 async fn connect_postgres(url: &str) -> Result<PgPool> {
     let shown = redact_url(url);
     let (driver_url, schema) = split_schema_param(url)?;
-    let options = postgres_session(PgConnectOptions::from_str(&driver_url).map_err(|e| {
+    let mut options = postgres_session(PgConnectOptions::from_str(&driver_url).map_err(|e| {
         CatalogueError::InvalidUrl {
             url: shown.clone(),
             reason: e.to_string(),
         }
     })?);
+    if let Some(schema) = &schema {
+        // Validated: lower-case letters, digits and underscores, so it needs no quoting.
+        options = options.options([("search_path", schema)]);
+    }
     // One direct connection first: an unreachable server or a refused login is reported at
     // once, not after the pool has retried for its whole acquire timeout.
     let probe = PgConnection::connect_with(&options)
@@ -355,24 +360,9 @@ async fn connect_postgres(url: &str) -> Result<PgPool> {
             source,
         })?;
     let _ = probe.close().await;
-    let mut pool_options = vet_idle_connections(PgPoolOptions::new())
+    let pool_options = nodelay_on_connect(vet_idle_connections(PgPoolOptions::new()))
         .max_connections(POSTGRES_MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT);
-    // Every pooled connection: TCP_NODELAY (see `tcp_nodelay`), then the schema if one is named
-    // (validated: lower-case letters, digits and underscores only).
-    let set_path = schema
-        .as_ref()
-        .map(|schema| format!("SET search_path TO \"{schema}\""));
-    pool_options = pool_options.after_connect(move |conn, _meta| {
-        let set_path = set_path.clone();
-        Box::pin(async move {
-            super::tcp_nodelay::set_tcp_nodelay(conn).await?;
-            if let Some(set) = set_path {
-                sqlx::query(AssertSqlSafe(set)).execute(conn).await?;
-            }
-            Ok(())
-        })
-    });
     let pool = pool_options
         .connect_with(options)
         .await

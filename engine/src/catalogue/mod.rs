@@ -44,7 +44,7 @@ pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result};
 pub use object::{CopyLocation, MAX_KEY_BYTES, NewCopy, Object, validate_key};
 pub use pool::StorageClass;
-pub use tcp_nodelay::{Nodelay, set_tcp_nodelay};
+pub use tcp_nodelay::nodelay_on_connect;
 
 use backend::Backend;
 

@@ -27,27 +27,20 @@ use std::os::fd::{BorrowedFd, RawFd};
 
 use nix::sys::socket::{SockaddrStorage, getpeername, getsockname, setsockopt, sockopt};
 use sqlx::PgConnection;
+use sqlx::postgres::PgPoolOptions;
 
-/// What [`set_tcp_nodelay`] did to one connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Nodelay {
-    /// `TCP_NODELAY` is now set on the connection's socket.
-    Set,
-    /// The connection is not over TCP (a Unix socket): nothing to do.
-    NotTcp,
-    /// No socket of this process has the ends the server reported (a proxy or NAT between
-    /// them): the connection keeps Nagle's algorithm.
-    NotFound,
-    /// The socket refused the option (logged): the connection keeps Nagle's algorithm.
-    Refused,
+/// `options` with `TCP_NODELAY` set on every connection the pool opens: the policy of every reel
+/// PostgreSQL pool (catalogue, job tables, apalis queue).
+pub fn nodelay_on_connect(options: PgPoolOptions) -> PgPoolOptions {
+    options.after_connect(|conn, _meta| Box::pin(set_tcp_nodelay(conn)))
 }
 
 /// Set `TCP_NODELAY` on the socket of `conn`, a connection just opened. Fails only if the server
-/// cannot be asked for the connection's addresses (the connection is then unusable anyway);
-/// a socket not found or refusing the option leaves the connection as it is.
-pub async fn set_tcp_nodelay(conn: &mut PgConnection) -> Result<Nodelay, sqlx::Error> {
+/// cannot be asked for the connection's addresses (the connection is then unusable anyway). A
+/// socket not found, or refusing the option, is logged and the connection kept as it is.
+async fn set_tcp_nodelay(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     let Some((local, peer)) = connection_ends(conn).await? else {
-        return Ok(Nodelay::NotTcp);
+        return Ok(()); // A Unix socket: no Nagle.
     };
     let Some(fd) = find_socket(local, peer) else {
         tracing::info!(
@@ -56,16 +49,12 @@ pub async fn set_tcp_nodelay(conn: &mut PgConnection) -> Result<Nodelay, sqlx::E
             "no socket of this process has the ends the server reports (a proxy or NAT?); \
              TCP_NODELAY not set, so large statements on this connection may wait up to 40 ms"
         );
-        return Ok(Nodelay::NotFound);
+        return Ok(());
     };
-    // A socket that refuses the option still works: the connection is kept, with Nagle.
-    match with_socket(fd, |socket| setsockopt(&socket, sockopt::TcpNoDelay, &true)) {
-        Ok(()) => Ok(Nodelay::Set),
-        Err(error) => {
-            tracing::warn!(%local, %peer, %error, "TCP_NODELAY refused; the connection keeps Nagle's algorithm");
-            Ok(Nodelay::Refused)
-        }
+    if let Err(error) = with_socket(fd, |socket| setsockopt(&socket, sockopt::TcpNoDelay, &true)) {
+        tracing::warn!(%local, %peer, %error, "TCP_NODELAY refused; the connection keeps Nagle's algorithm");
     }
+    Ok(())
 }
 
 /// The connection's local and peer ends as the server sees them (None over a Unix socket).
@@ -94,35 +83,32 @@ fn with_socket<T>(fd: RawFd, f: impl FnOnce(BorrowedFd<'_>) -> T) -> T {
     f(socket)
 }
 
-/// An address and port as the server reports them (None for a Unix socket).
-fn socket_addr(addr: Option<String>, port: Option<i32>) -> Option<SocketAddr> {
-    let ip: IpAddr = addr?.parse().ok()?;
-    let port = u16::try_from(port?).ok()?;
-    Some(SocketAddr::new(ip, port))
-}
-
-/// A socket address as the kernel reports it, IPv4-mapped IPv6 addresses taken as IPv4.
-fn kernel_addr(addr: &SockaddrStorage) -> Option<SocketAddr> {
-    if let Some(v4) = addr.as_sockaddr_in() {
-        return Some(SocketAddr::new(IpAddr::V4(v4.ip()), v4.port()));
-    }
-    let v6 = addr.as_sockaddr_in6()?;
-    let ip = v6.ip();
-    let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
-    Some(SocketAddr::new(ip, v6.port()))
-}
-
-/// The same end seen from both sides: equal ports, and equal addresses once IPv4-mapped ones
-/// are unwrapped.
-fn same_end(a: SocketAddr, b: SocketAddr) -> bool {
-    let unmap = |ip: IpAddr| match ip {
+/// An address with an IPv4-mapped IPv6 address taken as IPv4, so that the server's view and
+/// the kernel's compare equal.
+fn unmapped(ip: IpAddr, port: u16) -> SocketAddr {
+    let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
-    a.port() == b.port() && unmap(a.ip()) == unmap(b.ip())
+    SocketAddr::new(ip, port)
 }
 
-/// The descriptor of this process's socket whose local end is `local` and peer end is `peer`.
+/// An address and port as the server reports them (None for a Unix socket).
+fn socket_addr(addr: Option<String>, port: Option<i32>) -> Option<SocketAddr> {
+    Some(unmapped(addr?.parse().ok()?, u16::try_from(port?).ok()?))
+}
+
+/// A socket address as the kernel reports it (None for a socket that is not IP).
+fn kernel_addr(addr: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = addr.as_sockaddr_in() {
+        return Some(unmapped(IpAddr::V4(v4.ip()), v4.port()));
+    }
+    let v6 = addr.as_sockaddr_in6()?;
+    Some(unmapped(IpAddr::V6(v6.ip()), v6.port()))
+}
+
+/// The descriptor of this process's socket whose local end is `local` and peer end is `peer`
+/// (both [`unmapped`]).
 fn find_socket(local: SocketAddr, peer: SocketAddr) -> Option<RawFd> {
     let entries = std::fs::read_dir("/proc/self/fd").ok()?;
     entries
@@ -133,7 +119,7 @@ fn find_socket(local: SocketAddr, peer: SocketAddr) -> Option<RawFd> {
                 let theirs = getpeername::<SockaddrStorage>(fd).ok()?;
                 Some((kernel_addr(&mine)?, kernel_addr(&theirs)?))
             };
-            ends().is_some_and(|(mine, theirs)| same_end(mine, local) && same_end(theirs, peer))
+            ends() == Some((local, peer))
         })
 }
 
@@ -200,11 +186,11 @@ mod tests {
 
     #[test]
     fn ipv4_mapped_addresses_match_their_ipv4_form() {
-        let v4: SocketAddr = "127.0.0.1:5432".parse().unwrap();
-        let mapped: SocketAddr = "[::ffff:127.0.0.1]:5432".parse().unwrap();
-        assert!(same_end(v4, mapped));
-        assert!(!same_end(v4, "127.0.0.1:5433".parse().unwrap()));
-        assert!(!same_end(v4, "[::1]:5432".parse().unwrap()));
+        let addr = |a: &str, port: i32| socket_addr(Some(a.into()), Some(port));
+        let v4 = addr("127.0.0.1", 5432);
+        assert_eq!(v4, addr("::ffff:127.0.0.1", 5432));
+        assert_ne!(v4, addr("127.0.0.1", 5433));
+        assert_ne!(v4, addr("::1", 5432));
     }
 
     #[test]

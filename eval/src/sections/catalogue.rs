@@ -309,13 +309,12 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                      the same insert with the check off: {:.2} s). close_container binds each \
                      column as one array (UNNEST, 10 000 rows a statement) and the objects insert \
                      returns the new rows' ids, so only keys already catalogued are looked \
-                     up; what it adds on top of that floor is the client, on the same 2 \
+                     up; what it adds on top of that floor is the client, on the same \
                      cores as the server. The load's wall clock: create_container {:.1} s, \
                      close_container {:.1} s, marking durable {:.1} s (profile: \
                      insert_phases). reel sets TCP_NODELAY on its connections, which sqlx \
                      0.9.0 no longer does: with Nagle's algorithm on, each close's bind of \
-                     about 600 KB waited up to 40 ms for the server's delayed ACK, and this \
-                     load ran at 37 700-47 600 objects/s (DECISIONS 21)",
+                     about 600 KB waited up to 40 ms for the server's delayed ACK (DECISIONS 21)",
                     r.note,
                     floor.objects_per_s,
                     floor.objects_s,

@@ -88,19 +88,14 @@ impl ApalisDb {
                     crate::db::Db::err_static("postgres", "parsing the apalis queue's url"),
                 )?,
             );
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .after_connect(|conn, _meta| {
-                    Box::pin(async move {
-                        reel_engine::catalogue::set_tcp_nodelay(conn).await?;
-                        Ok(())
-                    })
-                })
-                .connect_with(options)
-                .await
-                .map_err(crate::db::Db::err_static(
-                    "postgres",
-                    "connecting the apalis queue",
-                ))?;
+            let pool =
+                reel_engine::catalogue::nodelay_on_connect(sqlx::postgres::PgPoolOptions::new())
+                    .connect_with(options)
+                    .await
+                    .map_err(crate::db::Db::err_static(
+                        "postgres",
+                        "connecting the apalis queue",
+                    ))?;
             // CREATE EXTENSION (hstore) is not safe against a concurrent one in a new
             // database: the loser retries once the winner committed.
             let mut attempt = 0;
