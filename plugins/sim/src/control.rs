@@ -301,6 +301,17 @@ fn fault(s: &Shared, req: &Value) -> Result<Value, Fault> {
             })?;
             return Ok(json!({"ok": true, "epoch": epoch}));
         }
+        "power_cut" if req.get("after_records").is_some() => {
+            let d = drive_of(s, req, op)?;
+            let n = u64_field(req, "after_records", op)?;
+            if n == 0 {
+                return Err(Fault::invalid(
+                    "power_cut: `after_records` counts writes and must be at least 1; \
+                     leave it out to cut the power at once",
+                ));
+            }
+            s.drive(d)?.faults.power_cut_after = Some(n);
+        }
         "power_cut" => {
             let lost = s.power_cut()?;
             return Ok(json!({"ok": true, "objects_lost": lost}));

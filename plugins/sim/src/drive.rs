@@ -63,6 +63,11 @@ pub struct DriveFaults {
     pub cleaning_required: bool,
     /// The drive dies after this many more records.
     pub dies_after: Option<u64>,
+    /// The library loses power after this drive writes this many more records.
+    pub power_cut_after: Option<u64>,
+    /// The countdown of `power_cut_after` ran out in the command that just ran: the library
+    /// cuts the power once that command has released the drive.
+    pub power_cut_due: bool,
     /// Next write is refused as a WORM overwrite.
     pub worm_overwrite: bool,
 }
@@ -435,7 +440,7 @@ impl SimDrive {
             .last_return
             .map(|t| wall.saturating_sub(t).as_secs_f64())
             .unwrap_or(0.0);
-        let (result, elapsed) = {
+        let (result, elapsed, power_cut) = {
             let mut st = shared.drive(self.index)?;
             if st.feed == Feed::HostClock {
                 st.now += gap;
@@ -444,8 +449,13 @@ impl SimDrive {
             let r = gatekeep(&mut st, gate).and_then(|()| f(&mut st, &shared.cfg));
             let elapsed = st.elapsed;
             st.now += elapsed;
-            (r, elapsed)
+            (r, elapsed, std::mem::take(&mut st.faults.power_cut_due))
         };
+        if power_cut {
+            // Every drive's lock is taken in turn, so this one's must be released first.
+            let lost = shared.power_cut()?;
+            tracing::warn!(drive = self.index, lost, "power cut (injected)");
+        }
         if save_loaded && let Some(ch) = changer.as_mut() {
             let loaded = shared.drive(self.index)?.loaded;
             shared.set_loaded(ch, self.index, loaded)?;
@@ -698,6 +708,14 @@ fn write_record(
                 lost,
                 "drive died (injected); its buffer is lost"
             );
+            return Ok(());
+        }
+    }
+    if let Some(left) = st.faults.power_cut_after.as_mut() {
+        *left = left.saturating_sub(1);
+        if *left == 0 {
+            st.faults.power_cut_after = None;
+            st.faults.power_cut_due = true;
             return Ok(());
         }
     }

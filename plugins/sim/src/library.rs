@@ -781,6 +781,8 @@ impl Shared {
                 st.pos_unknown = true;
             }
             st.pending_ua = Some(asc::POWER_ON_RESET);
+            // One cut: the countdowns armed on the other drives went with the power.
+            st.faults.power_cut_after = None;
         }
         Ok(lost)
     }

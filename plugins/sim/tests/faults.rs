@@ -343,6 +343,49 @@ fn power_cut_drops_every_drive_buffer() {
 }
 
 #[test]
+fn power_cut_armed_on_a_drive_fires_after_its_nth_record_and_once() {
+    let mut rig = Rig::new("sim.calibrated=true;sim.buffer_bytes=1000");
+    let mut d0 = mount(&mut rig, 0, 0);
+    let mut d1 = mount(&mut rig, 1, 1);
+    ok(write(&mut d0, &rec(100, 0)));
+    ok(d0.write_filemarks(1, false, &mut Call::default()));
+    let e = rig
+        .control(r#"{"op":"fault","kind":"power_cut","drive":0,"after_records":0}"#)
+        .unwrap_err();
+    assert!(e.message.contains("after_records"), "{}", e.message);
+    for d in 0..2 {
+        rig.control(&format!(
+            r#"{{"op":"fault","kind":"power_cut","drive":{d},"after_records":30}}"#
+        ))
+        .unwrap();
+    }
+    for i in 0..29 {
+        ok(write(&mut d0, &rec(100, i)));
+        ok(write(&mut d1, &rec(100, i)));
+    }
+    // Drive 1's buffer is still whole until drive 0's 30th record cuts the power for both.
+    ok(d1.test_ready(&mut Call::default()));
+    ok(write(&mut d0, &rec(100, 29)));
+    for d in [&mut d0, &mut d1] {
+        assert_eq!(
+            sense(&d.test_ready(&mut Call::default()).unwrap_err()),
+            (6, 0x29, 0)
+        );
+        ok(d.rewind(&mut Call::default()));
+    }
+    // 1 record + filemark synced, then 20 of drive 0's 30 records past its 1000-byte buffer;
+    // 19 of drive 1's 29.
+    ok(d0.space(reel_plugin_abi::REEL_SPACE_EOD, 0, &mut Call::default()));
+    assert_eq!(ok(d0.read_position(&mut Call::default())).block, 2 + 20);
+    ok(d1.space(reel_plugin_abi::REEL_SPACE_EOD, 0, &mut Call::default()));
+    assert_eq!(ok(d1.read_position(&mut Call::default())).block, 19);
+    // The cut took drive 1's countdown with it: its next records do not cut the power again.
+    ok(write(&mut d1, &rec(100, 0)));
+    ok(write(&mut d1, &rec(100, 1)));
+    ok(d0.test_ready(&mut Call::default()));
+}
+
+#[test]
 fn unknown_fault_and_op_are_named() {
     let mut rig = Rig::new("");
     let e = rig
