@@ -149,6 +149,17 @@ async fn listed_objects_are_intact(svc: &TapeService, sums: &BTreeMap<String, [u
     listed.len()
 }
 
+/// Arm a fault (`fields`: its kind and arguments) on both drives: whichever writes next meets it.
+async fn arm_on_both_drives(svc: &TapeService, fields: &str) {
+    for d in 0..2 {
+        let req = format!(r#"{{"op":"fault","drive":{d},{fields}}}"#);
+        svc.library()
+            .control(&req)
+            .await
+            .unwrap_or_else(|e| panic!("{req}: {e}"));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn power_cut_mid_session_loses_nothing_acknowledged() {
     init_tracing();
@@ -165,14 +176,7 @@ async fn power_cut_mid_session_loses_nothing_acknowledged() {
                 .unwrap();
             // The power goes once 24 more records are written (past the first 16 MiB barrier),
             // whichever drive writes them: a point in the session no scheduler can move.
-            for d in 0..2 {
-                svc.library()
-                    .control(&format!(
-                        r#"{{"op":"fault","kind":"power_cut","drive":{d},"after_records":24}}"#
-                    ))
-                    .await
-                    .unwrap();
-            }
+            arm_on_both_drives(&svc, r#""kind":"power_cut","after_records":24"#).await;
             let r = svc
                 .archive(b.items.clone(), "one", &CancelToken::new(), no_progress())
                 .await;
@@ -225,14 +229,7 @@ async fn drive_death_mid_session_loses_nothing_acknowledged() {
                 .await
                 .unwrap();
             // Both drives die after 25 more records: whichever one writes dies mid-session.
-            for d in 0..2 {
-                svc.library()
-                    .control(&format!(
-                        r#"{{"op":"fault","kind":"drive_dies","drive":{d},"after_records":25}}"#
-                    ))
-                    .await
-                    .unwrap();
-            }
+            arm_on_both_drives(&svc, r#""kind":"drive_dies","after_records":25"#).await;
             let r = svc
                 .archive(b.items.clone(), "one", &CancelToken::new(), no_progress())
                 .await;
