@@ -7,8 +7,8 @@
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reel_engine::catalogue::{nodelay_on_connect, postgres_session, vet_idle_connections};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use reel_engine::catalogue::{postgres_pool_options, postgres_session, vet_idle_connections};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
@@ -60,7 +60,7 @@ impl Db {
                 PgConnectOptions::from_str(url)
                     .map_err(|e| db_err("postgres", format!("parsing url {}", redact(url)), e))?,
             );
-            let pool = nodelay_on_connect(vet_idle_connections(PgPoolOptions::new()))
+            let pool = postgres_pool_options()
                 .max_connections(8)
                 .connect_with(opts)
                 .await

@@ -51,6 +51,13 @@ pub fn vet_idle_connections<DB: sqlx::Database>(
         })
 }
 
+/// The pool options of every reel PostgreSQL pool (catalogue, job tables, apalis queue): idle
+/// connections vetted before use ([`vet_idle_connections`]) and `TCP_NODELAY` set on each new
+/// connection (`tcp_nodelay`).
+pub fn postgres_pool_options() -> PgPoolOptions {
+    nodelay_on_connect(vet_idle_connections(PgPoolOptions::new()))
+}
+
 /// The session settings of every reel PostgreSQL connection (catalogue, jobs), sent in the
 /// start-up packet so they cost no round trip: `jit = off`. reel's statements are short index
 /// look-ups, and on tables the planner has no statistics for yet (straight after a bulk load,
@@ -360,7 +367,7 @@ async fn connect_postgres(url: &str) -> Result<PgPool> {
             source,
         })?;
     let _ = probe.close().await;
-    let pool_options = nodelay_on_connect(vet_idle_connections(PgPoolOptions::new()))
+    let pool_options = postgres_pool_options()
         .max_connections(POSTGRES_MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT);
     let pool = pool_options

@@ -38,13 +38,14 @@ mod test_support;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use backend::{MIGRATIONS_TABLE, postgres_session, vet_idle_connections};
+pub use backend::{
+    MIGRATIONS_TABLE, postgres_pool_options, postgres_session, vet_idle_connections,
+};
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result};
 pub use object::{CopyLocation, MAX_KEY_BYTES, NewCopy, Object, validate_key};
 pub use pool::StorageClass;
-pub use tcp_nodelay::nodelay_on_connect;
 
 use backend::Backend;
 

@@ -29,9 +29,9 @@ use nix::sys::socket::{SockaddrStorage, getpeername, getsockname, setsockopt, so
 use sqlx::PgConnection;
 use sqlx::postgres::PgPoolOptions;
 
-/// `options` with `TCP_NODELAY` set on every connection the pool opens: the policy of every reel
-/// PostgreSQL pool (catalogue, job tables, apalis queue).
-pub fn nodelay_on_connect(options: PgPoolOptions) -> PgPoolOptions {
+/// `options` with `TCP_NODELAY` set on every connection the pool opens (part of
+/// [`super::postgres_pool_options`]).
+pub(super) fn nodelay_on_connect(options: PgPoolOptions) -> PgPoolOptions {
     options.after_connect(|conn, _meta| Box::pin(set_tcp_nodelay(conn)))
 }
 

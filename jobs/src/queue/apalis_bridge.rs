@@ -88,14 +88,13 @@ impl ApalisDb {
                     crate::db::Db::err_static("postgres", "parsing the apalis queue's url"),
                 )?,
             );
-            let pool =
-                reel_engine::catalogue::nodelay_on_connect(sqlx::postgres::PgPoolOptions::new())
-                    .connect_with(options)
-                    .await
-                    .map_err(crate::db::Db::err_static(
-                        "postgres",
-                        "connecting the apalis queue",
-                    ))?;
+            let pool = reel_engine::catalogue::postgres_pool_options()
+                .connect_with(options)
+                .await
+                .map_err(crate::db::Db::err_static(
+                    "postgres",
+                    "connecting the apalis queue",
+                ))?;
             // CREATE EXTENSION (hstore) is not safe against a concurrent one in a new
             // database: the loser retries once the winner committed.
             let mut attempt = 0;

@@ -697,27 +697,19 @@ fn write_record(
         )
         .with_residue(missing as i64));
     }
-    if let Some(left) = st.faults.dies_after.as_mut() {
-        *left = left.saturating_sub(1);
-        if *left == 0 {
-            st.faults.dies_after = None;
-            st.dead = true;
-            let lost = st.lose_buffer()?;
-            tracing::warn!(
-                drive = st.index,
-                lost,
-                "drive died (injected); its buffer is lost"
-            );
-            return Ok(());
-        }
+    if last_of_countdown(&mut st.faults.dies_after) {
+        st.dead = true;
+        let lost = st.lose_buffer()?;
+        tracing::warn!(
+            drive = st.index,
+            lost,
+            "drive died (injected); its buffer is lost"
+        );
+        return Ok(());
     }
-    if let Some(left) = st.faults.power_cut_after.as_mut() {
-        *left = left.saturating_sub(1);
-        if *left == 0 {
-            st.faults.power_cut_after = None;
-            st.faults.power_cut_due = true;
-            return Ok(());
-        }
+    if last_of_countdown(&mut st.faults.power_cut_after) {
+        st.faults.power_cut_due = true;
+        return Ok(());
     }
     let c = st.cart_ref()?;
     if data_end > ew_point(st, cfg, c) {
@@ -729,6 +721,22 @@ fn write_record(
         .with_flags(REEL_FLAG_EOM));
     }
     Ok(())
+}
+
+/// One more record written against an armed countdown of records (`dies_after`,
+/// `power_cut_after`): true when it was the last one, and the countdown is disarmed.
+fn last_of_countdown(left: &mut Option<u64>) -> bool {
+    match left {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            false
+        }
+        Some(_) => {
+            *left = None;
+            true
+        }
+        None => false,
+    }
 }
 
 fn write_filemarks(st: &mut DriveState, count: u32, immediate: bool) -> Result<(), Fault> {
