@@ -190,12 +190,14 @@ impl LeaseManager {
         .map_err(self.db.err("releasing a lease"))
     }
 
-    /// Release every lease this holder has (graceful shutdown).
-    pub async fn release_all(&self, holder: &str) -> Result<u64> {
+    /// Release every lease a worker start holds (graceful shutdown): those held under its name
+    /// (drives) and those held by one delivery of a ticket to it (`name/ticket/tag`, jobs).
+    pub async fn release_all(&self, worker: &str) -> Result<u64> {
         on_db!(&self.db, |p| sqlx::query(
-            "UPDATE reel_leases SET holder = NULL, expires_ms = 0 WHERE holder = $1"
+            "UPDATE reel_leases SET holder = NULL, expires_ms = 0 \
+             WHERE holder = $1 OR substr(holder, 1, length($1) + 1) = $1 || '/'"
         )
-        .bind(holder)
+        .bind(worker)
         .execute(p)
         .await
         .map(|r| r.rows_affected()))
@@ -281,6 +283,16 @@ mod tests {
             .unwrap();
         assert_eq!(c.epoch, b.epoch + 1);
         assert_eq!(m.release_all("worker-a").await.unwrap(), 1);
+        // A start's job leases are held per delivery (`name/ticket/tag`): they go with it. A
+        // worker whose name merely begins the same keeps its own.
+        let ttl = Duration::from_secs(60);
+        let drive = m.acquire(&r, "worker-a", ttl).await.unwrap();
+        let job = m.acquire("job:1", "worker-a/t1/0001", ttl).await.unwrap();
+        let other = m.acquire("job:2", "worker-ab/t2/0002", ttl).await.unwrap();
+        assert_eq!(m.release_all("worker-a").await.unwrap(), 2);
+        assert!(drive.check().await.is_err());
+        assert!(job.check().await.is_err());
+        other.check().await.unwrap();
     }
 
     #[tokio::test]
