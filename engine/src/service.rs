@@ -905,6 +905,7 @@ impl TapeService {
                 generation,
                 path,
                 size,
+                planned: None,
             })
             .collect();
         let total_bytes: u64 = arch.iter().map(|i| i.size).sum();
@@ -1009,6 +1010,12 @@ impl TapeService {
             }
             let progressed = !out.written.is_empty();
             remaining = out.remaining;
+            if let Some((it, fault)) = out.failed.first() {
+                return Err(SessionError::Other(format!(
+                    "object {} was not archived: {fault}",
+                    it.key
+                )));
+            }
             if let Some(e) = out.stopped_by
                 && !cartridge_fault(&e)
             {

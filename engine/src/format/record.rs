@@ -286,6 +286,14 @@ impl ContainerBuilder {
         Ok(entry)
     }
 
+    /// Drop the open object: its bytes stay in the data stream as dead space and no index
+    /// entry is made for it (docs/FORMAT.md §4.2). For a source that failed part way (it
+    /// changed or could not be read): what was framed of it is never indexed. No-op when no
+    /// object is open.
+    pub fn abandon_object(&mut self) {
+        self.object = None;
+    }
+
     /// Bytes in the data stream so far.
     pub fn data_bytes(&self) -> u64 {
         self.data_bytes
@@ -390,6 +398,11 @@ impl ExternalHashBuilder {
         self.0.end_object()
     }
 
+    /// See [`ContainerBuilder::abandon_object`].
+    pub fn abandon_object(&mut self) {
+        self.0.abandon_object()
+    }
+
     /// See [`ContainerBuilder::recycle`].
     pub fn recycle(&mut self, record: Vec<u8>) {
         self.0.recycle(record)
@@ -490,6 +503,29 @@ mod tests {
         assert_eq!(big_entry, small_entry);
         assert_eq!(big_footer, small_footer);
         assert_eq!(big_recs, small_recs);
+    }
+
+    #[test]
+    fn an_abandoned_object_is_dead_space_of_no_index_entry() {
+        let mut b = ContainerBuilder::new(header(MIN_RECORD_SIZE as u32));
+        b.begin_object("kept", 1).unwrap();
+        let _ = b.write(&[1u8; 10]);
+        b.end_object().unwrap();
+        b.begin_object("torn", 1).unwrap();
+        let _ = b.write(&[2u8; 20]);
+        b.abandon_object();
+        b.begin_object("after", 1).unwrap();
+        let _ = b.write(&[3u8; 5]);
+        let after = b.end_object().unwrap();
+        assert_eq!(
+            (after.offset, after.length),
+            (30, 5),
+            "the torn bytes stay in the stream"
+        );
+        let (_, footer) = b.finish();
+        let keys: Vec<&str> = footer.entries.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["kept", "after"]);
+        assert_eq!(footer.data_bytes, 35);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //!
 //! - [`mount`]: robot move, load, label check; unmount.
 //! - [`write`]: the archive data path (spool → hash → records → drive) with group commit.
+//! - [`source`]: an archive source opened safely, read within its size, checked unchanged.
 //! - [`verify`]: read-back of what a session wrote, in one sequential pass.
 //! - [`recall`]: ordered reads of extents into a pool of destination writers.
 //! - [`intake`]: calibration and labelling of new cartridges.
@@ -18,6 +19,7 @@ pub mod order;
 pub mod rebuild;
 pub mod recall;
 pub mod recovery;
+pub mod source;
 pub mod verify;
 pub mod write;
 

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tracing::{Instrument, info, info_span, warn};
 use uuid::Uuid;
 
+use super::source::{self, SourceFault, SourceStamp};
 use super::verify::{self, VerifyTarget};
 use super::{
     CancelToken, Fence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
@@ -44,6 +45,9 @@ pub struct ArchiveItem {
     pub path: PathBuf,
     /// Expected size in bytes.
     pub size: u64,
+    /// The source as the archive's planner saw it, when it recorded that: a source changed
+    /// since is refused rather than archived (two copies of one object must be one content).
+    pub planned: Option<SourceStamp>,
 }
 
 /// What a write session achieved on one cartridge.
@@ -53,6 +57,9 @@ pub struct WriteOutcome {
     pub written: Vec<ArchiveItem>,
     /// Items not durable here: write them to another cartridge (or again).
     pub remaining: Vec<ArchiveItem>,
+    /// Items whose source could not be archived (missing, not a regular file, unreadable,
+    /// changed): none of their bytes is indexed or catalogued; the rest of the session went on.
+    pub failed: Vec<(ArchiveItem, SourceFault)>,
     /// The cartridge reached early warning or end of medium: mark it full.
     pub cartridge_full: bool,
     /// Containers that became durable or verified.
@@ -287,10 +294,20 @@ async fn run(
     while let Some(ev) = ev_rx.recv().await {
         match ev {
             Event::Written(c) => {
-                ctx.catalogue
+                // A close the catalogue refuses leaves the container pending (dead below) and
+                // stops the session; the session's other containers are kept as usual.
+                match ctx
+                    .catalogue
                     .close_container(c.id, c.last_block, c.bytes, c.sha256, &c.copies)
-                    .await?;
-                written_not_durable.push(c);
+                    .await
+                {
+                    Ok(()) => written_not_durable.push(c),
+                    Err(e) => {
+                        warn!(container = c.id, barcode = %barcode, error = %e, "the catalogue refused the container's close; the session stops");
+                        abort.store(true, Ordering::SeqCst);
+                        stopped_by.get_or_insert(SessionError::Catalogue(e));
+                    }
+                }
             }
             Event::Barrier { block, file } => {
                 let ids: Vec<i64> = written_not_durable.iter().map(|c| c.id).collect();
@@ -335,22 +352,28 @@ async fn run(
         }
     };
     abort.store(true, Ordering::SeqCst);
-    let produced = match producer.join() {
-        Ok(r) => r,
-        Err(_) => Err(SessionError::Other(
-            "the spool reader thread panicked".into(),
-        )),
+    let Produced {
+        begun,
+        failed,
+        stopped,
+    } = match producer.join() {
+        Ok(p) => p,
+        Err(_) => Produced {
+            stopped: Some(SessionError::Other(
+                "the spool reader thread panicked".into(),
+            )),
+            ..Produced::default()
+        },
     };
+    if let Some(e) = stopped {
+        stopped_by.get_or_insert(e);
+    }
     if hasher.join().is_err() {
         stopped_by.get_or_insert(SessionError::Other("the hashing thread panicked".into()));
     }
-    let begun = match produced {
-        Ok(b) => b,
-        Err(e) => {
-            stopped_by.get_or_insert(e);
-            Vec::new()
-        }
-    };
+    for (i, fault) in &failed {
+        warn!(barcode = %barcode, key = %items[*i].key, error = %fault, "object not archived");
+    }
     summary.transfer_s += secs(tally.transfer_ns);
     summary.flush_s += secs(tally.flush_ns);
     summary.position_s += secs(tally.position_ns);
@@ -438,16 +461,22 @@ async fn run(
         verified_ok.push(c);
     }
     (ctx.progress)(progress);
-    let written_set: std::collections::HashSet<usize> = written_idx.iter().copied().collect();
+    let mut settled: std::collections::HashSet<usize> = written_idx.iter().copied().collect();
+    settled.extend(failed.iter().map(|(i, _)| *i));
     let written: Vec<ArchiveItem> = written_idx.iter().map(|&i| items[i].clone()).collect();
     let remaining: Vec<ArchiveItem> = (0..items.len())
-        .filter(|i| !written_set.contains(i))
+        .filter(|i| !settled.contains(i))
         .map(|i| items[i].clone())
+        .collect();
+    let failed: Vec<(ArchiveItem, SourceFault)> = failed
+        .into_iter()
+        .map(|(i, f)| (items[i].clone(), f))
         .collect();
     info!(
         barcode = %barcode,
         written = written.len(),
         remaining = remaining.len(),
+        failed = failed.len(),
         full = cartridge_full,
         transfer_s = summary.transfer_s,
         flush_s = summary.flush_s,
@@ -456,6 +485,7 @@ async fn run(
     Ok(WriteOutcome {
         written,
         remaining,
+        failed,
         cartridge_full,
         containers,
         summary,
@@ -518,8 +548,19 @@ fn hash_stage(
     }
 }
 
-/// Frame the items into containers. Returns the ids of the containers begun (each has a
-/// pending catalogue row before its first record is queued for the drive).
+/// What the spool reader did.
+#[derive(Default)]
+struct Produced {
+    /// Containers begun (each has a pending catalogue row before its first record is queued
+    /// for the drive).
+    begun: Vec<i64>,
+    /// Items whose source failed, by index: their bytes (if any were framed) are dead space.
+    failed: Vec<(usize, SourceFault)>,
+    /// Why the reader stopped early, if not because the drive side did.
+    stopped: Option<SessionError>,
+}
+
+/// Frame the items into containers.
 #[allow(clippy::too_many_arguments)]
 fn produce(
     rt: tokio::runtime::Handle,
@@ -530,9 +571,90 @@ fn produce(
     queues: Queues,
     close_soon: &AtomicBool,
     abort: &AtomicBool,
-) -> Result<Vec<i64>, SessionError> {
+) -> Produced {
+    let mut out = Produced::default();
+    if let Err(e) = frame(
+        &rt, &catalogue, &cfg, &start, items, queues, close_soon, abort, &mut out,
+    ) {
+        out.stopped = Some(e);
+    }
+    out
+}
+
+/// How reading one object's source ended.
+enum Read {
+    /// All its bytes were framed and the source did not change.
+    Whole,
+    /// The source failed: the object is abandoned, the session goes on.
+    Fault(SourceFault),
+    /// The drive side stopped (or the session is aborting): stop framing.
+    Stop,
+}
+
+/// Read one object's source into the container being built: at most its declared size plus
+/// one byte (a source that grew is caught without reading it to its new end, and a device
+/// never reaches here), stamped before and after.
+fn read_object(
+    b: &mut ExternalHashBuilder,
+    it: &ArchiveItem,
+    tx: &crossbeam_channel::Sender<Item>,
+    recycle: &crossbeam_channel::Receiver<Vec<u8>>,
+    records: &mut u64,
+    stopped: &dyn Fn() -> bool,
+) -> Result<Read, SessionError> {
+    let (f, before) = match source::open(&it.path, it.size, it.planned.as_ref()) {
+        Ok(x) => x,
+        Err(fault) => return Ok(Read::Fault(fault)),
+    };
+    b.begin_object(&it.key, it.generation)?;
+    let mut src = std::io::Read::take(&f, it.size.saturating_add(1));
+    let mut n_total = 0u64;
+    loop {
+        if stopped() {
+            return Ok(Read::Stop);
+        }
+        for r in recycle.try_iter() {
+            b.recycle(r);
+        }
+        // Straight from the page cache into the record buffer.
+        let (n, full) = match b.fill_from(&mut src) {
+            Ok(x) => x,
+            Err(e) => {
+                b.abandon_object();
+                return Ok(Read::Fault(SourceFault::unreadable(&it.path, &e)));
+            }
+        };
+        n_total += n as u64;
+        if let Some(r) = full {
+            *records += 1;
+            if tx.send(Item::Data(r)).is_err() {
+                return Ok(Read::Stop);
+            }
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    if let Err(fault) = source::check_unchanged(&it.path, &f, &before, n_total) {
+        b.abandon_object();
+        return Ok(Read::Fault(fault));
+    }
+    Ok(Read::Whole)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn frame(
+    rt: &tokio::runtime::Handle,
+    catalogue: &Catalogue,
+    cfg: &SessionConfig,
+    start: &ProducerStart,
+    items: &[ArchiveItem],
+    queues: Queues,
+    close_soon: &AtomicBool,
+    abort: &AtomicBool,
+    out: &mut Produced,
+) -> Result<(), SessionError> {
     let Queues { tx, recycle } = queues;
-    let mut begun = Vec::new();
     let mut block = start.first_block;
     let mut file = start.first_file;
     let mut next = 0usize;
@@ -558,60 +680,33 @@ fn produce(
             first_block,
             cfg.record_size as u32,
         ))?;
-        begun.push(id);
+        out.begun.push(id);
         let mut b = ExternalHashBuilder::new(header);
         // A failed send means the drive side stopped: what is framed is not written.
         if tx.send(Item::Begin).is_err() || tx.send(Item::Record(b.header_record())).is_err() {
-            return Ok(begun);
+            return Ok(());
         }
         let mut records: u64 = 1;
         let mut copies = Vec::new();
         let mut in_container = Vec::new();
         while next < items.len() {
             let it = &items[next];
-            let mut f = std::fs::File::open(&it.path).map_err(|e| SessionError::io(&it.path, e))?;
-            b.begin_object(&it.key, it.generation)?;
-            let mut n_total = 0u64;
-            loop {
-                if stopped() {
-                    return Ok(begun);
-                }
-                for r in recycle.try_iter() {
-                    b.recycle(r);
-                }
-                // Straight from the page cache into the record buffer.
-                let (n, full) = b
-                    .fill_from(&mut f)
-                    .map_err(|e| SessionError::io(&it.path, e))?;
-                n_total += n as u64;
-                if let Some(r) = full {
-                    records += 1;
-                    if tx.send(Item::Data(r)).is_err() {
-                        return Ok(begun);
-                    }
-                }
-                if n == 0 {
-                    break;
+            match read_object(&mut b, it, &tx, &recycle, &mut records, &stopped)? {
+                Read::Stop => return Ok(()),
+                Read::Fault(fault) => out.failed.push((next, fault)),
+                Read::Whole => {
+                    let e = b.end_object()?;
+                    copies.push(NewCopy {
+                        key: e.key,
+                        generation: e.generation,
+                        size: e.length,
+                        sha256: e.sha256,
+                        offset: e.offset,
+                        length: e.length,
+                    });
+                    in_container.push(next);
                 }
             }
-            if n_total != it.size {
-                return Err(SessionError::Other(format!(
-                    "spool file {} changed while it was archived: {} bytes expected, {} read; submit the archive again",
-                    it.path.display(),
-                    it.size,
-                    n_total
-                )));
-            }
-            let e = b.end_object()?;
-            copies.push(NewCopy {
-                key: e.key,
-                generation: e.generation,
-                size: e.length,
-                sha256: e.sha256,
-                offset: e.offset,
-                length: e.length,
-            });
-            in_container.push(next);
             next += 1;
             if b.data_bytes() >= cfg.container_bytes || close_soon.load(Ordering::SeqCst) {
                 break;
@@ -621,12 +716,12 @@ fn produce(
         if let Some(r) = b.finish_data() {
             records += 1;
             if tx.send(Item::Data(r)).is_err() {
-                return Ok(begun);
+                return Ok(());
             }
         }
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
         if tx.send(Item::Seal(reply_tx)).is_err() {
-            return Ok(begun);
+            return Ok(());
         }
         // No answer: the hasher stopped because the drive side did. A hasher that stopped may
         // leave this request unread in its queue (its sender, this thread, is still alive), so
@@ -635,14 +730,14 @@ fn produce(
             match reply_rx.recv_timeout(std::time::Duration::from_millis(20)) {
                 Ok(sha) => break sha,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) if !stopped() => {}
-                Err(_) => return Ok(begun),
+                Err(_) => return Ok(()),
             }
         };
         let (tail, footer) = b.finish_with(container_sha)?;
         for r in tail {
             records += 1;
             if tx.send(Item::Record(r)).is_err() {
-                return Ok(begun);
+                return Ok(());
             }
         }
         since_barrier_bytes += bytes;
@@ -664,13 +759,13 @@ fn produce(
             items: in_container,
         };
         if tx.send(Item::End { closed, sync }).is_err() {
-            return Ok(begun);
+            return Ok(());
         }
         // The container's records, then its filemark.
         block = first_block + records + 1;
         file += 1;
     }
-    Ok(begun)
+    Ok(())
 }
 
 /// The drive side: write what arrives, report barriers, stop cleanly.

@@ -1,0 +1,298 @@
+//! An archive source file as the write session reads it.
+//!
+//! A source is opened without following a symbolic link and without blocking (a FIFO or a
+//! device named as a source is never read: it is refused as not a regular file), read no
+//! further than its declared size, and stamped (size, mtime, ctime) when opened and again once
+//! read, as `tar` does to report "file changed as we read it". A source that is missing, not a
+//! regular file, unreadable, or changed — since the archive was planned, or while it was read —
+//! is a [`SourceFault`] of that one object: the session leaves its bytes in the container as
+//! dead space (docs/FORMAT.md §4.2), never indexes or catalogues it, and goes on with the next
+//! object.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// What a source file looked like: compared before and after it is read, and against what
+/// the archive's planner saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceStamp {
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Last status change, nanoseconds since the epoch.
+    pub ctime_ns: i64,
+}
+
+impl SourceStamp {
+    /// The stamp of `meta`.
+    pub fn of(meta: &Metadata) -> SourceStamp {
+        SourceStamp {
+            size: meta.len(),
+            mtime_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+            ctime_ns: meta
+                .ctime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.ctime_nsec()),
+        }
+    }
+
+    /// How `now` differs from `self`, in words; `None` when it does not.
+    fn difference(&self, now: &SourceStamp) -> Option<String> {
+        if self.size != now.size {
+            Some(format!(
+                "its size went from {} to {} bytes",
+                self.size, now.size
+            ))
+        } else if self.mtime_ns != now.mtime_ns {
+            Some("its modification time changed".into())
+        } else if self.ctime_ns != now.ctime_ns {
+            Some("its status-change time changed".into())
+        } else {
+            None
+        }
+    }
+}
+
+/// Why one object's source could not be archived. The object fails; the session goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceFault {
+    /// The file is gone.
+    #[error("source {path} no longer exists; nothing was archived for it")]
+    Missing {
+        /// The source.
+        path: String,
+    },
+    /// A FIFO, device, socket, directory or symbolic link: never read.
+    #[error("source {path} is {what}, not a regular file; only regular files are archived")]
+    NotRegular {
+        /// The source.
+        path: String,
+        /// What it is.
+        what: &'static str,
+    },
+    /// Opening or reading failed.
+    #[error("source {path} cannot be read: {reason}")]
+    Unreadable {
+        /// The source.
+        path: String,
+        /// The system's words.
+        reason: String,
+    },
+    /// The file is not what the archive was planned with (modified after submission).
+    #[error("source {path} changed after the archive was submitted ({how}); submit it again")]
+    ChangedSincePlanned {
+        /// The source.
+        path: String,
+        /// What changed.
+        how: String,
+    },
+    /// The file changed while it was read: what was read is neither the old nor the new file.
+    #[error("source {path} changed while it was read ({how}); its bytes on tape are dead space")]
+    ChangedWhileRead {
+        /// The source.
+        path: String,
+        /// What changed.
+        how: String,
+    },
+}
+
+impl SourceFault {
+    /// Whether another attempt may succeed: a file being written may settle, and a read error
+    /// may be passing. A missing file, a special file or a file changed since submission stays
+    /// so.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            SourceFault::ChangedWhileRead { .. } | SourceFault::Unreadable { .. }
+        )
+    }
+
+    /// A read error of `path`.
+    pub fn unreadable(path: &Path, e: &io::Error) -> SourceFault {
+        SourceFault::Unreadable {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+fn kind_of(meta: &Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Open `path` for reading: no symbolic link followed at its last component, no blocking open
+/// (a FIFO would wait for a writer), and only a regular file accepted. `planned`, when the
+/// planner recorded it, must still match; `size` is the size the archive declared.
+pub fn open(
+    path: &Path,
+    size: u64,
+    planned: Option<&SourceStamp>,
+) -> Result<(File, SourceStamp), SourceFault> {
+    let shown = || path.display().to_string();
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ENOENT) | Some(nix::libc::ENOTDIR) => {
+                SourceFault::Missing { path: shown() }
+            }
+            Some(nix::libc::ELOOP) => SourceFault::NotRegular {
+                path: shown(),
+                what: "a symbolic link",
+            },
+            _ => SourceFault::unreadable(path, &e),
+        })?;
+    let meta = f
+        .metadata()
+        .map_err(|e| SourceFault::unreadable(path, &e))?;
+    if !meta.is_file() {
+        return Err(SourceFault::NotRegular {
+            path: shown(),
+            what: kind_of(&meta),
+        });
+    }
+    let now = SourceStamp::of(&meta);
+    let declared = SourceStamp { size, ..now };
+    let expected = planned.unwrap_or(&declared);
+    if let Some(how) = expected.difference(&now) {
+        return Err(SourceFault::ChangedSincePlanned { path: shown(), how });
+    }
+    Ok((f, now))
+}
+
+/// After the read: `read` bytes came out of `f`, opened with stamp `before`. Anything other
+/// than the same size, mtime and ctime, and exactly that many bytes, is a change.
+pub fn check_unchanged(
+    path: &Path,
+    f: &File,
+    before: &SourceStamp,
+    read: u64,
+) -> Result<(), SourceFault> {
+    let after = SourceStamp::of(
+        &f.metadata()
+            .map_err(|e| SourceFault::unreadable(path, &e))?,
+    );
+    let how = if read != before.size {
+        Some(format!(
+            "{} bytes were expected, {read} could be read",
+            before.size
+        ))
+    } else {
+        before.difference(&after)
+    };
+    match how {
+        Some(how) => Err(SourceFault::ChangedWhileRead {
+            path: path.display().to_string(),
+            how,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn libc_flags() -> i32 {
+    nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn a_regular_file_opens_and_reads_unchanged() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, b"hello").unwrap();
+        let (mut f, st) = open(&p, 5, None).unwrap();
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).unwrap();
+        check_unchanged(&p, &f, &st, buf.len() as u64).unwrap();
+        // The planner's stamp is honoured.
+        let planned = SourceStamp::of(&std::fs::metadata(&p).unwrap());
+        open(&p, 5, Some(&planned)).unwrap();
+    }
+
+    #[test]
+    fn missing_special_and_linked_sources_are_faults_of_their_own() {
+        let d = tempfile::tempdir().unwrap();
+        let gone = d.path().join("gone");
+        assert!(matches!(
+            open(&gone, 1, None),
+            Err(SourceFault::Missing { .. })
+        ));
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Opened without blocking (no writer) and refused without a read.
+        let e = open(&fifo, 0, None).unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        assert!(!e.retryable());
+        let e = open(Path::new("/dev/zero"), 0, None).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let target = d.path().join("t");
+        std::fs::write(&target, b"x").unwrap();
+        let link = d.path().join("l");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = open(&link, 1, None).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(
+            open(d.path(), 0, None)
+                .unwrap_err()
+                .to_string()
+                .contains("directory")
+        );
+    }
+
+    #[test]
+    fn a_change_since_planning_or_during_the_read_is_caught() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, b"0123456789").unwrap();
+        // Declared size differs: changed since planned.
+        let e = open(&p, 4, None).unwrap_err();
+        assert!(matches!(e, SourceFault::ChangedSincePlanned { .. }), "{e}");
+        assert!(!e.retryable());
+        // Planned mtime differs.
+        let mut planned = SourceStamp::of(&std::fs::metadata(&p).unwrap());
+        planned.mtime_ns -= 1;
+        assert!(matches!(
+            open(&p, 10, Some(&planned)),
+            Err(SourceFault::ChangedSincePlanned { .. })
+        ));
+        // Rewritten in place, same size, while read.
+        let (f, st) = open(&p, 10, None).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut w = OpenOptions::new().write(true).open(&p).unwrap();
+        w.write_all(b"ABCDEFGHIJ").unwrap();
+        w.sync_all().unwrap();
+        let e = check_unchanged(&p, &f, &st, 10).unwrap_err();
+        assert!(matches!(e, SourceFault::ChangedWhileRead { .. }), "{e}");
+        assert!(e.retryable());
+        // Fewer bytes than declared.
+        let (f, st) = open(&p, 10, None).unwrap();
+        let e = check_unchanged(&p, &f, &st, 7).unwrap_err();
+        assert!(e.to_string().contains("10 bytes were expected, 7"), "{e}");
+    }
+}
