@@ -126,6 +126,10 @@ pub enum VerifyMode {
 pub struct ArchiveConfig {
     /// Tape record size in bytes.
     pub record_size: u32,
+    /// A container is closed (footer, filemark) once its data reaches this many bytes. Smaller
+    /// containers lose less when a session ends at early warning or end of medium; larger
+    /// ones cost fewer filemarks.
+    pub container_bytes: u64,
     /// Group commit: a synchronous filemark after this many bytes…
     pub barrier_bytes: u64,
     /// …or after this many seconds, whichever comes first.
@@ -144,6 +148,7 @@ impl Default for ArchiveConfig {
     fn default() -> Self {
         ArchiveConfig {
             record_size: 1 << 20,
+            container_bytes: 4 << 30,
             barrier_bytes: 32 << 30,
             barrier_seconds: 300,
             verify: VerifyMode::Full,
@@ -469,6 +474,15 @@ impl Config {
             return bad(
                 "[archive] record_size",
                 format!("{} must be a positive multiple of 4096", a.record_size),
+            );
+        }
+        if a.container_bytes < u64::from(a.record_size) {
+            return bad(
+                "[archive] container_bytes",
+                format!(
+                    "{} is less than one record ({} bytes)",
+                    a.container_bytes, a.record_size
+                ),
             );
         }
         if a.verify == VerifyMode::Sampled && a.sample_every == 0 {

@@ -15,8 +15,9 @@ use reel_engine::service::{
 };
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
+use reel_engine::session::source::SourceStamp;
 use reel_engine::session::write::ArchiveItem;
-use reel_engine::session::{self, CancelToken, SessionConfig, destination};
+use reel_engine::session::{self, CancelToken, SessionConfig, SessionError, destination};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -46,6 +47,7 @@ fn config_error(key: &str, reason: impl Into<String>) -> JobsError {
 pub fn session_config(c: &Config) -> SessionConfig {
     SessionConfig {
         record_size: c.archive.record_size as usize,
+        container_bytes: c.archive.container_bytes,
         barrier_bytes: c.archive.barrier_bytes,
         barrier_seconds: c.archive.barrier_seconds as f64,
         verify: match c.archive.verify {
@@ -457,16 +459,42 @@ impl TapeExecutor for EngineExecutor {
         let Some(pool) = requests.first().and_then(|r| r.pool.clone()) else {
             return Ok(BatchOutcome::default());
         };
+        let mut out = BatchOutcome::default();
         let mut items = Vec::with_capacity(requests.len());
-        let mut by_key: HashMap<String, Vec<i64>> = HashMap::new();
+        // One request per object in a session: a container cannot hold one object twice, and
+        // the catalogue refuses a close that tries (the whole container would be lost, and
+        // the batch with it, again and again).
+        let mut by_key: HashMap<String, i64> = HashMap::new();
         for r in requests {
+            if let Some(first) = by_key.get(&r.object_key) {
+                out.failed.push((
+                    r.id,
+                    format!(
+                        "object {} is requested twice for pool {pool} (requests {first} and {}); it is written once",
+                        r.object_key, r.id
+                    ),
+                ));
+                continue;
+            }
+            let size: u64 = field(r, "size")?;
+            let stamp = |name: &str| r.detail.get(name).and_then(|v| v.as_i64());
             items.push(ArchiveItem {
                 key: r.object_key.clone(),
                 generation: field(r, "generation")?,
                 path: field(r, "path")?,
-                size: field(r, "size")?,
+                size,
+                planned: stamp("mtime_ns")
+                    .zip(stamp("ctime_ns"))
+                    .map(|(mtime_ns, ctime_ns)| SourceStamp {
+                        size,
+                        mtime_ns,
+                        ctime_ns,
+                    }),
             });
-            by_key.entry(r.object_key.clone()).or_default().push(r.id);
+            by_key.insert(r.object_key.clone(), r.id);
+        }
+        if items.is_empty() {
+            return Ok(out);
         }
         // The cartridge mounted for this pool, or the next writable one.
         let mut held = self
@@ -482,35 +510,58 @@ impl TapeExecutor for EngineExecutor {
         // callback cannot outlive this call, so the session reports to nobody.
         let p = session::no_progress();
         let barcode = held.mount.barcode.clone();
-        let (_back, out) = self
+        let (_back, result) = self
             .service
             .write_held(held, items, &engine_cancel(cancel), p)
             .await;
-        match out {
-            Ok(o) => {
-                let mut done = Vec::new();
-                for it in &o.written {
-                    if let Some(ids) = by_key.get_mut(&it.key)
-                        && let Some(id) = ids.pop()
-                    {
-                        done.push(id);
-                    }
-                }
-                if let Some(e) = &o.stopped_by {
-                    warn!(drive, %barcode, error = %e, written = done.len(), "write batch stopped early; the rest is queued again");
-                }
-                info!(drive, %barcode, written = done.len(), of = requests.len(), "write batch");
-                Ok(BatchOutcome {
-                    done,
-                    ..BatchOutcome::default()
-                })
-            }
+        let o = match result {
+            Ok(o) => o,
             Err(HeldWriteError::Refused { reason, .. }) => {
                 warn!(drive, %barcode, %reason, "cartridge refused; the batch goes to another one");
-                Ok(BatchOutcome::default())
+                return Ok(out);
             }
-            Err(HeldWriteError::Failed(e)) => Err(tape(e)),
+            Err(HeldWriteError::Failed(e)) => return Err(tape(e)),
+        };
+        let id_of = |it: &ArchiveItem| by_key.get(&it.key).copied();
+        out.done.extend(o.written.iter().filter_map(id_of));
+        for (it, fault) in &o.failed {
+            if let Some(id) = id_of(it) {
+                if fault.retryable() {
+                    out.retry.push((id, fault.to_string()));
+                } else {
+                    out.failed.push((id, fault.to_string()));
+                }
+            }
         }
+        let rest: Vec<i64> = o.remaining.iter().filter_map(id_of).collect();
+        match &o.stopped_by {
+            // Stopped from outside (cancel, shutdown, a lost lease): the rest is not at fault.
+            Some(SessionError::Cancelled | SessionError::Fenced(_)) => {}
+            // A drive, medium or catalogue fault: every object left counts an attempt.
+            Some(e) => {
+                warn!(drive, %barcode, error = %e, written = out.done.len(), "write batch stopped early; the rest waits out a backoff");
+                let why = e.to_string();
+                out.retry.extend(rest.iter().map(|id| (*id, why.clone())));
+            }
+            // Early warning before anything became durable: the object at the front did not
+            // fit on this cartridge. It counts an attempt, so an object too large for any
+            // cartridge fails after a bounded number of them instead of marking every
+            // cartridge full in turn.
+            None if o.cartridge_full && o.written.is_empty() => {
+                if let Some(first) = rest.first() {
+                    out.retry.push((
+                        *first,
+                        format!(
+                            "cartridge {barcode} reached early warning before the object was durable on it"
+                        ),
+                    ));
+                }
+            }
+            // Early warning after some objects: the rest goes to the next cartridge.
+            None => {}
+        }
+        info!(drive, %barcode, written = out.done.len(), failed = out.failed.len(), of = requests.len(), "write batch");
+        Ok(out)
     }
 
     async fn read_batch(

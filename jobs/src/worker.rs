@@ -39,14 +39,18 @@ use crate::scheduler::{self, Decision, DriveState, MountTarget, Mounted, Policy}
 /// Progress callback: objects and bytes done so far in the current step.
 pub type ProgressFn = dyn Fn(Progress) + Send + Sync;
 
-/// What an executor did with a batch of requests. Requests in neither list (the batch stopped
-/// early, e.g. on cancel or EOM) go back to the queue.
+/// What an executor did with a batch of requests. Requests in no list (the batch stopped early
+/// for a reason not theirs: a cancel, shutdown, early warning) go back to the queue as they
+/// were.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchOutcome {
     /// Requests finished and durable (writes) or delivered and checked (reads).
     pub done: Vec<i64>,
     /// Requests that failed for good, with the reason.
     pub failed: Vec<(i64, String)>,
+    /// Requests whose attempt failed in a way another may mend, with the reason: each counts
+    /// an attempt and waits out the backoff (or fails once its attempts are spent).
+    pub retry: Vec<(i64, String)>,
     /// Reads whose copy was bad, sent to another copy: (request, barcode, pool, new detail).
     /// They go back to the queue on the other cartridge.
     pub reroute: Vec<(i64, String, Option<String>, serde_json::Value)>,
@@ -562,9 +566,20 @@ impl<E: TapeExecutor> Runtime<E> {
                 continue;
             }
             if c.failed > 0 {
+                let first = self.requests.failures(&rec.id, 3).await?;
+                let reasons: Vec<String> =
+                    first.iter().map(|(k, why)| format!("{k}: {why}")).collect();
                 let msg = format!(
-                    "{} of {} objects failed; see the failed requests with `reel jobs show {}`, then `reel jobs retry`",
-                    c.failed, c.total, rec.id
+                    "{} of {} objects failed ({}{}); `reel jobs retry {}` queues the failed ones again",
+                    c.failed,
+                    c.total,
+                    reasons.join("; "),
+                    if c.failed > first.len() as u64 {
+                        "; …"
+                    } else {
+                        ""
+                    },
+                    rec.id
                 );
                 self.store()
                     .fail_attempt(&rec.id, &msg, false, Duration::ZERO)
@@ -742,6 +757,7 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     tracing::info!(worker = %rt.name, backend = rt.queue.apalis().backend(), "worker starting");
     rt.queue.reconcile().await?;
     rt.requests.requeue_orphaned_claims().await?;
+    rt.requests.release_due().await?;
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = JobKind::ALL
         .into_iter()
         .map(|k| spawn_kind_worker(rt.clone(), k))
@@ -816,6 +832,9 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
         }
         if let Err(e) = rt.requests.requeue_orphaned_claims().await {
             tracing::warn!(error = %e, "re-queueing orphaned claims failed");
+        }
+        if let Err(e) = rt.requests.release_due().await {
+            tracing::warn!(error = %e, "queueing requests whose backoff passed failed");
         }
         // Pruning is cheap but need not run every heartbeat.
         if ticks % 60 == 1 {
@@ -1073,16 +1092,19 @@ async fn drive_step<E: TapeExecutor>(
     };
     let batch = rt.requests.claim(&target, fence, limit).await?;
     if batch.is_empty() {
+        // Another drive took the work first: wait a poll, never spin on the database.
+        idle(rt, rt.poll()).await;
         return Ok(());
     }
     let progress: Box<ProgressFn> = Box::new(|_| {});
     // A user's cancel of any job in the batch stops the batch at its next record boundary and
-    // frees the drive; the other jobs' unfinished requests go back to the queue.
+    // frees the drive; the cancelled job's unfinished requests are dropped, the other jobs'
+    // go back to the queue.
     let batch_cancel = cancel.child_token();
+    let jobs: std::collections::BTreeSet<String> = batch.iter().map(|r| r.job_id.clone()).collect();
     let watcher = {
         let store = rt.store().clone();
-        let jobs: std::collections::BTreeSet<String> =
-            batch.iter().map(|r| r.job_id.clone()).collect();
+        let jobs = jobs.clone();
         let bc = batch_cancel.clone();
         let every = rt.poll();
         tokio::spawn(async move {
@@ -1114,37 +1136,98 @@ async fn drive_step<E: TapeExecutor>(
         }
     };
     watcher.abort();
-    let ids: Vec<i64> = batch.iter().map(|r| r.id).collect();
-    match outcome {
-        Ok(o) => {
-            rt.requests.complete(&o.done, fence).await?;
-            for (id, why) in &o.failed {
-                rt.requests.fail(&[*id], fence, why).await?;
-            }
-            let finished: std::collections::BTreeSet<i64> = o
-                .done
-                .iter()
-                .copied()
-                .chain(o.failed.iter().map(|f| f.0))
-                .collect();
-            let rest: Vec<i64> = ids.into_iter().filter(|i| !finished.contains(i)).collect();
-            rt.requests.unclaim(&rest, fence).await?;
-            for (id, barcode, pool, detail) in &o.reroute {
-                if !rt
-                    .requests
-                    .reroute(*id, barcode, pool.as_deref(), detail)
-                    .await?
-                {
-                    tracing::warn!(request = id, "could not re-route a read to another copy");
-                }
-            }
-            rt.finalize_waiting().await
-        }
-        Err(e) => {
-            rt.requests.unclaim(&ids, fence).await?;
-            Err(e)
+    let mut cancelled = std::collections::BTreeSet::new();
+    for j in &jobs {
+        if rt.store().cancel_requested(j).await? {
+            cancelled.insert(j.clone());
         }
     }
+    let (o, error) = match outcome {
+        Ok(o) => (o, None),
+        // The batch as a whole failed (a drive fault before anything was read or written):
+        // every request counts an attempt, unless the drive's own lease or shutdown stopped
+        // it, which is no fault of the requests.
+        Err(e) if cancel.is_cancelled() => (BatchOutcome::default(), Some(e)),
+        Err(e) => {
+            let why = e.to_string();
+            let o = BatchOutcome {
+                retry: batch.iter().map(|r| (r.id, why.clone())).collect(),
+                ..BatchOutcome::default()
+            };
+            (o, Some(e))
+        }
+    };
+    settle(rt, &batch, o, &cancelled, fence).await?;
+    match error {
+        Some(e) => Err(e),
+        None => rt.finalize_waiting().await,
+    }
+}
+
+/// Record what a batch did with each of its requests: done, failed, waiting out a retry,
+/// re-routed to another copy, dropped (its job was cancelled), or back in the queue.
+async fn settle<E: TapeExecutor>(
+    rt: &Arc<Runtime<E>>,
+    batch: &[TapeRequest],
+    o: BatchOutcome,
+    cancelled: &std::collections::BTreeSet<String>,
+    fence: &Fence,
+) -> Result<()> {
+    let of_cancelled = |id: &i64| {
+        batch
+            .iter()
+            .any(|r| r.id == *id && cancelled.contains(&r.job_id))
+    };
+    rt.requests.complete(&o.done, fence).await?;
+    for (id, why) in &o.failed {
+        rt.requests.fail(&[*id], fence, why).await?;
+    }
+    let settled: std::collections::BTreeSet<i64> = o
+        .done
+        .iter()
+        .copied()
+        .chain(o.failed.iter().map(|f| f.0))
+        .chain(o.retry.iter().map(|f| f.0))
+        .collect();
+    let (dropped, rest): (Vec<i64>, Vec<i64>) = batch
+        .iter()
+        .map(|r| r.id)
+        .filter(|i| !settled.contains(i))
+        .partition(of_cancelled);
+    let (retry_dropped, retry): (Vec<(i64, String)>, Vec<(i64, String)>) =
+        o.retry.into_iter().partition(|(id, _)| of_cancelled(id));
+    let dropped: Vec<i64> = dropped
+        .into_iter()
+        .chain(retry_dropped.into_iter().map(|r| r.0))
+        .collect();
+    rt.requests.drop_cancelled(&dropped, fence).await?;
+    let r = rt
+        .requests
+        .retry(
+            &retry,
+            fence,
+            rt.queue.backoff(),
+            rt.config.worker.max_attempts,
+        )
+        .await?;
+    if r.waiting + r.failed > 0 {
+        tracing::warn!(
+            waiting = r.waiting,
+            failed = r.failed,
+            "requests failed an attempt; they wait out a backoff or, out of attempts, fail"
+        );
+    }
+    rt.requests.unclaim(&rest, fence).await?;
+    for (id, barcode, pool, detail) in &o.reroute {
+        if !rt
+            .requests
+            .reroute(*id, barcode, pool.as_deref(), detail)
+            .await?
+        {
+            tracing::warn!(request = id, "could not re-route a read to another copy");
+        }
+    }
+    Ok(())
 }
 
 /// Mark the moment a worker start registered, for `reel jobs`-side diagnostics.

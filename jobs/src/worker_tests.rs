@@ -30,6 +30,9 @@ struct Fake {
     loaded: Mutex<(BTreeMap<String, String>, usize)>,
     /// How long a read batch takes (lets drives overlap).
     read_time: Duration,
+    /// Every read request a batch was given, with when: key `C/bad…` fails its attempt (a
+    /// medium error), `C/block…` holds the batch until it is cancelled.
+    reads: Mutex<Vec<(String, std::time::Instant)>>,
 }
 
 impl Fake {
@@ -41,6 +44,7 @@ impl Fake {
             drives: vec![],
             loaded: Mutex::new((BTreeMap::new(), 0)),
             read_time: Duration::ZERO,
+            reads: Mutex::new(vec![]),
         })
     }
     fn calls(&self) -> Vec<i64> {
@@ -118,11 +122,23 @@ impl TapeExecutor for Fake {
         barcode: &str,
         reqs: &[TapeRequest],
         fence: &Fence,
-        _: &CancellationToken,
+        cancel: &CancellationToken,
         _: &ProgressFn,
     ) -> Result<BatchOutcome> {
         fence.check().await?;
         tokio::time::sleep(self.read_time).await;
+        let now = std::time::Instant::now();
+        self.reads
+            .lock()
+            .unwrap()
+            .extend(reqs.iter().map(|r| (r.object_key.clone(), now)));
+        if reqs.iter().any(|r| r.object_key.contains("/block")) {
+            // Stopped at a record boundary by the cancel: nothing finished.
+            cancel.cancelled().await;
+            return Ok(BatchOutcome::default());
+        }
+        let (bad, good): (Vec<&TapeRequest>, Vec<&TapeRequest>) =
+            reqs.iter().partition(|r| r.object_key.contains("/bad"));
         assert!(
             reqs.iter().all(|r| r.target
                 == MountTarget::Read {
@@ -132,8 +148,12 @@ impl TapeExecutor for Fake {
         );
         Ok(BatchOutcome {
             reroute: Vec::new(),
-            done: reqs.iter().map(|r| r.id).collect(),
+            done: good.iter().map(|r| r.id).collect(),
             failed: vec![],
+            retry: bad
+                .iter()
+                .map(|r| (r.id, "medium error (simulated)".to_string()))
+                .collect(),
         })
     }
     async fn verify(
@@ -671,4 +691,131 @@ async fn group_cap_across_drives_postgres() {
         return;
     };
     assert_eq!(group_cap_across_drives(e, 0).await, 2);
+}
+
+/// A read that keeps failing is attempted `max_attempts` times, each after the backoff for the
+/// attempts before it, then fails with its reason; the job's other object is recalled and the
+/// job ends failed, naming the object. No attempt is made at once or forever.
+async fn failing_requests_back_off_then_fail(mut e: Env) {
+    e.config.library.drives = vec!["d0".into()];
+    e.config.scheduler.min_files = 1;
+    e.config.scheduler.max_age_seconds = 0;
+    e.config.scheduler.min_mount_seconds = 0;
+    let q = e.queue().await;
+    let fake = Fake::new(IntakeMode::Succeed);
+    let (rt, h) = e.start(fake.clone()).await;
+    let spec = JobSpec::Recall(RecallJob {
+        selection: RecallSelection::Keys(vec!["C1/bad".into(), "C1/good".into()]),
+        destination: "/tmp/reel-test-out".into(),
+    });
+    let job = q.submit(spec, None).await.unwrap();
+    let r = wait_for(&q, &job.id, "failed", |r| r.state == JobState::Failed).await;
+    let err = r.error.clone().unwrap_or_default();
+    assert!(
+        err.contains("1 of 2 objects failed")
+            && err.contains("C1/bad: gave up after 3 attempt(s): medium error"),
+        "{err}"
+    );
+    assert_eq!(r.progress.objects_done, 1, "{r:?}");
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    let reads = fake.reads.lock().unwrap().clone();
+    let bad: Vec<std::time::Instant> = reads
+        .iter()
+        .filter(|(k, _)| k == "C1/bad")
+        .map(|(_, t)| *t)
+        .collect();
+    assert_eq!(bad.len(), 3, "attempts of the failing read: {reads:?}");
+    // Backoff base 1 s, doubling: the second attempt at least 1 s after the first, the third
+    // at least 2 s after the second (waiting requests are released on the heartbeat).
+    let gaps: Vec<Duration> = bad.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps[0] >= Duration::from_millis(1000) && gaps[1] >= Duration::from_millis(2000),
+        "{gaps:?}"
+    );
+    assert_eq!(reads.iter().filter(|(k, _)| k == "C1/good").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_requests_back_off_then_fail_sqlite() {
+    failing_requests_back_off_then_fail(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_requests_back_off_then_fail_postgres() {
+    let Some(e) = env(Some("failing_requests_back_off_then_fail_postgres")).await else {
+        return;
+    };
+    failing_requests_back_off_then_fail(e).await;
+}
+
+/// A job cancelled while a drive holds a batch of its requests: the batch stops, the job's
+/// requests are dropped (never claimed again), the job ends cancelled, and the next job for
+/// the same cartridge runs at once.
+async fn cancel_mid_batch_frees_the_queue(mut e: Env) {
+    e.config.library.drives = vec!["d0".into()];
+    e.config.scheduler.min_files = 1;
+    e.config.scheduler.max_age_seconds = 0;
+    e.config.scheduler.min_mount_seconds = 0;
+    let q = e.queue().await;
+    let fake = Fake::new(IntakeMode::Succeed);
+    let (rt, h) = e.start(fake.clone()).await;
+    let held = |keys: &[&str]| {
+        JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Keys(keys.iter().map(|k| k.to_string()).collect()),
+            destination: "/tmp/reel-test-out".into(),
+        })
+    };
+    let a = q
+        .submit(held(&["C2/block-1", "C2/block-2"]), None)
+        .await
+        .unwrap();
+    for _ in 0..600 {
+        if !fake.reads.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !fake.reads.lock().unwrap().is_empty(),
+        "the batch never started"
+    );
+    q.cancel(&a.id).await.unwrap();
+    wait_for(&q, &a.id, "cancelled", |r| r.state == JobState::Cancelled).await;
+    let b = q.submit(held(&["C2/after"]), None).await.unwrap();
+    wait_for(&q, &b.id, "done", |r| r.state == JobState::Done).await;
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    let reads = fake.reads.lock().unwrap().clone();
+    assert_eq!(
+        reads.iter().filter(|(k, _)| k.contains("/block")).count(),
+        2,
+        "the cancelled job's requests were claimed again: {reads:?}"
+    );
+    let c = RequestsView::counts(&q, &a.id).await;
+    assert_eq!((c.total, c.failed, c.done), (2, 2, 0));
+}
+
+/// Counts of a job's requests through the queue's database.
+struct RequestsView;
+impl RequestsView {
+    async fn counts(q: &JobQueue, id: &str) -> crate::queue::requests::JobRequestCounts {
+        TapeRequests::new(q.store().db().clone())
+            .counts(id)
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_mid_batch_frees_the_queue_sqlite() {
+    cancel_mid_batch_frees_the_queue(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_mid_batch_frees_the_queue_postgres() {
+    let Some(e) = env(Some("cancel_mid_batch_frees_the_queue_postgres")).await else {
+        return;
+    };
+    cancel_mid_batch_frees_the_queue(e).await;
 }

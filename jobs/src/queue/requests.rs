@@ -11,6 +11,7 @@ use sqlx::Row;
 
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
+use crate::queue::backoff::Backoff;
 use crate::queue::lease::Fence;
 use crate::scheduler::{MountMode, MountTarget, QueueSummary};
 
@@ -57,7 +58,7 @@ pub struct TapeRequest {
     pub priority: i32,
     /// Detail JSON.
     pub detail: serde_json::Value,
-    /// `queued`, `claimed`, `done`, `failed`.
+    /// `queued`, `claimed`, `waiting` (out a retry backoff), `done`, `failed`.
     pub state: String,
     /// Lease resource that claimed it.
     pub claimed_by: Option<String>,
@@ -65,6 +66,22 @@ pub struct TapeRequest {
     pub claim_epoch: Option<i64>,
     /// Failure reason.
     pub error: Option<String>,
+    /// Failed attempts so far (see [`TapeRequests::retry`]).
+    pub attempts: u32,
+}
+
+/// Drops a job's requests that no drive holds (`$1` the job, `$2` now): used by
+/// [`TapeRequests::cancel_job`] and in the transaction that records a cancel.
+pub(crate) const CANCEL_JOB_REQUESTS: &str = "UPDATE reel_tape_requests SET state = 'failed', error = 'cancelled', updated_ms = $2 \
+     WHERE job_id = $1 AND state IN ('queued', 'waiting')";
+
+/// What [`TapeRequests::retry`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryCounts {
+    /// Requests now waiting out their backoff.
+    pub waiting: u64,
+    /// Requests that spent their attempts and failed.
+    pub failed: u64,
 }
 
 /// Counts of one job's requests.
@@ -82,7 +99,7 @@ pub struct JobRequestCounts {
     pub bytes_done: u64,
 }
 
-const COLS: &str = "id, job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, state, claimed_by, claim_epoch, error";
+const COLS: &str = "id, job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, state, claimed_by, claim_epoch, error, attempts";
 
 macro_rules! decode_request {
     ($r:expr) => {{
@@ -117,6 +134,7 @@ macro_rules! decode_request {
                 claimed_by: r.try_get("claimed_by")?,
                 claim_epoch: r.try_get("claim_epoch")?,
                 error: r.try_get("error")?,
+                attempts: r.try_get::<i32, _>("attempts")?.max(0) as u32,
             })
         })()
     }};
@@ -467,6 +485,98 @@ impl TapeRequests {
         })
     }
 
+    /// Claimed requests whose attempt failed in a way another attempt may mend (a drive or
+    /// medium fault, a source being written to): each counts one attempt and waits out the
+    /// backoff for that many (state `waiting`, not counted in the queue summary, so no drive
+    /// mounts for it meanwhile), or fails for good with its reason once `max_attempts` are
+    /// spent. Fenced like `complete`. Returns how many now wait and how many failed.
+    pub async fn retry(
+        &self,
+        failures: &[(i64, String)],
+        fence: &Fence,
+        backoff: Backoff,
+        max_attempts: u32,
+    ) -> Result<RetryCounts> {
+        let mut counts = RetryCounts::default();
+        if failures.is_empty() {
+            return Ok(counts);
+        }
+        fence.check().await?;
+        const DOING: &str = "scheduling a request's retry";
+        let now = now_ms();
+        let get = "SELECT attempts FROM reel_tape_requests \
+                   WHERE id = $1 AND state = 'claimed' AND claimed_by = $2 AND claim_epoch = $3";
+        let set = "UPDATE reel_tape_requests SET state = $1, attempts = $2, not_before_ms = $3, error = $4, \
+                   claimed_by = NULL, claim_epoch = NULL, updated_ms = $5 \
+                   WHERE id = $6 AND state = 'claimed' AND claimed_by = $7 AND claim_epoch = $8";
+        crate::on_db!(&self.db, |p| {
+            let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+            for (id, why) in failures {
+                let Some(done): Option<i32> = sqlx::query_scalar(get)
+                    .bind(id)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.db.err(DOING))?
+                else {
+                    continue;
+                };
+                let attempts = done.max(0) as u32 + 1;
+                let (state, not_before, error) = if attempts >= max_attempts.max(1) {
+                    counts.failed += 1;
+                    (
+                        "failed",
+                        0,
+                        format!("gave up after {attempts} attempt(s): {why}"),
+                    )
+                } else {
+                    counts.waiting += 1;
+                    let wait = backoff.delay(attempts).as_millis() as i64;
+                    (
+                        "waiting",
+                        now + wait,
+                        format!("attempt {attempts} of {max_attempts} failed: {why}"),
+                    )
+                };
+                sqlx::query(set)
+                    .bind(state)
+                    .bind(attempts as i32)
+                    .bind(not_before)
+                    .bind(error)
+                    .bind(now)
+                    .bind(id)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db.err(DOING))?;
+            }
+            tx.commit().await.map_err(self.db.err(DOING))?;
+            Ok(counts)
+        })
+    }
+
+    /// Queue again every waiting request whose backoff has passed. Runs on every drive step
+    /// and heartbeat, on any worker (idempotent).
+    pub async fn release_due(&self) -> Result<u64> {
+        let sql = "UPDATE reel_tape_requests SET state = 'queued', updated_ms = $1 \
+                   WHERE state = 'waiting' AND not_before_ms <= $1";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(self.db.err("queueing requests whose backoff passed"))
+    }
+
+    /// Drop claimed requests of a cancelled job (a batch stopped for the cancel): they are
+    /// never queued again. Fenced like `complete`.
+    pub async fn drop_cancelled(&self, ids: &[i64], fence: &Fence) -> Result<u64> {
+        self.finish(ids, fence, "failed", Some("cancelled")).await
+    }
+
     /// Put back in the queue every claim whose lease is gone (holder died, epoch moved on).
     pub async fn requeue_orphaned_claims(&self) -> Result<u64> {
         let sql = "UPDATE reel_tape_requests SET state = 'queued', claimed_by = NULL, claim_epoch = NULL, updated_ms = $1 \
@@ -535,9 +645,9 @@ impl TapeRequests {
         .map_err(self.db.err("failing a queued request"))
     }
 
-    /// Drop a job's queued requests (cancel).
+    /// Drop a job's queued and waiting requests (cancel).
     pub async fn cancel_job(&self, job_id: &str) -> Result<u64> {
-        let sql = "UPDATE reel_tape_requests SET state = 'failed', error = 'cancelled', updated_ms = $2 WHERE job_id = $1 AND state = 'queued'";
+        let sql = CANCEL_JOB_REQUESTS;
         let now = now_ms();
         crate::on_db!(&self.db, |p| sqlx::query(sql)
             .bind(job_id)
@@ -550,7 +660,8 @@ impl TapeRequests {
 
     /// Put a job's failed requests back in the queue (`reel jobs retry`).
     pub async fn requeue_failed(&self, job_id: &str) -> Result<u64> {
-        let sql = "UPDATE reel_tape_requests SET state = 'queued', error = NULL, claimed_by = NULL, claim_epoch = NULL, updated_ms = $2 WHERE job_id = $1 AND state = 'failed'";
+        let sql = "UPDATE reel_tape_requests SET state = 'queued', error = NULL, claimed_by = NULL, claim_epoch = NULL, \
+                   attempts = 0, not_before_ms = 0, updated_ms = $2 WHERE job_id = $1 AND state = 'failed'";
         let now = now_ms();
         crate::on_db!(&self.db, |p| sqlx::query(sql)
             .bind(job_id)
@@ -559,6 +670,24 @@ impl TapeRequests {
             .await
             .map(|r| r.rows_affected()))
         .map_err(self.db.err("re-queueing failed requests"))
+    }
+
+    /// Up to `limit` of a job's failed requests: (object key, reason), oldest first.
+    pub async fn failures(&self, job_id: &str, limit: u32) -> Result<Vec<(String, String)>> {
+        let sql = "SELECT object_key, COALESCE(error, '') AS error FROM reel_tape_requests \
+                   WHERE job_id = $1 AND state = 'failed' ORDER BY id LIMIT $2";
+        crate::on_db!(&self.db, |p| {
+            let rows = sqlx::query(sql)
+                .bind(job_id)
+                .bind(i64::from(limit))
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("listing a job's failed requests"))?;
+            rows.iter()
+                .map(|r| Ok((r.try_get("object_key")?, r.try_get("error")?)))
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(self.db.err("listing a job's failed requests"))
+        })
     }
 
     /// Counts of a job's requests (its progress).
@@ -979,6 +1108,159 @@ mod tests {
         assert_eq!(moved[0].detail["block"], 9);
         let c = reqs.counts(&id).await.unwrap();
         assert_eq!((c.total, c.failed), (2, 1));
+    }
+
+    /// A failed attempt waits out its backoff outside the queue summary, comes back when it is
+    /// due, fails for good once its attempts are spent; a cancel drops what no drive holds in
+    /// the same transaction, and a batch holding the rest drops them.
+    async fn attempts_rules(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let leases = LeaseManager::new(db.clone());
+        let fence = leases
+            .acquire(&drive_resource("d0"), "w", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let c0 = MountTarget::Read {
+            barcode: "C0".into(),
+        };
+        let all = ClaimLimit {
+            max_files: 100,
+            max_bytes: u64::MAX,
+        };
+        let id = job(&store).await;
+        reqs.add(
+            &id,
+            &[
+                read_req("C0", "a", 5, 50),
+                read_req("C0", "b", 5, 50),
+                read_req("C0", "c", 5, 50),
+            ],
+        )
+        .await
+        .unwrap();
+        let got = reqs.claim(&c0, &fence, all).await.unwrap();
+        assert_eq!(got.len(), 3);
+        let slow = Backoff {
+            base: Duration::from_secs(3600),
+            max: Duration::from_secs(3600),
+        };
+        let r = reqs
+            .retry(
+                &[(got[0].id, "medium error".into()), (got[1].id, "x".into())],
+                &fence,
+                slow,
+                2,
+            )
+            .await
+            .unwrap();
+        assert_eq!((r.waiting, r.failed), (2, 0));
+        reqs.unclaim(&[got[2].id], &fence).await.unwrap();
+        // Waiting requests are not in the summary: only `c` is queued.
+        let sums = reqs.summaries().await.unwrap();
+        assert_eq!(sums.len(), 1);
+        assert_eq!(sums[0].files, 1);
+        assert_eq!(
+            reqs.release_due().await.unwrap(),
+            0,
+            "an hour's backoff is not due"
+        );
+        let c = reqs.counts(&id).await.unwrap();
+        assert_eq!((c.total, c.done, c.failed), (3, 0, 0), "waiting is neither");
+        // Only `c` can be claimed now.
+        let again = reqs.claim(&c0, &fence, all).await.unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].object_key, "c");
+        assert_eq!(again[0].attempts, 0);
+        // A zero backoff is due at once; the second failure spends the two attempts.
+        let now = Backoff {
+            base: Duration::ZERO,
+            max: Duration::ZERO,
+        };
+        let r = reqs
+            .retry(&[(again[0].id, "read error".into())], &fence, now, 2)
+            .await
+            .unwrap();
+        assert_eq!((r.waiting, r.failed), (1, 0));
+        assert_eq!(reqs.release_due().await.unwrap(), 1);
+        let third = reqs.claim(&c0, &fence, all).await.unwrap();
+        assert_eq!(third.len(), 1);
+        assert_eq!(third[0].attempts, 1);
+        let r = reqs
+            .retry(&[(third[0].id, "read error".into())], &fence, now, 2)
+            .await
+            .unwrap();
+        assert_eq!((r.waiting, r.failed), (0, 1));
+        let failures = reqs.failures(&id, 10).await.unwrap();
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].0, "c");
+        assert!(
+            failures[0]
+                .1
+                .contains("gave up after 2 attempt(s): read error"),
+            "{failures:?}"
+        );
+        // A stale fence schedules nothing.
+        leases.heartbeat(&fence, Duration::ZERO).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let other = leases
+            .acquire(&drive_resource("d0"), "w2", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(matches!(
+            reqs.retry(&[(third[0].id, "x".into())], &fence, now, 2)
+                .await,
+            Err(JobsError::Fenced { .. })
+        ));
+        // Cancel: the job's waiting requests are dropped with the cancel itself.
+        let id2 = job(&store).await;
+        reqs.add(
+            &id2,
+            &[read_req("C1", "d", 5, 50), read_req("C1", "e", 5, 50)],
+        )
+        .await
+        .unwrap();
+        let c1 = MountTarget::Read {
+            barcode: "C1".into(),
+        };
+        let held = reqs
+            .claim(
+                &c1,
+                &other,
+                ClaimLimit {
+                    max_files: 1,
+                    max_bytes: u64::MAX,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(held.len(), 1);
+        store.request_cancel(&id2).await.unwrap();
+        assert!(reqs.claim(&c1, &other, all).await.unwrap().is_empty());
+        assert_eq!(reqs.drop_cancelled(&[held[0].id], &other).await.unwrap(), 1);
+        let c = reqs.counts(&id2).await.unwrap();
+        assert_eq!((c.total, c.failed), (2, 2));
+        assert!(
+            reqs.summaries()
+                .await
+                .unwrap()
+                .iter()
+                .all(|s| s.files == 0 || s.target != c1)
+        );
+    }
+
+    #[tokio::test]
+    async fn attempts_sqlite() {
+        let t = testdb::sqlite().await;
+        attempts_rules(t.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn attempts_postgres() {
+        let Some(t) = testdb::postgres("attempts_postgres").await else {
+            return;
+        };
+        attempts_rules(t.db.clone()).await;
     }
 
     #[tokio::test]

@@ -438,16 +438,30 @@ impl JobStore {
             });
         }
         let now = now_ms();
-        self.exec(
-            "requesting cancel",
-            "UPDATE reel_jobs SET cancel_requested = 1, updated_ms = $2, \
-             state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, \
-             finished_ms = CASE WHEN state = 'queued' THEN $2 ELSE finished_ms END \
-             WHERE id = $1",
-            id,
-            |q| q.bind_i64(now),
-        )
-        .await?;
+        // One transaction: once the cancel is recorded, no drive can claim the job's queued
+        // or waiting requests (a batch already holding some drops them at its end).
+        const DOING: &str = "requesting cancel";
+        on_db!(&self.db, |p| {
+            let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+            sqlx::query(
+                "UPDATE reel_jobs SET cancel_requested = 1, updated_ms = $2, \
+                 state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, \
+                 finished_ms = CASE WHEN state = 'queued' THEN $2 ELSE finished_ms END \
+                 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db.err(DOING))?;
+            sqlx::query(crate::queue::requests::CANCEL_JOB_REQUESTS)
+                .bind(id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db.err(DOING))?;
+            tx.commit().await.map_err(self.db.err(DOING))?;
+        });
         self.require(id).await
     }
 
