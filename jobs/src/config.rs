@@ -470,10 +470,35 @@ impl Config {
             return bad("[worker] concurrency", "must be at least 1".into());
         }
         let a = &self.archive;
-        if a.record_size < 4096 || !a.record_size.is_multiple_of(4096) {
+        // The ranges the sessions accept: refused by every command that loads the config, not
+        // first by the worker.
+        use reel_engine::format::{MAX_RECORD_SIZE, MIN_RECORD_SIZE};
+        let rs = a.record_size as usize;
+        if !(MIN_RECORD_SIZE..=MAX_RECORD_SIZE).contains(&rs) || !rs.is_multiple_of(4096) {
             return bad(
                 "[archive] record_size",
-                format!("{} must be a positive multiple of 4096", a.record_size),
+                format!(
+                    "{} must be a multiple of 4096 from {MIN_RECORD_SIZE} to {MAX_RECORD_SIZE}",
+                    a.record_size
+                ),
+            );
+        }
+        if a.barrier_bytes == 0 {
+            return bad(
+                "[archive] barrier_bytes",
+                format!(
+                    "{} must be at least 1 (a synchronous filemark per this many bytes)",
+                    a.barrier_bytes
+                ),
+            );
+        }
+        if a.barrier_seconds == 0 {
+            return bad(
+                "[archive] barrier_seconds",
+                format!(
+                    "{} must be at least 1 (a synchronous filemark at least this often)",
+                    a.barrier_seconds
+                ),
             );
         }
         if a.container_bytes < u64::from(a.record_size) {
@@ -512,8 +537,11 @@ impl Config {
                 ),
             );
         }
-        if self.recall.writer_threads == 0 {
-            return bad("[recall] writer_threads", "must be at least 1".into());
+        if !(1..=256).contains(&self.recall.writer_threads) {
+            return bad(
+                "[recall] writer_threads",
+                format!("{} must be 1 to 256", self.recall.writer_threads),
+            );
         }
         for url in [&self.store.url, &self.store.jobs_url] {
             if !(url.starts_with("sqlite:")
@@ -642,6 +670,43 @@ mod tests {
         );
         assert_eq!(c.config.store.url, "postgres://u@h/db");
         assert!(c.config.store.is_postgres());
+    }
+
+    /// The ranges the sessions need are refused when the config is loaded, by any command,
+    /// naming the key and where the value came from.
+    #[test]
+    fn session_ranges_are_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        for (var, value, key) in [
+            ("REEL_ARCHIVE_RECORD_SIZE", "4096", "[archive] record_size"),
+            (
+                "REEL_ARCHIVE_RECORD_SIZE",
+                "16777216",
+                "[archive] record_size",
+            ),
+            ("REEL_ARCHIVE_BARRIER_BYTES", "0", "[archive] barrier_bytes"),
+            (
+                "REEL_ARCHIVE_BARRIER_SECONDS",
+                "0",
+                "[archive] barrier_seconds",
+            ),
+            (
+                "REEL_ARCHIVE_CONTAINER_BYTES",
+                "1000",
+                "[archive] container_bytes",
+            ),
+            ("REEL_RECALL_WRITER_THREADS", "0", "[recall] writer_threads"),
+            (
+                "REEL_RECALL_WRITER_THREADS",
+                "1000",
+                "[recall] writer_threads",
+            ),
+        ] {
+            let e = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[(var, value)]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(value), "{var}={value}: {e}");
+        }
     }
 
     #[test]

@@ -634,10 +634,13 @@ impl TapeExecutor for EngineExecutor {
                             d["bad_copies"] = json!(bad.iter().collect::<Vec<_>>());
                             out.reroute.push((r.id, c.barcode.clone(), None, d));
                         }
-                        None => out.failed.push((
+                        // No other copy: read this one again after the backoff (a new
+                        // LOCATE, often a fresh mount), a bounded number of times, before the
+                        // object is called lost. A medium error is often passing.
+                        None => out.retry.push((
                             r.id,
                             format!(
-                                "no readable copy left (bad: {}): {m}",
+                                "no other readable copy (bad: {}): {m}",
                                 bad.iter().cloned().collect::<Vec<_>>().join(", ")
                             ),
                         )),
