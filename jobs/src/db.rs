@@ -41,7 +41,21 @@ macro_rules! on_db {
 impl Db {
     /// Open `sqlite:PATH` (created if missing) or `postgres://…` and apply reel's migrations.
     pub async fn connect(url: &str) -> Result<Db> {
+        // One process at a time connects and migrates a SQLite file (the catalogue's open
+        // lock): held until the migrations below ran.
+        let mut _open = None;
         let db = if let Some(path) = url.strip_prefix("sqlite:") {
+            _open = Some(
+                reel_engine::catalogue::lock_sqlite_open(std::path::Path::new(
+                    path.split('?').next().unwrap_or(path),
+                ))
+                .await
+                .map_err(|source| JobsError::Io {
+                    doing: "taking the open lock of",
+                    path: path.into(),
+                    source,
+                })?,
+            );
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
                 .map_err(|e| db_err("sqlite", format!("parsing url {url}"), e))?
                 .create_if_missing(true)

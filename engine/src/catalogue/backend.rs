@@ -183,6 +183,13 @@ async fn connect_sqlite(url: &str) -> Result<SqlitePool> {
             ),
         });
     }
+    // One process at a time connects (WAL switch) and migrates a file (open_lock.rs).
+    let _open = super::open_lock::lock_sqlite_open(&path)
+        .await
+        .map_err(|source| CatalogueError::OpenLock {
+            url: shown.clone(),
+            source,
+        })?;
     let options = options
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)

@@ -29,6 +29,16 @@ pub enum CatalogueError {
         source: sqlx::Error,
     },
 
+    /// The open lock of a SQLite catalogue could not be taken (`open_lock.rs`).
+    #[error("cannot open the catalogue at `{url}`: {source}; check that its directory is writable")]
+    OpenLock {
+        /// The URL.
+        url: String,
+        /// What failed, naming the lock file.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The database opened but does not give the durability the catalogue needs.
     #[error("the catalogue at `{url}` is not durable: {reason}")]
     NotDurable {

@@ -30,6 +30,7 @@ mod container;
 mod dump;
 mod error;
 mod object;
+mod open_lock;
 mod pool;
 mod statistics;
 mod tcp_nodelay;
@@ -45,6 +46,7 @@ pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EO
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result};
 pub use object::{CopyLocation, MAX_KEY_BYTES, NewCopy, Object, validate_key};
+pub use open_lock::{OPEN_LOCK_WAIT, SqliteOpenLock, lock_sqlite_open, open_lock_path};
 pub use pool::StorageClass;
 
 use backend::Backend;
