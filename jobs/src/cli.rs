@@ -324,7 +324,7 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
 }
 
 /// The archive job for `paths` (one directory, or files; made absolute) into storage class
-/// `class` (default `[archive] default_class`, which must exist).
+/// `class` (default `[archive] default_class`). [`crate::submission::check`] checks it.
 pub(crate) fn archive_spec(
     config: &crate::config::Config,
     paths: &[PathBuf],
@@ -332,12 +332,6 @@ pub(crate) fn archive_spec(
     key_prefix: String,
 ) -> Result<JobSpec> {
     let class = class.unwrap_or_else(|| config.archive.default_class.clone());
-    if config.pools_of(&class).is_none() {
-        return Err(JobsError::Config {
-            origin: "--class".into(),
-            message: format!("storage class `{class}` is not in [archive.storage_classes]"),
-        });
-    }
     let source = archive_source(paths)?;
     Ok(JobSpec::Archive(ArchiveJob {
         source,
@@ -635,30 +629,17 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     })
 }
 
+/// One directory (not a symlink to one) is a tree; anything else is a list of files, which
+/// [`crate::submission::archive_entries`] checks (missing paths, symlinks, special files).
 fn archive_source(paths: &[PathBuf]) -> Result<ArchiveSource> {
     let abs: Vec<PathBuf> = paths.iter().map(|p| absolute(p)).collect::<Result<_>>()?;
-    for p in &abs {
-        if !p.exists() {
-            return Err(JobsError::Io {
-                doing: "archiving",
-                path: p.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such file or directory; check the path",
-                ),
-            });
-        }
-    }
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     match abs.as_slice() {
-        [one] if one.is_dir() => Ok(ArchiveSource::Tree(one.clone())),
-        _ => match abs.iter().find(|p| p.is_dir()) {
-            Some(d) => Err(JobsError::Config {
-                origin: "reel archive".into(),
-                message: format!(
-                    "{} is a directory: archive one directory alone, or list files",
-                    d.display()
-                ),
-            }),
+        [one] if is_dir(one) => Ok(ArchiveSource::Tree(one.clone())),
+        _ => match abs.iter().find(|p| is_dir(p)) {
+            Some(d) => {
+                Err(crate::submission::SubmissionError::Directory { path: d.clone() }.into())
+            }
             None => Ok(ArchiveSource::Files(abs)),
         },
     }
@@ -671,6 +652,8 @@ async fn submit(
     json: bool,
 ) -> Result<Output> {
     let queue = open_queue(loaded).await?;
+    let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+    crate::submission::check(&spec, &loaded.config, &catalogue).await?;
     let rec = queue.submit(spec, opts.priority).await?;
     if opts.wait {
         let mut out = wait(&queue, std::slice::from_ref(&rec.id), None, json).await?;
@@ -973,7 +956,19 @@ mod tests {
             ArchiveSource::Files(vec![f.clone()])
         );
         assert!(archive_source(&[f.clone(), dir.path().to_path_buf()]).is_err());
-        assert!(archive_source(&[dir.path().join("missing")]).is_err());
+        // A missing path is a file to archive_source; the submission check refuses it.
+        let missing = dir.path().join("missing");
+        assert_eq!(
+            archive_source(std::slice::from_ref(&missing)).unwrap(),
+            ArchiveSource::Files(vec![missing])
+        );
+        // A symlink to a directory is not a tree (the check refuses the link).
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        assert_eq!(
+            archive_source(std::slice::from_ref(&link)).unwrap(),
+            ArchiveSource::Files(vec![link])
+        );
     }
 
     #[test]

@@ -25,11 +25,12 @@ use tracing::{info, warn};
 use crate::config::{Config, VerifyMode};
 use crate::error::{JobsError, Result};
 use crate::job::{
-    ArchiveJob, ArchiveSource, DEFAULT_PRIORITY, IntakeJob, IntakeSelection, RebuildJob, RecallJob,
+    ArchiveJob, DEFAULT_PRIORITY, IntakeJob, IntakeSelection, RebuildJob, RecallJob,
     RecallSelection, VerifyJob, VerifyTarget,
 };
 use crate::queue::{Fence, NewTapeRequest, TapeRequest};
 use crate::scheduler::MountTarget;
+use crate::submission::SourceEntry;
 use crate::worker::{BatchOutcome, ProgressFn, TapeExecutor};
 
 fn tape(e: impl std::fmt::Display) -> JobsError {
@@ -230,30 +231,6 @@ fn field<T: serde::de::DeserializeOwned>(r: &TapeRequest, name: &str) -> Result<
         })
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let rd = std::fs::read_dir(dir).map_err(|source| JobsError::Io {
-        doing: "listing",
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut entries: Vec<_> = rd.filter_map(|e| e.ok()).collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let p = e.path();
-        let ft = e.file_type().map_err(|source| JobsError::Io {
-            doing: "inspecting",
-            path: p.clone(),
-            source,
-        })?;
-        if ft.is_dir() {
-            walk(&p, out)?;
-        } else if ft.is_file() {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
 impl TapeExecutor for EngineExecutor {
     async fn drives(&self) -> Result<Vec<String>> {
         Ok(self
@@ -278,55 +255,34 @@ impl TapeExecutor for EngineExecutor {
                     ),
                 )
             })?;
-        let mut files: Vec<(String, PathBuf)> = Vec::new();
-        match &job.source {
-            ArchiveSource::Files(paths) => {
-                for p in paths {
-                    let name = p
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .ok_or_else(|| tape(format!("{} names no file", p.display())))?;
-                    files.push((format!("{}{name}", job.key_prefix), p.clone()));
-                }
-            }
-            ArchiveSource::Tree(dir) => {
-                let mut all = Vec::new();
-                walk(dir, &mut all)?;
-                for p in all {
-                    let rel = p.strip_prefix(dir).map_err(|_| {
-                        tape(format!("{} is outside {}", p.display(), dir.display()))
-                    })?;
-                    let rel: Vec<String> = rel
-                        .components()
-                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                        .collect();
-                    files.push((format!("{}{}", job.key_prefix, rel.join("/")), p));
-                }
-            }
-        }
-        if files.is_empty() {
-            return Err(tape(
-                "nothing to archive: no regular files under the given paths",
-            ));
-        }
+        // The walk and key derivation of submission; what it refuses is refused for good
+        // (JobsError::Invalid is not retried).
+        let files = crate::submission::archive_entries(job)?;
         let mut reqs = Vec::new();
-        for (key, path) in files {
-            reel_engine::catalogue::validate_key(&key)?;
-            let meta = std::fs::metadata(&path).map_err(|source| JobsError::Io {
-                doing: "reading",
-                path: path.clone(),
-                source,
-            })?;
+        for SourceEntry {
+            key,
+            path,
+            size,
+            mtime_ns,
+            ctime_ns,
+        } in files
+        {
             let generation = self.catalogue().next_generation(&key).await?;
             for pool in &class.pools {
                 reqs.push(NewTapeRequest {
                     target: MountTarget::Write { pool: pool.clone() },
                     pool: Some(pool.clone()),
                     object_key: key.clone(),
-                    bytes: meta.len(),
+                    bytes: size,
                     files: 1,
                     priority: DEFAULT_PRIORITY,
-                    detail: json!({"path": path, "generation": generation, "size": meta.len()}),
+                    detail: json!({
+                        "path": path,
+                        "generation": generation,
+                        "size": size,
+                        "mtime_ns": mtime_ns,
+                        "ctime_ns": ctime_ns,
+                    }),
                 });
             }
         }
@@ -356,7 +312,13 @@ impl TapeExecutor for EngineExecutor {
         let mut reqs = Vec::new();
         let mut missing = Vec::new();
         for key in keys {
-            let dest = destination::safe_join(root, &key).map_err(tape)?;
+            let dest = destination::safe_join(root, &key).map_err(|e| {
+                crate::submission::SubmissionError::Invalid {
+                    field: "keys",
+                    value: key.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
             let Some(obj) = self.catalogue().object(&key).await? else {
                 missing.push(key);
                 continue;

@@ -8,6 +8,8 @@
 //!
 //! - [`config`]: `reel.toml` and `REEL_*` overrides.
 //! - [`job`]: job kinds and payloads.
+//! - [`submission`]: the checks a job spec passes before it is queued (CLI and API), and the
+//!   archive source walk the planner shares.
 //! - [`db`]: the pool on reel's own tables (SQLite or PostgreSQL).
 //! - [`queue`]: job records, the apalis bridge, tape requests and claims, leases and fencing.
 //! - [`scheduler`]: the mount decision, a pure function.
@@ -29,6 +31,7 @@ pub mod executor;
 pub mod job;
 pub mod queue;
 pub mod scheduler;
+pub mod submission;
 pub mod worker;
 
 pub use error::{JobsError, Result};

@@ -412,7 +412,10 @@ impl<E: TapeExecutor> Runtime<E> {
                 tracing::info!("job handed back to the queue (shutdown)");
             }
             Ending::Failed(e) => {
-                let retryable = !matches!(e, JobsError::Payload { .. } | JobsError::Config { .. });
+                let retryable = !matches!(
+                    e,
+                    JobsError::Payload { .. } | JobsError::Config { .. } | JobsError::Invalid(_)
+                );
                 let delay = self.queue.backoff().delay(record.attempts);
                 match self
                     .store()

@@ -78,27 +78,45 @@ async fn archive_recall_verify_intake_cancel_retry_through_the_binary() {
         let (code, v, err) = run_job(dir.path(), &["verify", "--sample-every", "1"]);
         assert_eq!(code, 0, "{}: verify: {v} {err}", store.name());
 
-        // Retry: a recall of a key not archived yet fails; once it is archived, a retry succeeds.
+        // Retry: a recall of a key not archived yet is refused at submission (nothing is
+        // queued); a recall into a destination the worker cannot create fails; once the
+        // destination can be created, a retry succeeds.
         let late = src.path().join("late.txt");
         write_random_file(&late, 1234, 99);
-        let (_, v, _) = reel(dir.path(), &["recall", "t/late.txt", "--to", dsts]);
+        let (code, _, err) = reel(dir.path(), &["recall", "t/late.txt", "--to", dsts]);
+        assert_ne!(
+            code,
+            0,
+            "{}: a recall of a missing key was queued",
+            store.name()
+        );
+        assert!(err.contains("t/late.txt"), "{err}");
+        let lates = late.to_str().unwrap();
+        let (code, v, err) = run_job(dir.path(), &["archive", lates, "--key-prefix", "t/"]);
+        assert_eq!(code, 0, "{v} {err}");
+        let blocker = dst.path().join("blocker");
+        std::fs::write(&blocker, b"a file where the destination's parent should be").unwrap();
+        let blocked = blocker.join("late");
+        let (code, v, err) = reel(
+            dir.path(),
+            &["recall", "t/late.txt", "--to", blocked.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{v} {err}");
         let failing = job_id(&v);
         let (code, _) = wait(dir.path(), &failing);
         assert_ne!(
             code,
             0,
-            "{}: the recall of a missing key succeeded",
+            "{}: the recall into an uncreatable destination succeeded",
             store.name()
         );
         assert_eq!(state_of(dir.path(), &failing), "failed");
-        let lates = late.to_str().unwrap();
-        let (code, v, err) = run_job(dir.path(), &["archive", lates, "--key-prefix", "t/"]);
-        assert_eq!(code, 0, "{v} {err}");
+        std::fs::remove_file(&blocker).unwrap();
         let (code, v, err) = reel(dir.path(), &["jobs", "retry", &failing]);
         assert_eq!(code, 0, "retry: {v} {err}");
         let (code, v) = wait(dir.path(), &failing);
         assert_eq!(code, 0, "{}: retried recall: {v}", store.name());
-        assert!(dst.path().join("t/late.txt").exists());
+        assert!(blocked.join("t/late.txt").exists());
 
         // The library through the plugin, and the jobs list.
         let (code, v, _) = reel(dir.path(), &["library", "cartridges"]);

@@ -16,7 +16,12 @@ const KEYS_PER_STATEMENT: usize = 1000;
 /// Longest object key, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 4096;
 
-/// Check an object key: any UTF-8 string of 1 to [`MAX_KEY_BYTES`] bytes without NUL.
+/// Check an object key. A key is a relative path of UTF-8 segments joined by `/`: 1 to
+/// [`MAX_KEY_BYTES`] bytes, no NUL, no leading `/`, no empty segment (`a//b`, a trailing `/`)
+/// and no `.` or `..` segment. This is the one rule for keys: archive submission and planning
+/// check the keys they derive with it, the catalogue refuses any other key, and a recall's
+/// [`safe_join`](crate::session::destination::safe_join) applies it before joining a key to
+/// its destination, so every key the catalogue holds can be recalled.
 pub fn validate_key(key: &str) -> Result<()> {
     let reason = if key.is_empty() {
         "it is empty".to_string()
@@ -27,12 +32,48 @@ pub fn validate_key(key: &str) -> Result<()> {
         )
     } else if let Some(at) = key.find('\0') {
         format!("it holds a NUL byte at byte {at}; keys cannot contain NUL")
+    } else if key.starts_with('/') {
+        "it starts with `/`; keys are relative paths".to_string()
+    } else if let Some(seg) = key
+        .split('/')
+        .find(|s| s.is_empty() || *s == "." || *s == "..")
+    {
+        if seg.is_empty() {
+            "it has an empty segment (`//`, or a trailing `/`); segments are joined by one `/`"
+                .to_string()
+        } else {
+            format!("it has a `{seg}` segment; keys cannot contain `.` or `..` segments")
+        }
     } else {
         return Ok(());
     };
     Err(CatalogueError::InvalidKey {
         key: shorten(key),
         reason,
+    })
+}
+
+/// Check a key prefix (of an archive's keys, or of a listing): empty, or such that a key that
+/// continues it can pass [`validate_key`] (so `backups/` is a prefix, `/x` and `a//` are not).
+pub fn validate_key_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    if prefix.len() >= MAX_KEY_BYTES {
+        return Err(CatalogueError::InvalidKey {
+            key: shorten(prefix),
+            reason: format!(
+                "as a key prefix it is {} bytes long, leaving no room in a key of at most {MAX_KEY_BYTES} bytes",
+                prefix.len()
+            ),
+        });
+    }
+    validate_key(&format!("{prefix}x")).map_err(|e| match e {
+        CatalogueError::InvalidKey { reason, .. } => CatalogueError::InvalidKey {
+            key: shorten(prefix),
+            reason: format!("as a key prefix, {reason}"),
+        },
+        other => other,
     })
 }
 
@@ -332,9 +373,7 @@ impl Catalogue {
     /// `limit`: for each key, its latest generation that has a durable or verified copy.
     pub async fn list_objects(&self, prefix: &str, limit: u64) -> Result<Vec<Object>> {
         const OP: &str = "list_objects";
-        if !prefix.is_empty() {
-            validate_key(prefix)?;
-        }
+        validate_key_prefix(prefix)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Latest visible generation: visible, and no later visible generation of the same key.
         let rows: Vec<ObjectRow> = match prefix_upper_bound(prefix) {
@@ -403,7 +442,7 @@ mod tests {
         objects_are_visible_only_through_durable_containers,
         generations_count_past_invisible_ones,
         listing_uses_byte_order_and_exact_prefixes,
-        keys_are_any_utf8_without_nul,
+        keys_are_utf8_paths_without_nul_or_dot_segments,
         copies_on_healthy_cartridges_come_first,
     );
 
@@ -420,6 +459,46 @@ mod tests {
         );
         let e = validate_key("").unwrap_err();
         assert!(e.to_string().contains("empty"), "{e}");
+        for (bad, why) in [
+            ("/etc/passwd", "starts with `/`"),
+            ("a//b", "empty segment"),
+            ("a/", "empty segment"),
+            ("./a", "`.` segment"),
+            ("a/./b", "`.` segment"),
+            ("..", "`..` segment"),
+            ("a/../../x", "`..` segment"),
+        ] {
+            let e = validate_key(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("{bad:?}")) && e.contains(why), "{e}");
+        }
+        for good in [".hidden", "a/..b", "a/b.", "日本/語 x.txt", "a\\b"] {
+            assert!(validate_key(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn key_prefixes_follow_the_key_rule() {
+        for good in ["", "backups/", "a", "a/b", "a/.", "..x"] {
+            assert!(validate_key_prefix(good).is_ok(), "{good:?}");
+        }
+        for (bad, why) in [
+            ("/", "starts with `/`"),
+            ("a//", "empty segment"),
+            ("../", "`..` segment"),
+            ("a/./", "`.` segment"),
+            ("a\0", "NUL"),
+        ] {
+            let e = validate_key_prefix(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("{bad:?}")) && e.contains(why), "{e}");
+        }
+        let long = "x".repeat(MAX_KEY_BYTES);
+        assert!(
+            validate_key_prefix(&long)
+                .unwrap_err()
+                .to_string()
+                .contains("no room")
+        );
+        assert!(validate_key_prefix(&long[1..]).is_ok());
     }
 
     #[test]
@@ -584,11 +663,11 @@ mod tests {
         Ok(())
     }
 
-    async fn keys_are_any_utf8_without_nul(db: &TestCatalogue) -> TestResult {
+    async fn keys_are_utf8_paths_without_nul_or_dot_segments(db: &TestCatalogue) -> TestResult {
         let c = cat(db);
         labelled(c, "K1", "p").await?;
         let long = "ü".repeat(2048); // 4096 bytes
-        let odd = "../etc/passwd\n\t 'quoted' \"dq\" \\ 🦀 日本語";
+        let odd = "..etc/passwd\n\t 'quoted' \"dq\" \\ 🦀 日本語";
         container_with(
             c,
             "K1",
@@ -598,7 +677,16 @@ mod tests {
         .await?;
         assert_eq!(c.object(&long).await?.map(|o| o.key), Some(long.clone()));
         assert_eq!(c.object(odd).await?.map(|o| o.sha256), Some(sha(2)));
-        for bad in ["", "a\0", &"x".repeat(4097)] {
+        for bad in [
+            "",
+            "a\0",
+            &"x".repeat(4097),
+            "../x",
+            "/x",
+            "a//b",
+            "a/./b",
+            "a/",
+        ] {
             assert!(
                 matches!(c.object(bad).await, Err(CatalogueError::InvalidKey { .. })),
                 "{bad:?}"

@@ -12,11 +12,12 @@ pub fn safe_join(root: &Path, key: &str) -> Result<PathBuf, SessionError> {
         key: key.to_string(),
         reason: reason.to_string(),
     };
-    if key.is_empty() {
-        return Err(refuse("the key is empty"));
-    }
-    if key.contains('\0') {
-        return Err(refuse("the key contains a NUL byte"));
+    // The catalogue's one key rule first: a key it accepts is a key recall can place.
+    if let Err(e) = crate::catalogue::validate_key(key) {
+        return Err(match e {
+            crate::catalogue::CatalogueError::InvalidKey { reason, .. } => refuse(&reason),
+            other => refuse(&other.to_string()),
+        });
     }
     let rel = Path::new(key);
     if rel.is_absolute() {
@@ -78,14 +79,30 @@ mod tests {
             safe_join(r, "a/b/c.txt").unwrap(),
             PathBuf::from("/dst/a/b/c.txt")
         );
-        assert_eq!(safe_join(r, "./a").unwrap(), PathBuf::from("/dst/a"));
+        assert_eq!(
+            safe_join(r, ".a/b..").unwrap(),
+            PathBuf::from("/dst/.a/b..")
+        );
     }
 
     #[test]
     fn escaping_keys_are_refused() {
         let r = Path::new("/dst");
-        for k in ["../x", "a/../../x", "/etc/passwd", "a\0b", "", ".", "a/.."] {
+        for k in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "a\0b",
+            "",
+            ".",
+            "a/..",
+            "./a",
+            "a//b",
+            "a/",
+        ] {
             assert!(safe_join(r, k).is_err(), "{k:?} accepted");
+            // The same rule as the catalogue's: what it refuses, recall refuses.
+            assert!(crate::catalogue::validate_key(k).is_err(), "{k:?}");
         }
     }
 

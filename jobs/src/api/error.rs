@@ -61,6 +61,10 @@ impl From<JobsError> for ApiError {
                 S::BAD_REQUEST,
                 "fix the request; the request bodies are described in GET /openapi.json".into(),
             ),
+            JobsError::Invalid(_) => (
+                S::BAD_REQUEST,
+                "fix the request and submit it again; nothing was queued".into(),
+            ),
             JobsError::Io { .. } => (
                 S::BAD_REQUEST,
                 "paths are on the server host: give absolute paths that exist there and that reel serve and the workers can read".into(),

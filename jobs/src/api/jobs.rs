@@ -225,6 +225,7 @@ async fn submit(
     spec: JobSpec,
     priority: Option<i32>,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
+    crate::submission::check(&spec, state.config(), state.catalogue()).await?;
     let rec = state.queue().submit(spec, priority).await?;
     tracing::info!(id = %rec.id, kind = %rec.kind, "job submitted over HTTP");
     Ok((StatusCode::ACCEPTED, Json(rec.into())))
@@ -238,7 +239,7 @@ async fn submit(
     request_body = ArchiveRequest,
     responses(
         (status = 202, description = "queued", body = JobView),
-        (status = 400, description = "bad request (path missing or relative, unknown class)", body = ErrorBody),
+        (status = 400, description = "bad request, naming the field: a path missing, relative, listed twice, a symlink or special file; two paths with one key; a bad key or key_prefix; an unknown class", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]
@@ -270,7 +271,7 @@ pub(super) async fn submit_archive(
     request_body = RecallRequest,
     responses(
         (status = 202, description = "queued", body = JobView),
-        (status = 400, description = "bad request", body = ErrorBody),
+        (status = 400, description = "bad request, naming the field: no keys, a bad or repeated key, keys not in the catalogue, a prefix that matches nothing, a relative destination", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]
@@ -292,7 +293,7 @@ pub(super) async fn submit_recall(
     request_body = VerifyRequest,
     responses(
         (status = 202, description = "queued", body = JobView),
-        (status = 400, description = "bad request", body = ErrorBody),
+        (status = 400, description = "bad request, naming the field: a container or cartridge the catalogue does not know", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]
@@ -313,7 +314,7 @@ pub(super) async fn submit_verify(
     request_body = IntakeRequest,
     responses(
         (status = 202, description = "queued", body = JobView),
-        (status = 400, description = "bad request", body = ErrorBody),
+        (status = 400, description = "bad request, naming the field: empty or repeated barcodes, an empty pool name", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]

@@ -127,10 +127,49 @@ async fn api_submit_list_show_cancel_retry() {
     assert_error(st, &v, StatusCode::CONFLICT, "queued");
 }
 
+/// Catalogue one durable object `key` on cartridge `barcode`; returns its container id.
+async fn seed(state: &AppState, barcode: &str, key: &str) -> i64 {
+    use reel_engine::catalogue::{
+        ContainerState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK, NewCopy,
+    };
+    let cat = state.catalogue();
+    cat.ensure_pool("p1").await.unwrap();
+    cat.add_cartridge(barcode, false, 1 << 40).await.unwrap();
+    cat.set_labelled(barcode, "p1", uuid::Uuid::new_v4(), 1)
+        .await
+        .unwrap();
+    let id = cat
+        .create_container(
+            uuid::Uuid::new_v4(),
+            barcode,
+            FIRST_CONTAINER_FILE,
+            LABELLED_EOD_BLOCK,
+            1 << 20,
+        )
+        .await
+        .unwrap();
+    let copy = NewCopy {
+        key: key.into(),
+        generation: 1,
+        size: 1,
+        sha256: [7; 32],
+        offset: 0,
+        length: 1,
+    };
+    cat.close_container(id, LABELLED_EOD_BLOCK + 2, 1, [9; 32], &[copy])
+        .await
+        .unwrap();
+    cat.set_container_state(&[id], ContainerState::Durable)
+        .await
+        .unwrap();
+    id
+}
+
 #[tokio::test]
 async fn api_archive_and_recall_specs_match_the_cli() {
     let f = fixture().await;
     let s = &f.state;
+    seed(s, "S00001", "x/a.txt").await;
     let tree = tempfile::tempdir().unwrap();
     std::fs::write(tree.path().join("a.txt"), b"a").unwrap();
     let (st, v) = call(
@@ -240,6 +279,132 @@ async fn api_bad_input_is_400_and_unknown_is_404() {
     let (st, v) = call(s, Method::GET, "/healthz", None).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["store"], "sqlite");
+}
+
+/// What the submission checks refuse is a 400 naming the field and the value, and nothing is
+/// queued.
+#[tokio::test]
+async fn api_refuses_bad_submissions_naming_the_value() {
+    let f = fixture().await;
+    let s = &f.state;
+    let id = seed(s, "S00001", "kept/a.txt").await;
+    let src = tempfile::tempdir().unwrap();
+    let (ax, bx) = (src.path().join("a/x"), src.path().join("b/x"));
+    for p in [&ax, &bx] {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"x").unwrap();
+    }
+    let fifo = src.path().join("pipe");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(json!({"paths": [ax, bx], "key_prefix": "k/"})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "`paths`");
+    for needle in [ax.to_str().unwrap(), bx.to_str().unwrap(), "`k/x`"] {
+        assert!(
+            v["error"].as_str().unwrap().contains(needle),
+            "{needle}: {v}"
+        );
+    }
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(json!({"paths": [fifo]})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "FIFO");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains(fifo.to_str().unwrap()),
+        "{v}"
+    );
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(json!({"paths": [ax], "key_prefix": "../"})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "`key_prefix`");
+
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"keys": ["kept/a.txt", "no/such/key"], "to": "/restore"})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "`no/such/key`");
+    assert!(!v["error"].as_str().unwrap().contains("kept/a.txt"), "{v}");
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"keys": ["kept/a.txt", "kept/a.txt"], "to": "/restore"})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "listed twice");
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"prefix": "nothing/", "to": "/restore"})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "`nothing/`");
+
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/verify",
+        Some(json!({"container": -1})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "-1");
+    assert!(v["error"].as_str().unwrap().contains("`container`"), "{v}");
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/verify",
+        Some(json!({"cartridge": "NOPE01"})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "NOPE01");
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/intake",
+        Some(json!({"barcodes": ["A00001", "A00001"]})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "A00001");
+    let (_, list) = call(s, Method::GET, "/v1/jobs", None).await;
+    assert_eq!(list, json!([]), "nothing was queued");
+
+    // What the catalogue knows is accepted.
+    for (uri, body) in [
+        ("/v1/jobs/verify", json!({"container": id})),
+        ("/v1/jobs/verify", json!({"cartridge": "S00001"})),
+        (
+            "/v1/jobs/recall",
+            json!({"keys": ["kept/a.txt"], "to": "/restore"}),
+        ),
+    ] {
+        let (st, v) = call(s, Method::POST, uri, Some(body)).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{uri}: {v}");
+    }
 }
 
 #[tokio::test]

@@ -1,0 +1,632 @@
+//! Submission checks: what a job spec must satisfy before it is queued. The `reel` command
+//! ([`crate::cli`]) and the HTTP API ([`crate::api`]) both call [`check`] before
+//! [`JobQueue::submit`](crate::queue::JobQueue::submit), so bad input is refused at once,
+//! naming the field and the value, instead of failing on a worker after its retries.
+//!
+//! The archive source walk, [`archive_entries`], is also what the worker's planner
+//! ([`EngineExecutor::plan_archive`](crate::executor::EngineExecutor)) uses: sources are
+//! inspected and keys derived in one place. Keys follow the catalogue's one rule,
+//! [`reel_engine::catalogue::validate_key`], which a recall's `safe_join` applies too.
+//!
+//! What is refused:
+//! - archive: an unknown storage class; a bad `key_prefix`; missing, relative or NUL paths; a
+//!   path listed twice; two paths that map to one key; symlinks (given, or inside a tree: they
+//!   are not archived yet, neither followed nor skipped); FIFOs, devices and sockets (never
+//!   opened); unreadable directories and entries; names that are not UTF-8; derived keys the
+//!   key rule refuses; a tree without regular files.
+//! - recall: no keys; a bad, repeated or uncatalogued key; a bad prefix or one that matches
+//!   nothing; a destination that is relative or holds NUL.
+//! - verify: a container or cartridge the catalogue does not know.
+//! - intake: empty or repeated barcodes, an empty pool name.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use reel_engine::catalogue::{Catalogue, CatalogueError, validate_key, validate_key_prefix};
+
+use crate::config::Config;
+use crate::error::{JobsError, Result};
+use crate::job::{
+    ArchiveJob, ArchiveSource, IntakeJob, IntakeSelection, JobSpec, RecallJob, RecallSelection,
+    VerifyJob, VerifyTarget,
+};
+
+/// How many values (keys) one error lists at most.
+const LISTED: usize = 5;
+
+/// Why a job spec is refused. Each message names the request field, the value, and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmissionError {
+    /// A required list is empty, or an exclusive choice was not made.
+    #[error("`{field}`: {message}")]
+    Missing {
+        /// The request field (`paths`, `keys`, `barcodes`, ...).
+        field: &'static str,
+        /// What is missing and what to give.
+        message: String,
+    },
+    /// A value is refused for a reason of its own.
+    #[error("`{field}` {value:?} is refused: {reason}")]
+    Invalid {
+        /// The request field.
+        field: &'static str,
+        /// The value as given.
+        value: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// A path must be absolute.
+    #[error("`{field}`: {path} is not absolute; give absolute paths")]
+    NotAbsolute {
+        /// The request field.
+        field: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A path holds a NUL byte.
+    #[error("`{field}`: {path:?} holds a NUL byte; paths cannot contain NUL")]
+    NulInPath {
+        /// The request field.
+        field: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// The storage class is not configured.
+    #[error(
+        "`class`: storage class `{class}` is not in [archive.storage_classes] (configured: {known}); give one of those, or add it to the configuration"
+    )]
+    UnknownClass {
+        /// The class asked for.
+        class: String,
+        /// The configured ones.
+        known: String,
+    },
+    /// An archive source does not exist.
+    #[error("`paths`: {path} does not exist; check the path")]
+    NotFound {
+        /// The path.
+        path: PathBuf,
+    },
+    /// An archive source (or an entry of a tree) is a symbolic link.
+    #[error(
+        "`paths`: {path} is a symbolic link; symlinks are not archived yet (reel neither follows nor skips them): give the path of its target instead, or remove the link from the tree"
+    )]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// An archive source (or an entry of a tree) is neither a regular file nor a directory.
+    #[error(
+        "`paths`: {path} is a {kind}; reel archives regular files only (it never opens devices, FIFOs or sockets): leave it out, or move it out of the tree"
+    )]
+    SpecialFile {
+        /// The path.
+        path: PathBuf,
+        /// `FIFO`, `character device`, `block device`, `socket`.
+        kind: &'static str,
+    },
+    /// A directory was listed among files.
+    #[error("`paths`: {path} is a directory; archive one directory alone, or list files")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A tree source is not a directory.
+    #[error("`paths`: {path} is not a directory; list it as a file")]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A source or an entry of a tree cannot be listed or inspected.
+    #[error(
+        "`paths`: cannot {doing} {path}: {source}; make it readable by the user running reel and the workers, or leave it out"
+    )]
+    Unreadable {
+        /// `list`, `inspect`.
+        doing: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A file name is not UTF-8, so it has no key.
+    #[error(
+        "`paths`: the name of {path:?} is not valid UTF-8, and object keys are UTF-8; rename it"
+    )]
+    NotUtf8 {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The same path was listed twice.
+    #[error("`paths`: {path} is listed twice; list each file once")]
+    ListedTwice {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Two sources would be stored under one key.
+    #[error(
+        "`paths`: {first} and {second} would both be stored as key `{key}`; archive them in separate jobs with different `key_prefix` values, or archive their common directory as a tree"
+    )]
+    SameKey {
+        /// The first path.
+        first: PathBuf,
+        /// The second path.
+        second: PathBuf,
+        /// The key both map to.
+        key: String,
+    },
+    /// A derived key is refused by the key rule.
+    #[error(
+        "`paths`: {path} would be stored as key {key:?}, which is refused: {reason}; rename it or change `key_prefix`"
+    )]
+    BadDerivedKey {
+        /// The source.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// A tree without a regular file.
+    #[error("`paths`: {path} holds no regular files; there is nothing to archive")]
+    NothingToArchive {
+        /// The tree.
+        path: PathBuf,
+    },
+    /// A key was listed twice in one recall.
+    #[error("`keys`: key `{key}` is listed twice; list each key once")]
+    KeyListedTwice {
+        /// The key.
+        key: String,
+    },
+    /// Keys the catalogue does not hold.
+    #[error(
+        "`keys`: {count} key(s) are not in the catalogue: {keys}; check them with `reel catalog find KEY` (GET /v1/catalog/objects/KEY), or archive them first"
+    )]
+    UnknownKeys {
+        /// How many.
+        count: usize,
+        /// The first few, quoted.
+        keys: String,
+    },
+    /// A recall prefix that matches no archived object.
+    #[error(
+        "`prefix`: no archived object has a key starting with `{prefix}`; list keys with `reel catalog ls PREFIX` (GET /v1/catalog/objects?prefix=)"
+    )]
+    PrefixMatchesNothing {
+        /// The prefix.
+        prefix: String,
+    },
+    /// A container id the catalogue does not know.
+    #[error(
+        "`container`: the catalogue has no container with id {id}; container ids are in `reel catalog find KEY` (GET /v1/catalog/objects/KEY)"
+    )]
+    UnknownContainer {
+        /// The id.
+        id: i64,
+    },
+    /// A cartridge the catalogue does not know.
+    #[error(
+        "`cartridge`: the catalogue has no cartridge `{barcode}`; list them with `reel library cartridges`"
+    )]
+    UnknownCartridge {
+        /// The barcode.
+        barcode: String,
+    },
+}
+
+/// One regular file an archive job writes: its key and what lstat said about it at the walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEntry {
+    /// The object key: `key_prefix` + the name (files) or the path relative to the tree,
+    /// joined with `/`.
+    pub key: String,
+    /// The file.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its modification time, ns since the epoch.
+    pub mtime_ns: i64,
+    /// Its status-change time, ns since the epoch.
+    pub ctime_ns: i64,
+}
+
+fn nanos(secs: i64, nsec: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
+fn entry(key: String, path: PathBuf, meta: &std::fs::Metadata) -> SourceEntry {
+    SourceEntry {
+        key,
+        path,
+        size: meta.len(),
+        mtime_ns: nanos(meta.mtime(), meta.mtime_nsec()),
+        ctime_ns: nanos(meta.ctime(), meta.ctime_nsec()),
+    }
+}
+
+/// The kind of a file that is neither regular, a directory nor a symlink.
+fn special_kind(ft: &std::fs::FileType) -> &'static str {
+    if ft.is_fifo() {
+        "FIFO (named pipe)"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    }
+}
+
+fn check_path(field: &'static str, p: &Path) -> std::result::Result<(), SubmissionError> {
+    if p.as_os_str().as_bytes().contains(&0) {
+        return Err(SubmissionError::NulInPath {
+            field,
+            path: p.to_path_buf(),
+        });
+    }
+    if p.as_os_str().is_empty() || p.is_relative() {
+        return Err(SubmissionError::NotAbsolute {
+            field,
+            path: p.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// lstat, never following a symlink; a missing path is [`SubmissionError::NotFound`].
+fn lstat(p: &Path) -> std::result::Result<std::fs::Metadata, SubmissionError> {
+    std::fs::symlink_metadata(p).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => SubmissionError::NotFound {
+            path: p.to_path_buf(),
+        },
+        _ => SubmissionError::Unreadable {
+            doing: "inspect",
+            path: p.to_path_buf(),
+            source,
+        },
+    })
+}
+
+fn utf8_name(p: &Path, name: &std::ffi::OsStr) -> std::result::Result<String, SubmissionError> {
+    name.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| SubmissionError::NotUtf8 {
+            path: p.to_path_buf(),
+        })
+}
+
+/// Every regular file under `dir` (sorted by name at each level), `rel` being the key
+/// segments of `dir` below the tree's root. Symlinks, special files and unreadable entries
+/// are refused, never skipped.
+fn walk(
+    dir: &Path,
+    rel: &mut Vec<String>,
+    prefix: &str,
+    out: &mut Vec<SourceEntry>,
+) -> std::result::Result<(), SubmissionError> {
+    let unreadable = |path: &Path, source| SubmissionError::Unreadable {
+        doing: "list",
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| unreadable(dir, e))? {
+        entries.push(e.map_err(|e| unreadable(dir, e))?);
+    }
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let ft = e
+            .file_type()
+            .map_err(|source| SubmissionError::Unreadable {
+                doing: "inspect",
+                path: path.clone(),
+                source,
+            })?;
+        let name = utf8_name(&path, &e.file_name())?;
+        if ft.is_symlink() {
+            return Err(SubmissionError::Symlink { path });
+        } else if ft.is_dir() {
+            rel.push(name);
+            walk(&path, rel, prefix, out)?;
+            rel.pop();
+        } else if ft.is_file() {
+            let meta = lstat(&path)?;
+            let mut key = String::from(prefix);
+            for seg in rel.iter() {
+                key.push_str(seg);
+                key.push('/');
+            }
+            key.push_str(&name);
+            out.push(entry(key, path, &meta));
+        } else {
+            return Err(SubmissionError::SpecialFile {
+                path,
+                kind: special_kind(&ft),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The files an archive job writes, with their keys: the one walk of the sources, used at
+/// submission and by the worker's planner. Listed files keep their order; a tree is walked in
+/// name order. Every key is checked by the catalogue's key rule and is unique in the job.
+pub fn archive_entries(job: &ArchiveJob) -> std::result::Result<Vec<SourceEntry>, SubmissionError> {
+    let prefix = job.key_prefix.as_str();
+    validate_key_prefix(prefix).map_err(|e| invalid("key_prefix", prefix, e))?;
+    let mut out = Vec::new();
+    match &job.source {
+        ArchiveSource::Files(paths) => {
+            if paths.is_empty() {
+                return Err(SubmissionError::Missing {
+                    field: "paths",
+                    message: "archive needs at least one file".into(),
+                });
+            }
+            let mut seen = HashSet::new();
+            for p in paths {
+                check_path("paths", p)?;
+                if !seen.insert(p.as_path()) {
+                    return Err(SubmissionError::ListedTwice { path: p.clone() });
+                }
+                let meta = lstat(p)?;
+                let ft = meta.file_type();
+                if ft.is_symlink() {
+                    return Err(SubmissionError::Symlink { path: p.clone() });
+                } else if ft.is_dir() {
+                    return Err(SubmissionError::Directory { path: p.clone() });
+                } else if !ft.is_file() {
+                    return Err(SubmissionError::SpecialFile {
+                        path: p.clone(),
+                        kind: special_kind(&ft),
+                    });
+                }
+                let name = p
+                    .file_name()
+                    .ok_or_else(|| SubmissionError::Directory { path: p.clone() })?;
+                let key = format!("{prefix}{}", utf8_name(p, name)?);
+                out.push(entry(key, p.clone(), &meta));
+            }
+        }
+        ArchiveSource::Tree(root) => {
+            check_path("paths", root)?;
+            let ft = lstat(root)?.file_type();
+            if ft.is_symlink() {
+                return Err(SubmissionError::Symlink { path: root.clone() });
+            } else if !ft.is_dir() {
+                return Err(SubmissionError::NotADirectory { path: root.clone() });
+            }
+            walk(root, &mut Vec::new(), prefix, &mut out)?;
+            if out.is_empty() {
+                return Err(SubmissionError::NothingToArchive { path: root.clone() });
+            }
+        }
+    }
+    let mut keys: HashMap<&str, &Path> = HashMap::with_capacity(out.len());
+    for e in &out {
+        if let Err(CatalogueError::InvalidKey { reason, .. }) = validate_key(&e.key) {
+            return Err(SubmissionError::BadDerivedKey {
+                path: e.path.clone(),
+                key: e.key.clone(),
+                reason,
+            });
+        }
+        if let Some(first) = keys.insert(&e.key, &e.path) {
+            return Err(SubmissionError::SameKey {
+                first: first.to_path_buf(),
+                second: e.path.clone(),
+                key: e.key.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A key-rule refusal as a field error.
+fn invalid(field: &'static str, value: &str, e: CatalogueError) -> SubmissionError {
+    match e {
+        CatalogueError::InvalidKey { key, reason } => SubmissionError::Invalid {
+            field,
+            value: key,
+            reason,
+        },
+        other => SubmissionError::Invalid {
+            field,
+            value: value.into(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// The storage class must be configured.
+pub fn check_class(config: &Config, class: &str) -> std::result::Result<(), SubmissionError> {
+    if config.pools_of(class).is_some() {
+        return Ok(());
+    }
+    let known: Vec<&str> = config
+        .archive
+        .storage_classes
+        .keys()
+        .map(String::as_str)
+        .collect();
+    Err(SubmissionError::UnknownClass {
+        class: class.into(),
+        known: if known.is_empty() {
+            "none".into()
+        } else {
+            known.join(", ")
+        },
+    })
+}
+
+/// The checks of a recall that need no catalogue.
+pub fn check_recall_input(job: &RecallJob) -> std::result::Result<(), SubmissionError> {
+    check_path("to", &job.destination)?;
+    match &job.selection {
+        RecallSelection::Keys(keys) => {
+            if keys.is_empty() {
+                return Err(SubmissionError::Missing {
+                    field: "keys",
+                    message: "recall needs at least one key (or a prefix)".into(),
+                });
+            }
+            let mut seen = HashSet::with_capacity(keys.len());
+            for k in keys {
+                validate_key(k).map_err(|e| invalid("keys", k, e))?;
+                if !seen.insert(k.as_str()) {
+                    return Err(SubmissionError::KeyListedTwice { key: k.clone() });
+                }
+            }
+        }
+        RecallSelection::Prefix(p) => {
+            validate_key_prefix(p).map_err(|e| invalid("prefix", p, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// A recall: its input, and that the catalogue holds what it selects.
+pub async fn check_recall(catalogue: &Catalogue, job: &RecallJob) -> Result<()> {
+    check_recall_input(job)?;
+    match &job.selection {
+        RecallSelection::Keys(keys) => {
+            let mut missing = Vec::new();
+            for k in keys {
+                if catalogue.object(k).await?.is_none() {
+                    missing.push(k);
+                }
+            }
+            if !missing.is_empty() {
+                let mut listed: Vec<String> = missing
+                    .iter()
+                    .take(LISTED)
+                    .map(|k| format!("`{k}`"))
+                    .collect();
+                if missing.len() > LISTED {
+                    listed.push(format!("and {} more", missing.len() - LISTED));
+                }
+                return Err(SubmissionError::UnknownKeys {
+                    count: missing.len(),
+                    keys: listed.join(", "),
+                }
+                .into());
+            }
+        }
+        RecallSelection::Prefix(p) => {
+            if catalogue.list_objects(p, 1).await?.is_empty() {
+                return Err(SubmissionError::PrefixMatchesNothing { prefix: p.clone() }.into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A verify: its target must exist in the catalogue.
+pub async fn check_verify(catalogue: &Catalogue, job: &VerifyJob) -> Result<()> {
+    match &job.target {
+        VerifyTarget::Container(id) => {
+            if catalogue.container(*id).await?.is_none() {
+                return Err(SubmissionError::UnknownContainer { id: *id }.into());
+            }
+        }
+        VerifyTarget::Cartridge(b) => {
+            if b.trim().is_empty() {
+                return Err(SubmissionError::Invalid {
+                    field: "cartridge",
+                    value: b.clone(),
+                    reason: "the barcode is empty; give a cartridge's barcode".into(),
+                }
+                .into());
+            }
+            if catalogue.cartridge(b).await?.is_none() {
+                return Err(SubmissionError::UnknownCartridge { barcode: b.clone() }.into());
+            }
+        }
+        VerifyTarget::Sample { every: 0 } => {
+            return Err(SubmissionError::Invalid {
+                field: "sample_every",
+                value: "0".into(),
+                reason: "the sample period must be at least 1".into(),
+            }
+            .into());
+        }
+        VerifyTarget::Sample { .. } => {}
+    }
+    Ok(())
+}
+
+/// An intake: barcodes non-empty and distinct, the pool name non-empty.
+pub fn check_intake(job: &IntakeJob) -> std::result::Result<(), SubmissionError> {
+    if let Some(p) = &job.pool
+        && p.trim().is_empty()
+    {
+        return Err(SubmissionError::Invalid {
+            field: "pool",
+            value: p.clone(),
+            reason: "the pool name is empty; give a pool name, or leave it out for the default storage class's first pool".into(),
+        });
+    }
+    if let IntakeSelection::Barcodes(barcodes) = &job.selection {
+        if barcodes.is_empty() {
+            return Err(SubmissionError::Missing {
+                field: "barcodes",
+                message: "intake needs at least one barcode (or all new cartridges)".into(),
+            });
+        }
+        let mut seen = HashSet::with_capacity(barcodes.len());
+        for b in barcodes {
+            if b.trim().is_empty() || b.contains('\0') {
+                return Err(SubmissionError::Invalid {
+                    field: "barcodes",
+                    value: b.clone(),
+                    reason: "a barcode is empty (or holds NUL); give the cartridges' barcodes"
+                        .into(),
+                });
+            }
+            if !seen.insert(b.as_str()) {
+                return Err(SubmissionError::Invalid {
+                    field: "barcodes",
+                    value: b.clone(),
+                    reason: "it is listed twice; list each barcode once".into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Check a spec before it is queued; nothing is queued when this fails. An archive's sources
+/// are walked (on a blocking thread) as the worker will walk them.
+pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Result<()> {
+    match spec {
+        JobSpec::Archive(a) => {
+            // The class first: a bad class is refused before any walk.
+            check_class(config, &a.storage_class)?;
+            let job = a.clone();
+            tokio::task::spawn_blocking(move || archive_entries(&job))
+                .await
+                .map_err(|e| {
+                    JobsError::Tape(format!("internal: the source walk stopped: {e}"))
+                })??;
+        }
+        JobSpec::Recall(r) => check_recall(catalogue, r).await?,
+        JobSpec::Verify(v) => check_verify(catalogue, v).await?,
+        JobSpec::Intake(i) => check_intake(i)?,
+        JobSpec::Rebuild(_) => {}
+    }
+    // The queue's own checks, so the refusal comes from here with the rest.
+    spec.validate().map_err(|message| JobsError::Config {
+        origin: "the job".into(),
+        message,
+    })
+}
+
+#[cfg(test)]
+#[path = "submission_tests.rs"]
+mod tests;
