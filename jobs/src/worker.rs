@@ -1197,12 +1197,15 @@ async fn settle<E: TapeExecutor>(
         .map(|r| r.id)
         .filter(|i| !settled.contains(i))
         .partition(of_cancelled);
-    let (retry_dropped, retry): (Vec<(i64, String)>, Vec<(i64, String)>) =
-        o.retry.into_iter().partition(|(id, _)| of_cancelled(id));
-    let dropped: Vec<i64> = dropped
-        .into_iter()
-        .chain(retry_dropped.into_iter().map(|r| r.0))
-        .collect();
+    let mut dropped = dropped;
+    let mut retry = Vec::with_capacity(o.retry.len());
+    for (id, why) in o.retry {
+        if of_cancelled(&id) {
+            dropped.push(id);
+        } else {
+            retry.push((id, why));
+        }
+    }
     rt.requests.drop_cancelled(&dropped, fence).await?;
     let r = rt
         .requests
