@@ -67,6 +67,18 @@ pub enum Command {
     Serve(ServeArgs),
 }
 
+impl Command {
+    /// The log filter when `REEL_LOG` is not set: `worker` and `serve` log what they do (info);
+    /// `demo` prints its own summary and the other commands print their result, so they log
+    /// warnings and errors only.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Worker | Command::Serve(_) => "warn,reel_jobs=info,reel_engine=info",
+            _ => "warn",
+        }
+    }
+}
+
 /// `reel serve`
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -244,6 +256,9 @@ struct Output {
 pub async fn run(cli: Cli) -> Result<i32> {
     let loaded = LoadedConfig::load(cli.config.as_deref(), cli.data_dir.as_deref())?;
     let json_mode = cli.json;
+    // A stopped worker or server prints only that it stopped: when stdout is gone (`reel worker
+    // 2>&1 | tee log` after Ctrl-C ended `tee`) the shutdown was still a clean one.
+    let output_optional = matches!(cli.command, Command::Worker | Command::Serve(_));
     let out = dispatch(cli, &loaded).await?;
     let mut stdout = std::io::stdout().lock();
     let written = if json_mode {
@@ -257,11 +272,13 @@ pub async fn run(cli: Cli) -> Result<i32> {
     } else {
         writeln!(stdout, "{}", out.text.trim_end())
     };
-    written.map_err(|source| JobsError::Io {
-        doing: "writing to",
-        path: "stdout".into(),
-        source,
-    })?;
+    if !output_optional {
+        written.map_err(|source| JobsError::Io {
+            doing: "writing to",
+            path: "stdout".into(),
+            source,
+        })?;
+    }
     Ok(out.status)
 }
 
@@ -413,15 +430,16 @@ async fn run_serve(loaded: &LoadedConfig, args: ServeArgs) -> Result<Output> {
         source,
     })?;
     let shutdown = CancellationToken::new();
-    let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone()));
+    let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone())?);
     // Printed once the socket is bound, so scripts (and tests) can read the port from it.
-    eprintln!(
+    crate::logging::stderr_line(format_args!(
         "reel serve: listening on http://{addr} (store {}); stop with Ctrl-C or SIGTERM",
         crate::db::redact(&loaded.config.store.url)
-    );
+    ));
     let result = crate::api::run(listener, state, shutdown.clone()).await;
     shutdown.cancel();
-    let _ = signals.await;
+    // Stopped: no second signal can cut the shutdown short any more.
+    signals.abort();
     result?;
     Ok(Output {
         json: json!({"serve": addr.to_string(), "stopped": true}),
@@ -605,14 +623,16 @@ async fn run_worker(loaded: &LoadedConfig) -> Result<Output> {
         shutdown.clone(),
     );
     let name = rt.name.clone();
-    eprintln!(
+    // The handlers first: a signal sent once it says it is running finds them installed.
+    let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone())?);
+    crate::logging::stderr_line(format_args!(
         "reel worker {name}: running (store {}); stop with Ctrl-C or SIGTERM",
         crate::db::redact(&loaded.config.store.url)
-    );
-    let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone()));
+    ));
     let result = worker::run(rt).await;
     shutdown.cancel();
-    let _ = signals.await;
+    // Stopped: no second signal can cut the shutdown short any more.
+    signals.abort();
     result?;
     Ok(Output {
         json: json!({"worker": name, "stopped": true}),

@@ -192,7 +192,11 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
     std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
     let dir = std::path::absolute(&dir).map_err(io("resolving", &dir))?;
     let cfg = demo_config(&dir)?;
-    eprintln!("reel demo in {} (config {})", dir.display(), cfg.display());
+    crate::logging::stderr_line(format_args!(
+        "reel demo in {} (config {})",
+        dir.display(),
+        cfg.display()
+    ));
     let (files, bytes) = sample_tree(&dir)?;
     let loaded = LoadedConfig::load(Some(&cfg), Some(&dir))?;
     let config = loaded.config.clone();

@@ -17,6 +17,7 @@
 //! - [`executor`]: the tape executor, built on the engine's service and sessions.
 //! - [`demo`]: `reel demo`, the main job on SQLite and the simulator.
 //! - [`cli`]: the `reel` command line.
+//! - [`logging`]: its log and terminal output, which never panics on a closed pipe.
 //! - [`api`]: the HTTP API of `reel serve` (jobs, catalogue, /metrics, /openapi.json).
 
 #![deny(missing_docs)]
@@ -29,6 +30,7 @@ pub mod demo;
 pub mod error;
 pub mod executor;
 pub mod job;
+pub mod logging;
 pub mod queue;
 pub mod scheduler;
 pub mod submission;

@@ -1,29 +1,23 @@
 //! The `reel` command.
+//!
+//! Nothing here or in [`reel_jobs::logging`] panics when stdout or stderr is a closed pipe or a
+//! full disk. Rust ignores SIGPIPE (SIG_IGN before `main`), so such a write returns EPIPE
+//! instead of killing the process; keep it that way, a worker must get to its graceful
+//! shutdown when the reader of its log is gone.
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use reel_jobs::logging;
 
 fn main() -> std::process::ExitCode {
     let cli = reel_jobs::cli::Cli::parse();
-    // The demo prints its own summary; a worker logs what it does.
-    let default = if matches!(cli.command, reel_jobs::cli::Command::Demo) {
-        "warn"
-    } else {
-        "warn,reel_jobs=info,reel_engine=info"
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| EnvFilter::new(default)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(cli.command.default_log_filter());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("reel: cannot start the async runtime: {e}");
+            logging::stderr_line(format_args!("reel: cannot start the async runtime: {e}"));
             return std::process::ExitCode::from(1);
         }
     };
@@ -34,9 +28,12 @@ fn main() -> std::process::ExitCode {
         Ok(status) => std::process::ExitCode::from(status.clamp(0, 255) as u8),
         Err(e) => {
             if json {
-                println!("{}", serde_json::json!({"error": format!("{e:#}")}));
+                logging::stdout_line(format_args!(
+                    "{}",
+                    serde_json::json!({"error": format!("{e:#}")})
+                ));
             }
-            eprintln!("reel: error: {e:#}");
+            logging::stderr_line(format_args!("reel: error: {e:#}"));
             std::process::ExitCode::from(1)
         }
     }

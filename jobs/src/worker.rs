@@ -797,23 +797,63 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     Ok(())
 }
 
-/// Trip `token` on SIGTERM or SIGINT.
-pub async fn cancel_on_signals(token: CancellationToken) -> Result<()> {
+/// Exit status of a process that a second SIGINT stopped during its graceful shutdown: 128 + 2,
+/// as a shell reports a process killed by SIGINT.
+pub const EXIT_FORCED_SIGINT: i32 = 130;
+/// Exit status of a process that a second SIGTERM stopped during its graceful shutdown: 128 +
+/// 15, as a shell reports a process killed by SIGTERM.
+pub const EXIT_FORCED_SIGTERM: i32 = 143;
+
+/// Install the SIGTERM and SIGINT handlers now, and return the future that serves them (spawn
+/// it; abort it once the graceful shutdown is over):
+///
+/// - the first SIGTERM or SIGINT cancels `token`, the graceful shutdown;
+/// - another one once `token` is cancelled (by a signal or otherwise) exits the process at once
+///   with [`EXIT_FORCED_SIGINT`] (130) or [`EXIT_FORCED_SIGTERM`] (143), as a crash would stop
+///   it: no destructors, the leases it holds lapse after their TTL and its jobs are re-delivered.
+///
+/// Installed before the caller says it is running, so a signal sent as soon as it says so is
+/// never met by the default action. From then on SIGINT and SIGTERM never kill the process by
+/// their default action, so the token must be cancelled whatever else goes wrong: it is
+/// cancelled before anything is logged.
+pub fn cancel_on_signals(
+    token: CancellationToken,
+) -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
-    let io = |source| JobsError::Io {
-        doing: "installing the signal handler for",
-        path: "SIGTERM".into(),
-        source,
+    let io = |name: &str| {
+        let path = name.into();
+        move |source| JobsError::Io {
+            doing: "installing the signal handler for",
+            path,
+            source,
+        }
     };
-    let mut term = signal(SignalKind::terminate()).map_err(io)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
-        _ = token.cancelled() => return Ok(()),
-    }
-    token.cancel();
-    Ok(())
+    let mut term = signal(SignalKind::terminate()).map_err(io("SIGTERM"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io("SIGINT"))?;
+    Ok(async move {
+        let first = tokio::select! {
+            _ = term.recv() => Some("SIGTERM"),
+            _ = int.recv() => Some("SIGINT"),
+            _ = token.cancelled() => None,
+        };
+        token.cancel();
+        if let Some(sig) = first {
+            tracing::info!(
+                signal = sig,
+                "shutting down gracefully; send SIGINT or SIGTERM again to stop at once"
+            );
+        }
+        let (sig, status) = tokio::select! {
+            _ = term.recv() => ("SIGTERM", EXIT_FORCED_SIGTERM),
+            _ = int.recv() => ("SIGINT", EXIT_FORCED_SIGINT),
+        };
+        tracing::warn!(
+            signal = sig,
+            status,
+            "signal during the graceful shutdown: exiting at once; leases lapse after their TTL"
+        );
+        std::process::exit(status);
+    })
 }
 
 /// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs.
