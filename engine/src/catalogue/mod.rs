@@ -45,7 +45,10 @@ pub use backend::{
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result};
-pub use object::{CopyLocation, MAX_KEY_BYTES, NewCopy, Object, validate_key, validate_key_prefix};
+pub use object::{
+    CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT, validate_key,
+    validate_key_prefix,
+};
 pub use open_lock::{OPEN_LOCK_WAIT, SqliteOpenLock, lock_sqlite_open, open_lock_path};
 pub use pool::StorageClass;
 

@@ -16,10 +16,14 @@ const KEYS_PER_STATEMENT: usize = 1000;
 /// Longest object key, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 4096;
 
+/// No key begins with this segment: it is the private directory a recall keeps its partial
+/// files in, directly under the destination root (`session::destination`).
+pub const RESERVED_FIRST_SEGMENT: &str = ".reel-partial";
+
 /// Check an object key. A key is a relative path of UTF-8 segments joined by `/`: 1 to
-/// [`MAX_KEY_BYTES`] bytes, no NUL, no leading `/`, no empty segment (`a//b`, a trailing `/`)
-/// and no `.` or `..` segment. This is the one rule for keys: archive submission and planning
-/// check the keys they derive with it, the catalogue refuses any other key, and a recall's
+/// [`MAX_KEY_BYTES`] bytes, no NUL, no leading `/`, no empty segment (`a//b`, a trailing `/`),
+/// no `.` or `..` segment, and not [`RESERVED_FIRST_SEGMENT`] first. This is the one rule for
+/// keys: archive submission and planning check the keys they derive with it, the catalogue refuses any other key, and a recall's
 /// [`safe_join`](crate::session::destination::safe_join) applies it before joining a key to
 /// its destination, so every key the catalogue holds can be recalled.
 pub fn validate_key(key: &str) -> Result<()> {
@@ -34,6 +38,10 @@ pub fn validate_key(key: &str) -> Result<()> {
         format!("it holds a NUL byte at byte {at}; keys cannot contain NUL")
     } else if key.starts_with('/') {
         "it starts with `/`; keys are relative paths".to_string()
+    } else if key.split('/').next() == Some(RESERVED_FIRST_SEGMENT) {
+        format!(
+            "it starts with `{RESERVED_FIRST_SEGMENT}`, the name a recall's destination keeps for its partial files"
+        )
     } else if let Some(seg) = key
         .split('/')
         .find(|s| s.is_empty() || *s == "." || *s == "..")

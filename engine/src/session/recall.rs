@@ -1,9 +1,16 @@
 //! The recall data path: one reader per drive (the drive thread) reads the planned runs with
 //! read-ahead into reused record buffers and feeds a pool of destination writer threads, which
-//! write temporary files and hash them; complete files go to finisher threads, which check every
+//! write partial files and hash them; complete files go to finisher threads, which check every
 //! object's length and SHA-256, fsync and rename into place, and only then report the object. The destination never stalls the
 //! drive for long, and several drives can restore into one directory at once.
+//!
+//! Partial files live in each destination root's private directory (see [`super::destination`]):
+//! the session opens every root once at its start, which removes what an interrupted recall left
+//! there, and a partial file of an object that fails, or that the session stops before finishing,
+//! is removed at once. When the session ends no partial file of it is left, and the private
+//! directory goes if it is empty.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +19,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tracing::{Instrument, info, info_span, warn};
 
+use super::destination::{Partial, Staging};
 use super::order::{self, OrderPolicy, OrderSource};
 use super::{CancelToken, Progress, ProgressFn, SessionError, SessionSummary, secs};
 use crate::device::{DeviceError, Drive};
@@ -174,7 +182,7 @@ impl Buffers {
 
 enum WriterMsg {
     Chunk(Chunk),
-    /// The reader failed on this item: drop its temp file.
+    /// The reader failed on this item: drop its partial file.
     Abort(usize, RecallFailure),
 }
 
@@ -199,6 +207,7 @@ pub async fn recall_session(
             .max(1);
         let gap_blocks = opts.read_through_gap_bytes / rs;
         let runs = order::runs(&extents, &plan.order, gap_blocks);
+        let stages = stage_items(&items);
         let items = Arc::new(items);
         let n_writers = opts.writer_threads.clamp(1, 256);
         let per_writer = (opts.read_ahead_records / n_writers).max(4);
@@ -238,12 +247,13 @@ pub async fn recall_session(
             let (tx, rx) = crossbeam_channel::bounded::<WriterMsg>(per_writer);
             senders.push(tx);
             let items = items.clone();
+            let stages = stages.clone();
             let res_tx = res_tx.clone();
             let fin_tx = fin_tx.clone();
             joins.push(
                 std::thread::Builder::new()
                     .name(format!("reel-writer-{w}"))
-                    .spawn(move || writer(rx, &items, res_tx, fin_tx))
+                    .spawn(move || writer(rx, &items, &stages, res_tx, fin_tx))
                     .map_err(|e| {
                         SessionError::Other(format!("cannot start a writer thread: {e}"))
                     })?,
@@ -279,6 +289,10 @@ pub async fn recall_session(
         for j in finishers {
             let _ = j.join();
         }
+        // Every partial file of the session is renamed or removed (each goes with its writer or
+        // finisher); the last reference to a root's staging removes its private directory if
+        // that is empty.
+        drop(stages);
         let (summary, first_byte_s, stop) = match read {
             Ok(r) => r,
             Err(e) => (SessionSummary::default(), None, Some(e.to_string())),
@@ -365,7 +379,7 @@ fn read_runs(
             }
             let mut failed: Option<RecallFailure> = None;
             for b in first..=last {
-                // Cancel stops at the next record boundary: a partial object's temporary file
+                // Cancel stops at the next record boundary: a partial object's partial file
                 // is removed by its writer, nothing half-written is renamed into place.
                 if cancel.is_cancelled() {
                     return (sum, first_byte, Some("cancelled".into()));
@@ -586,10 +600,33 @@ fn fetch(
     Err(RecallFailure::BadCopy(failure))
 }
 
+/// Each item's destination root, opened once per session (or why it cannot be used).
+type Stages = Arc<Vec<Result<Arc<Staging>, String>>>;
+
+/// Open each distinct destination root of `items` (removing the partial files an interrupted
+/// recall left there); one entry per item.
+fn stage_items(items: &[RecallItem]) -> Stages {
+    let mut by_root: HashMap<&std::path::Path, Result<Arc<Staging>, String>> = HashMap::new();
+    let out = items
+        .iter()
+        .map(|it| {
+            by_root
+                .entry(it.root.as_path())
+                .or_insert_with(|| {
+                    Staging::open(&it.root).inspect_err(|e| {
+                        warn!(root = %it.root.display(), error = %e, "destination refused");
+                    })
+                })
+                .clone()
+        })
+        .collect();
+    Arc::new(out)
+}
+
+/// An object being written: its partial file (removed when this is dropped, unless renamed).
 struct Open {
     item: usize,
-    tmp: PathBuf,
-    file: std::fs::File,
+    partial: Partial,
     hasher: Sha256,
     bytes: u64,
 }
@@ -619,10 +656,11 @@ fn finisher(
     }
 }
 
-/// A destination writer: temp file and hash; a complete file goes to a finisher.
+/// A destination writer: partial file and hash; a complete file goes to a finisher.
 fn writer(
     rx: crossbeam_channel::Receiver<WriterMsg>,
     items: &[RecallItem],
+    stages: &[Result<Arc<Staging>, String>],
     results: crossbeam_channel::Sender<RecallResult>,
     finish: crossbeam_channel::Sender<(Open, usize)>,
 ) {
@@ -639,9 +677,8 @@ fn writer(
     for msg in rx.iter() {
         match msg {
             WriterMsg::Abort(i, f) => {
-                if let Some(o) = open.take() {
-                    let _ = std::fs::remove_file(&o.tmp);
-                }
+                // Dropping the open file removes it.
+                drop(open.take());
                 if skip != Some(i) {
                     report(i, Err(f));
                 }
@@ -652,10 +689,8 @@ fn writer(
                     continue;
                 }
                 if open.as_ref().map(|o| o.item) != Some(c.item) {
-                    if let Some(o) = open.take() {
-                        let _ = std::fs::remove_file(&o.tmp);
-                    }
-                    match start_file(it, c.item) {
+                    drop(open.take());
+                    match start_file(it, c.item, &stages[c.item]) {
                         Ok(o) => open = Some(o),
                         Err(f) => {
                             report(c.item, Err(f));
@@ -668,11 +703,8 @@ fn writer(
                 let data = &c.data.bytes()[c.range.clone()];
                 o.hasher.update(data);
                 o.bytes += data.len() as u64;
-                if let Err(e) = o.file.write_all(data) {
-                    let o = open.take();
-                    if let Some(o) = o {
-                        let _ = std::fs::remove_file(&o.tmp);
-                    }
+                if let Err(e) = o.partial.file().write_all(data) {
+                    drop(open.take());
                     report(
                         c.item,
                         Err(RecallFailure::Destination(format!(
@@ -687,7 +719,7 @@ fn writer(
                     && let Some(o) = open.take()
                     && let Err(crossbeam_channel::SendError((o, _))) = finish.send((o, c.item))
                 {
-                    let _ = std::fs::remove_file(&o.tmp);
+                    drop(o);
                     report(
                         c.item,
                         Err(RecallFailure::Destination(format!(
@@ -699,37 +731,37 @@ fn writer(
             }
         }
     }
-    if let Some(o) = open.take() {
-        let _ = std::fs::remove_file(&o.tmp);
-    }
+    drop(open);
 }
 
-fn start_file(it: &RecallItem, item: usize) -> Result<Open, RecallFailure> {
-    super::destination::prepare_parent(&it.root, &it.dest)
-        .map_err(|e| RecallFailure::Destination(e.to_string()))?;
-    let name = it
-        .dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = it
-        .dest
-        .with_file_name(format!(".{name}.reel-partial-{}", std::process::id()));
-    let file = std::fs::File::create(&tmp)
-        .map_err(|e| RecallFailure::Destination(format!("{}: {e}", tmp.display())))?;
+fn start_file(
+    it: &RecallItem,
+    item: usize,
+    stage: &Result<Arc<Staging>, String>,
+) -> Result<Open, RecallFailure> {
+    let stage = stage
+        .as_ref()
+        .map_err(|e| RecallFailure::Destination(e.clone()))?;
+    let rel = it.dest.strip_prefix(&it.root).map_err(|_| {
+        RecallFailure::Destination(format!(
+            "{} is not under the destination {}",
+            it.dest.display(),
+            it.root.display()
+        ))
+    })?;
+    let partial = stage.create(rel).map_err(RecallFailure::Destination)?;
     Ok(Open {
         item,
-        tmp,
-        file,
+        partial,
         hasher: Sha256::new(),
         bytes: 0,
     })
 }
 
 fn finish_file(o: Open, it: &RecallItem, fsync: bool) -> Result<u64, RecallFailure> {
+    // On every early return the partial file is dropped, i.e. removed.
     let digest: [u8; 32] = o.hasher.finalize().into();
     if o.bytes != it.length || digest != it.sha256 {
-        let _ = std::fs::remove_file(&o.tmp);
         return Err(RecallFailure::BadCopy(format!(
             "object read back with {} bytes and SHA-256 {}, the catalogue has {} bytes and {}",
             o.bytes,
@@ -739,12 +771,223 @@ fn finish_file(o: Open, it: &RecallItem, fsync: bool) -> Result<u64, RecallFailu
         )));
     }
     if fsync {
-        o.file
-            .sync_all()
-            .map_err(|e| RecallFailure::Destination(format!("{}: fsync: {e}", o.tmp.display())))?;
+        o.partial.sync().map_err(|e| {
+            RecallFailure::Destination(format!("{}: fsync: {e}", o.partial.path().display()))
+        })?;
     }
-    drop(o.file);
-    std::fs::rename(&o.tmp, &it.dest)
-        .map_err(|e| RecallFailure::Destination(format!("{}: {e}", it.dest.display())))?;
+    o.partial.commit().map_err(RecallFailure::Destination)?;
     Ok(o.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::session::destination::{PARTIAL_DIR, safe_join};
+
+    fn item(root: &Path, key: &str, data: &[u8]) -> RecallItem {
+        RecallItem {
+            key: key.into(),
+            container_first_block: 0,
+            record_size: 1 << 20,
+            offset: 0,
+            length: data.len() as u64,
+            sha256: Sha256::digest(data).into(),
+            dest: safe_join(root, key).unwrap(),
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// `data` as chunks of `item`, in `parts` pieces.
+    fn chunks(item: usize, data: &[u8], parts: usize) -> Vec<WriterMsg> {
+        let rec = Arc::new(Record {
+            buf: data.to_vec(),
+            len: data.len(),
+            pool: None,
+        });
+        let step = data.len().div_ceil(parts).max(1);
+        let mut out = Vec::new();
+        let mut lo = 0;
+        loop {
+            let hi = (lo + step).min(data.len());
+            out.push(WriterMsg::Chunk(Chunk {
+                item,
+                data: rec.clone(),
+                range: lo..hi,
+                last: hi == data.len(),
+            }));
+            if hi == data.len() {
+                return out;
+            }
+            lo = hi;
+        }
+    }
+
+    /// The session's destination side without a drive: stage the roots, run one writer per
+    /// message list and a finisher, end the session; the results by item.
+    fn run(items: Vec<RecallItem>, per_writer: Vec<Vec<WriterMsg>>) -> Vec<RecallResult> {
+        let stages = stage_items(&items);
+        let items = Arc::new(items);
+        let (res_tx, res_rx) = crossbeam_channel::unbounded();
+        let (fin_tx, fin_rx) = crossbeam_channel::bounded::<(Open, usize)>(4);
+        let fin = {
+            let items = items.clone();
+            let res_tx = res_tx.clone();
+            std::thread::spawn(move || {
+                finisher(fin_rx, &items, res_tx, true, crate::session::no_progress())
+            })
+        };
+        let mut joins = Vec::new();
+        for msgs in per_writer {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let items = items.clone();
+            let stages = stages.clone();
+            let res_tx = res_tx.clone();
+            let fin_tx = fin_tx.clone();
+            joins.push(std::thread::spawn(move || {
+                writer(rx, &items, &stages, res_tx, fin_tx)
+            }));
+            for m in msgs {
+                tx.send(m).unwrap();
+            }
+        }
+        drop((res_tx, fin_tx));
+        for j in joins {
+            j.join().unwrap();
+        }
+        fin.join().unwrap();
+        drop(stages);
+        let mut r: Vec<RecallResult> = res_rx.iter().collect();
+        r.sort_by_key(|r| r.index);
+        r
+    }
+
+    fn data(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+    }
+
+    #[test]
+    fn a_recalled_object_leaves_no_partial() {
+        let root = tempfile::tempdir().unwrap();
+        let d = data(100_000, 1);
+        let r = run(vec![item(root.path(), "a/b/c", &d)], vec![chunks(0, &d, 7)]);
+        assert_eq!(r[0].outcome, Ok(d.len() as u64));
+        assert_eq!(std::fs::read(root.path().join("a/b/c")).unwrap(), d);
+        assert!(!root.path().join(PARTIAL_DIR).exists());
+    }
+
+    #[test]
+    fn two_requests_for_one_key_both_land() {
+        let root = tempfile::tempdir().unwrap();
+        let d = data(300_000, 2);
+        let items = vec![
+            item(root.path(), "k/dup", &d),
+            item(root.path(), "k/dup", &d),
+        ];
+        // Two writers, as the session has: both files are open at once.
+        for _ in 0..20 {
+            let r = run(items.clone(), vec![chunks(0, &d, 30), chunks(1, &d, 30)]);
+            for x in &r {
+                assert_eq!(x.outcome, Ok(d.len() as u64), "{x:?}");
+            }
+            assert_eq!(std::fs::read(root.path().join("k/dup")).unwrap(), d);
+            assert!(!root.path().join(PARTIAL_DIR).exists());
+        }
+    }
+
+    #[test]
+    fn stale_partials_are_removed_at_the_start() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(PARTIAL_DIR);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let stale = dir.join(format!("{:032x}-big.bin", 0xdeadu128));
+        std::fs::write(&stale, b"half an object").unwrap();
+        let stages = stage_items(&[item(root.path(), "x", b"")]);
+        assert!(!stale.exists());
+        assert!(dir.exists(), "the session is still running");
+        drop(stages);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn failed_objects_leave_no_partial() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+        let d = data(50_000, 3);
+        let mut bad = item(root.path(), "bad", &d);
+        bad.sha256 = [0; 32];
+        let items = vec![
+            bad,
+            item(root.path(), "aborted", &d),
+            item(root.path(), "link/escape", &d),
+            item(root.path(), "good", &d),
+        ];
+        let mut w0 = chunks(0, &d, 3);
+        // The reader fails half-way through the second object.
+        let mut second = chunks(1, &d, 4);
+        second.truncate(2);
+        w0.extend(second);
+        w0.push(WriterMsg::Abort(
+            1,
+            RecallFailure::BadCopy("block 9".into()),
+        ));
+        let mut w1 = chunks(2, &d, 2);
+        w1.extend(chunks(3, &d, 2));
+        let r = run(items, vec![w0, w1]);
+        assert!(
+            matches!(r[0].outcome, Err(RecallFailure::BadCopy(_))),
+            "{:?}",
+            r[0]
+        );
+        assert!(
+            matches!(r[1].outcome, Err(RecallFailure::BadCopy(_))),
+            "{:?}",
+            r[1]
+        );
+        match &r[2].outcome {
+            Err(RecallFailure::Destination(m)) => assert!(m.contains("symbolic link"), "{m}"),
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(r[3].outcome, Ok(d.len() as u64));
+        assert!(!root.path().join("bad").exists());
+        assert!(!root.path().join("aborted").exists());
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+        assert!(!root.path().join(PARTIAL_DIR).exists());
+    }
+
+    #[test]
+    fn a_session_that_stops_mid_object_leaves_no_partial() {
+        let root = tempfile::tempdir().unwrap();
+        let d = data(50_000, 4);
+        let mut msgs = chunks(0, &d, 5);
+        msgs.truncate(3);
+        let r = run(vec![item(root.path(), "cut", &d)], vec![msgs]);
+        assert!(r.is_empty(), "{r:?}");
+        assert!(!root.path().join("cut").exists());
+        assert!(!root.path().join(PARTIAL_DIR).exists());
+    }
+
+    #[test]
+    fn a_refused_private_dir_fails_its_objects_only() {
+        let root = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join(PARTIAL_DIR)).unwrap();
+        let d = data(1000, 5);
+        let r = run(
+            vec![item(root.path(), "f", &d), item(other.path(), "f", &d)],
+            vec![chunks(0, &d, 1), chunks(1, &d, 1)],
+        );
+        match &r[0].outcome {
+            Err(RecallFailure::Destination(m)) => assert!(m.contains("symbolic link"), "{m}"),
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(r[1].outcome, Ok(1000));
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+        assert!(!root.path().join("f").exists());
+    }
 }
