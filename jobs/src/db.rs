@@ -38,6 +38,19 @@ macro_rules! on_db {
     };
 }
 
+/// The open lock of the SQLite file of `sqlite:PATH[?options]` (the catalogue's
+/// `open_lock`): one process at a time connects and migrates it.
+pub(crate) async fn sqlite_open_lock(path: &str) -> Result<reel_engine::catalogue::SqliteOpenLock> {
+    let file = path.split('?').next().unwrap_or(path);
+    reel_engine::catalogue::lock_sqlite_open(std::path::Path::new(file))
+        .await
+        .map_err(|source| JobsError::Io {
+            doing: "taking the open lock of",
+            path: file.into(),
+            source,
+        })
+}
+
 impl Db {
     /// Open `sqlite:PATH` (created if missing) or `postgres://…` and apply reel's migrations.
     pub async fn connect(url: &str) -> Result<Db> {
@@ -45,17 +58,7 @@ impl Db {
         // lock): held until the migrations below ran.
         let mut _open = None;
         let db = if let Some(path) = url.strip_prefix("sqlite:") {
-            _open = Some(
-                reel_engine::catalogue::lock_sqlite_open(std::path::Path::new(
-                    path.split('?').next().unwrap_or(path),
-                ))
-                .await
-                .map_err(|source| JobsError::Io {
-                    doing: "taking the open lock of",
-                    path: path.into(),
-                    source,
-                })?,
-            );
+            _open = Some(sqlite_open_lock(path).await?);
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
                 .map_err(|e| db_err("sqlite", format!("parsing url {url}"), e))?
                 .create_if_missing(true)

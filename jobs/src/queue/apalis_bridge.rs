@@ -58,15 +58,7 @@ impl ApalisDb {
         if let Some(path) = url.strip_prefix("sqlite:") {
             // One process at a time connects and migrates a SQLite file (the catalogue's open
             // lock), held until apalis's set-up below ran.
-            let _open = reel_engine::catalogue::lock_sqlite_open(std::path::Path::new(
-                path.split('?').next().unwrap_or(path),
-            ))
-            .await
-            .map_err(|source| JobsError::Io {
-                doing: "taking the open lock of",
-                path: path.into(),
-                source,
-            })?;
+            let _open = crate::db::sqlite_open_lock(path).await?;
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
                 .map_err(crate::db::Db::err_static("sqlite", "parsing the jobs url"))?
                 .create_if_missing(true)
