@@ -21,10 +21,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use reel_engine::catalogue::{Catalogue, CatalogueError, validate_key, validate_key_prefix};
+use reel_engine::session::source::{SourceStamp, file_kind};
 
 use crate::config::Config;
 use crate::error::{JobsError, Result};
@@ -233,32 +233,15 @@ pub struct SourceEntry {
     pub ctime_ns: i64,
 }
 
-fn nanos(secs: i64, nsec: i64) -> i64 {
-    secs.saturating_mul(1_000_000_000).saturating_add(nsec)
-}
-
 fn entry(key: String, path: PathBuf, meta: &std::fs::Metadata) -> SourceEntry {
+    // The stamp the write session compares the source with (session::source).
+    let stamp = SourceStamp::of(meta);
     SourceEntry {
         key,
         path,
-        size: meta.len(),
-        mtime_ns: nanos(meta.mtime(), meta.mtime_nsec()),
-        ctime_ns: nanos(meta.ctime(), meta.ctime_nsec()),
-    }
-}
-
-/// The kind of a file that is neither regular, a directory nor a symlink.
-fn special_kind(ft: &std::fs::FileType) -> &'static str {
-    if ft.is_fifo() {
-        "FIFO (named pipe)"
-    } else if ft.is_char_device() {
-        "character device"
-    } else if ft.is_block_device() {
-        "block device"
-    } else if ft.is_socket() {
-        "socket"
-    } else {
-        "special file"
+        size: stamp.size,
+        mtime_ns: stamp.mtime_ns,
+        ctime_ns: stamp.ctime_ns,
     }
 }
 
@@ -347,7 +330,7 @@ fn walk(
         } else {
             return Err(SubmissionError::SpecialFile {
                 path,
-                kind: special_kind(&ft),
+                kind: file_kind(&ft),
             });
         }
     }
@@ -384,7 +367,7 @@ pub fn archive_entries(job: &ArchiveJob) -> std::result::Result<Vec<SourceEntry>
                 } else if !ft.is_file() {
                     return Err(SubmissionError::SpecialFile {
                         path: p.clone(),
-                        kind: special_kind(&ft),
+                        kind: file_kind(&ft),
                     });
                 }
                 let name = p

@@ -1,6 +1,7 @@
 //! Tests of the submission checks: each refusal names the field and the value.
 
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::*;

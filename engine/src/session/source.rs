@@ -69,7 +69,7 @@ pub enum SourceFault {
         path: String,
     },
     /// A FIFO, device, socket, directory or symbolic link: never read.
-    #[error("source {path} is {what}, not a regular file; only regular files are archived")]
+    #[error("source {path} is a {what}, not a regular file; only regular files are archived")]
     NotRegular {
         /// The source.
         path: String,
@@ -122,23 +122,24 @@ impl SourceFault {
     }
 }
 
-fn kind_of(meta: &Metadata) -> &'static str {
+/// What a file that is not a regular file is, in the words every refusal of it uses (the
+/// submission checks name special files with it too).
+pub fn file_kind(t: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
     if t.is_dir() {
-        "a directory"
+        "directory"
     } else if t.is_symlink() {
-        "a symbolic link"
+        "symbolic link"
     } else if t.is_fifo() {
-        "a FIFO"
+        "FIFO"
     } else if t.is_socket() {
-        "a socket"
+        "socket"
     } else if t.is_char_device() {
-        "a character device"
+        "character device"
     } else if t.is_block_device() {
-        "a block device"
+        "block device"
     } else {
-        "not a regular file"
+        "special file"
     }
 }
 
@@ -161,7 +162,7 @@ pub fn open(
             }
             Some(nix::libc::ELOOP) => SourceFault::NotRegular {
                 path: shown(),
-                what: "a symbolic link",
+                what: "symbolic link",
             },
             _ => SourceFault::unreadable(path, &e),
         })?;
@@ -171,7 +172,7 @@ pub fn open(
     if !meta.is_file() {
         return Err(SourceFault::NotRegular {
             path: shown(),
-            what: kind_of(&meta),
+            what: file_kind(&meta.file_type()),
         });
     }
     let now = SourceStamp::of(&meta);
