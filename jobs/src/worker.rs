@@ -1216,11 +1216,13 @@ async fn settle<E: TapeExecutor>(
     cancelled: &std::collections::BTreeSet<String>,
     fence: &Fence,
 ) -> Result<()> {
-    let of_cancelled = |id: &i64| {
-        batch
-            .iter()
-            .any(|r| r.id == *id && cancelled.contains(&r.job_id))
-    };
+    // A batch holds up to MAX_BATCH_FILES requests: look each id up in a set, not the batch.
+    let of_cancelled_jobs: std::collections::HashSet<i64> = batch
+        .iter()
+        .filter(|r| cancelled.contains(&r.job_id))
+        .map(|r| r.id)
+        .collect();
+    let of_cancelled = |id: &i64| of_cancelled_jobs.contains(id);
     rt.requests.complete(&o.done, fence).await?;
     for (id, why) in &o.failed {
         rt.requests.fail(&[*id], fence, why).await?;
