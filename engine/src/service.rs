@@ -905,6 +905,7 @@ impl TapeService {
                 generation,
                 path,
                 size,
+                kind: crate::format::ObjectKind::File,
                 planned: None,
             })
             .collect();
@@ -1213,6 +1214,10 @@ impl TapeService {
                         sha256: c.sha256,
                         dest: wants[*i].dest.clone(),
                         root: wants[*i].root.clone(),
+                        meta: c.meta,
+                        // This engine-level recall (the benchmark's and the engine tests')
+                        // replaces what it finds; `reel recall` takes the client's policy.
+                        overwrite: crate::session::destination::Overwrite::Always,
                     })
                     .collect();
                 let idx: Vec<usize> = list.iter().map(|(i, _)| *i).collect();

@@ -2,6 +2,7 @@
 //! here by [`archive_spec`], [`recall_spec`], [`verify_spec`] and [`intake_spec`], which the
 //! HTTP API (`reel serve`, [`crate::api`]) uses too, so both submit exactly the same jobs.
 
+use reel_engine::session::destination::Overwrite;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -127,9 +128,18 @@ pub struct RecallArgs {
     /// Destination directory.
     #[arg(long)]
     pub to: PathBuf,
+    /// What to do with a file that exists at a recalled object's path: `never` replace it (it
+    /// is reported; an identical file is fine), replace it `if-newer` (the archived copy's
+    /// mtime is later), or `always` replace it.
+    #[arg(long, default_value = "never", value_parser = parse_overwrite)]
+    pub overwrite: Overwrite,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub submit: SubmitOpts,
+}
+
+fn parse_overwrite(s: &str) -> std::result::Result<Overwrite, String> {
+    s.parse()
 }
 
 /// `reel verify`
@@ -309,7 +319,7 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             submit(loaded, spec, a.submit, json).await
         }
         Command::Recall(r) => {
-            let spec = recall_spec(r.keys, r.prefix, &r.to)?;
+            let spec = recall_spec(r.keys, r.prefix, &r.to, r.overwrite)?;
             submit(loaded, spec, r.submit, json).await
         }
         Command::Verify(v) => {
@@ -358,7 +368,12 @@ pub(crate) fn archive_spec(
 }
 
 /// The recall job for `keys`, or every key under `prefix`, into directory `to` (made absolute).
-pub(crate) fn recall_spec(keys: Vec<String>, prefix: Option<String>, to: &Path) -> Result<JobSpec> {
+pub(crate) fn recall_spec(
+    keys: Vec<String>,
+    prefix: Option<String>,
+    to: &Path,
+    overwrite: Overwrite,
+) -> Result<JobSpec> {
     let selection = match prefix {
         Some(_) if !keys.is_empty() => {
             return Err(JobsError::Config {
@@ -372,6 +387,7 @@ pub(crate) fn recall_spec(keys: Vec<String>, prefix: Option<String>, to: &Path) 
     Ok(JobSpec::Recall(RecallJob {
         selection,
         destination: absolute(to)?,
+        overwrite,
     }))
 }
 

@@ -239,6 +239,8 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
             JobSpec::Recall(RecallJob {
                 selection: RecallSelection::Prefix("sample/".into()),
                 destination: restore.clone(),
+                // A second demo in the same data dir recalls over the first one's files.
+                overwrite: reel_engine::session::destination::Overwrite::Always,
             }),
             None,
         )

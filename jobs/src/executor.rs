@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
+use reel_engine::format::ObjectKind;
 use reel_engine::service::{
     HeldWriteError, LocalLeases, ServiceOptions, TapeService, recall_options,
 };
@@ -17,6 +18,7 @@ use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
 use reel_engine::session::source::SourceStamp;
 use reel_engine::session::write::ArchiveItem;
+use reel_engine::session::destination::Overwrite;
 use reel_engine::session::{self, CancelToken, SessionConfig, SessionError, destination};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -207,8 +209,15 @@ impl EngineExecutor {
     }
 }
 
-fn read_detail(c: &CopyLocation, dest: &Path, root: &Path) -> serde_json::Value {
+fn read_detail(
+    c: &CopyLocation,
+    dest: &Path,
+    root: &Path,
+    overwrite: Overwrite,
+) -> serde_json::Value {
     json!({
+        "meta": c.meta,
+        "overwrite": overwrite,
         "generation": c.generation,
         "container_first_block": c.container_first_block,
         "record_size": c.record_size,
@@ -218,6 +227,14 @@ fn read_detail(c: &CopyLocation, dest: &Path, root: &Path) -> serde_json::Value 
         "dest": dest,
         "root": root,
     })
+}
+
+/// A detail field that may be absent (requests planned by an earlier reel) or null.
+fn opt_field<T: serde::de::DeserializeOwned>(r: &TapeRequest, name: &str) -> Result<Option<T>> {
+    match r.detail.get(name) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(_) => field(r, name).map(Some),
+    }
 }
 
 fn field<T: serde::de::DeserializeOwned>(r: &TapeRequest, name: &str) -> Result<T> {
@@ -260,6 +277,7 @@ impl TapeExecutor for EngineExecutor {
         let files = crate::submission::archive_entries(job)?;
         let mut reqs = Vec::new();
         for SourceEntry {
+            kind,
             key,
             path,
             size,
@@ -280,6 +298,7 @@ impl TapeExecutor for EngineExecutor {
                         "path": path,
                         "generation": generation,
                         "size": size,
+                        "kind": kind,
                         "mtime_ns": mtime_ns,
                         "ctime_ns": ctime_ns,
                     }),
@@ -340,7 +359,7 @@ impl TapeExecutor for EngineExecutor {
                 bytes: c.length,
                 files: 1,
                 priority: DEFAULT_PRIORITY,
-                detail: read_detail(&c, &dest, root),
+                detail: read_detail(&c, &dest, root, job.overwrite),
             });
         }
         if !missing.is_empty() {
@@ -440,11 +459,17 @@ impl TapeExecutor for EngineExecutor {
             }
             let size: u64 = field(r, "size")?;
             let stamp = |name: &str| r.detail.get(name).and_then(|v| v.as_i64());
+            // Requests planned before links were archived have no kind: regular files.
+            let kind: ObjectKind = match r.detail.get("kind") {
+                Some(_) => field(r, "kind")?,
+                None => ObjectKind::File,
+            };
             items.push(ArchiveItem {
                 key: r.object_key.clone(),
                 generation: field(r, "generation")?,
                 path: field(r, "path")?,
                 size,
+                kind,
                 planned: stamp("mtime_ns")
                     .zip(stamp("ctime_ns"))
                     .map(|(mtime_ns, ctime_ns)| SourceStamp {
@@ -552,6 +577,9 @@ impl TapeExecutor for EngineExecutor {
                 sha256: sha,
                 dest: field(r, "dest")?,
                 root: field(r, "root")?,
+                meta: opt_field(r, "meta")?,
+                // Requests planned before the policy existed replaced what they found.
+                overwrite: opt_field(r, "overwrite")?.unwrap_or(Overwrite::Always),
             });
         }
         let held = self
@@ -592,7 +620,8 @@ impl TapeExecutor for EngineExecutor {
                     let dest: PathBuf = field(r, "dest")?;
                     match self.best_copy(&r.object_key, generation, &bad).await? {
                         Some(c) => {
-                            let mut d = read_detail(&c, &dest, &root);
+                            let overwrite = opt_field(r, "overwrite")?.unwrap_or(Overwrite::Always);
+                            let mut d = read_detail(&c, &dest, &root, overwrite);
                             d["bad_copies"] = json!(bad.iter().collect::<Vec<_>>());
                             out.reroute.push((r.id, c.barcode.clone(), None, d));
                         }

@@ -1,5 +1,6 @@
 //! What a caller can ask reel to do: the job kinds and their payloads.
 
+use reel_engine::session::destination::Overwrite;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -169,6 +170,9 @@ pub struct RecallJob {
     pub selection: RecallSelection,
     /// Where to put it (keys become relative paths).
     pub destination: PathBuf,
+    /// What to do with files that exist already (`never` unless given).
+    #[serde(default)]
+    pub overwrite: Overwrite,
 }
 
 /// What to verify.
@@ -316,6 +320,7 @@ mod tests {
         let s = JobSpec::Recall(RecallJob {
             selection: RecallSelection::Prefix("a/".into()),
             destination: "/tmp/out".into(),
+            overwrite: Overwrite::IfNewer,
         });
         let j = serde_json::to_value(&s).unwrap();
         assert_eq!(j["kind"], "recall");
@@ -343,6 +348,7 @@ mod tests {
         let empty = JobSpec::Recall(RecallJob {
             selection: RecallSelection::Keys(vec![]),
             destination: "/d".into(),
+            overwrite: Overwrite::Never,
         });
         assert!(empty.validate().is_err());
         let ok = JobSpec::Intake(IntakeJob {

@@ -10,10 +10,11 @@
 //!
 //! What is refused:
 //! - archive: an unknown storage class; a bad `key_prefix`; missing, relative or NUL paths; a
-//!   path listed twice; two paths that map to one key; symlinks (given, or inside a tree: they
-//!   are not archived yet, neither followed nor skipped); FIFOs, devices and sockets (never
-//!   opened); unreadable directories and entries; names that are not UTF-8; derived keys the
-//!   key rule refuses; a tree without regular files.
+//!   path listed twice; two paths that map to one key; FIFOs, devices and sockets (never
+//!   opened); symbolic links with targets longer than 4096 bytes; unreadable directories and
+//!   entries; names that are not UTF-8 (shown escaped); derived keys the key rule refuses; a
+//!   tree without files. Symbolic links, given or inside a tree, are archived as links (never
+//!   followed).
 //! - recall: no keys; a bad, repeated or uncatalogued key; a bad prefix or one that matches
 //!   nothing; a destination that is relative or holds NUL.
 //! - verify: a container or cartridge the catalogue does not know.
@@ -24,7 +25,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use reel_engine::catalogue::{Catalogue, CatalogueError, validate_key, validate_key_prefix};
-use reel_engine::session::source::{SourceStamp, file_kind};
+use reel_engine::format::ObjectKind;
+use reel_engine::session::source::{MAX_LINK_TARGET, SourceStamp, file_kind};
 
 use crate::config::Config;
 use crate::error::{JobsError, Result};
@@ -89,13 +91,15 @@ pub enum SubmissionError {
         /// The path.
         path: PathBuf,
     },
-    /// An archive source (or an entry of a tree) is a symbolic link.
+    /// An archive source (or an entry of a tree) is a symbolic link whose target is too long.
     #[error(
-        "`paths`: {path} is a symbolic link; symlinks are not archived yet (reel neither follows nor skips them): give the path of its target instead, or remove the link from the tree"
+        "`paths`: {path} is a symbolic link with a {len}-byte target; links are archived as links with targets of at most 4096 bytes: leave it out of the archive"
     )]
-    Symlink {
+    LongLink {
         /// The link.
         path: PathBuf,
+        /// Its target's length.
+        len: u64,
     },
     /// An archive source (or an entry of a tree) is neither a regular file nor a directory.
     #[error(
@@ -217,15 +221,18 @@ pub enum SubmissionError {
     },
 }
 
-/// One regular file an archive job writes: its key and what lstat said about it at the walk.
+/// One file (regular, or a symbolic link archived as a link) an archive job writes: its key
+/// and what lstat said about it at the walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceEntry {
+    /// A regular file, or a symbolic link (archived as a link: its target is the object).
+    pub kind: ObjectKind,
     /// The object key: `key_prefix` + the name (files) or the path relative to the tree,
     /// joined with `/`.
     pub key: String,
     /// The file.
     pub path: PathBuf,
-    /// Its size in bytes.
+    /// Its size in bytes (of a link: of its target).
     pub size: u64,
     /// Its modification time, ns since the epoch.
     pub mtime_ns: i64,
@@ -237,6 +244,11 @@ fn entry(key: String, path: PathBuf, meta: &std::fs::Metadata) -> SourceEntry {
     // The stamp the write session compares the source with (session::source).
     let stamp = SourceStamp::of(meta);
     SourceEntry {
+        kind: if meta.file_type().is_symlink() {
+            ObjectKind::Symlink
+        } else {
+            ObjectKind::File
+        },
         key,
         path,
         size: stamp.size,
@@ -275,6 +287,17 @@ fn lstat(p: &Path) -> std::result::Result<std::fs::Metadata, SubmissionError> {
     })
 }
 
+/// A symbolic link is archived as a link: its target must fit the format's bound.
+fn check_link(p: &Path, meta: &std::fs::Metadata) -> std::result::Result<(), SubmissionError> {
+    if meta.file_type().is_symlink() && meta.len() > MAX_LINK_TARGET {
+        return Err(SubmissionError::LongLink {
+            path: p.to_path_buf(),
+            len: meta.len(),
+        });
+    }
+    Ok(())
+}
+
 fn utf8_name(p: &Path, name: &std::ffi::OsStr) -> std::result::Result<String, SubmissionError> {
     name.to_str()
         .map(str::to_owned)
@@ -283,9 +306,9 @@ fn utf8_name(p: &Path, name: &std::ffi::OsStr) -> std::result::Result<String, Su
         })
 }
 
-/// Every regular file under `dir` (sorted by name at each level), `rel` being the key
-/// segments of `dir` below the tree's root. Symlinks, special files and unreadable entries
-/// are refused, never skipped.
+/// Every regular file and symbolic link under `dir` (sorted by name at each level; links are
+/// entries of their own, never followed), `rel` being the key segments of `dir` below the
+/// tree's root. Special files and unreadable entries are refused, never skipped.
 fn walk(
     dir: &Path,
     rel: &mut Vec<String>,
@@ -312,14 +335,13 @@ fn walk(
                 source,
             })?;
         let name = utf8_name(&path, &e.file_name())?;
-        if ft.is_symlink() {
-            return Err(SubmissionError::Symlink { path });
-        } else if ft.is_dir() {
+        if ft.is_dir() {
             rel.push(name);
             walk(&path, rel, prefix, out)?;
             rel.pop();
-        } else if ft.is_file() {
+        } else if ft.is_file() || ft.is_symlink() {
             let meta = lstat(&path)?;
+            check_link(&path, &meta)?;
             let mut key = String::from(prefix);
             for seg in rel.iter() {
                 key.push_str(seg);
@@ -360,10 +382,10 @@ pub fn archive_entries(job: &ArchiveJob) -> std::result::Result<Vec<SourceEntry>
                 }
                 let meta = lstat(p)?;
                 let ft = meta.file_type();
-                if ft.is_symlink() {
-                    return Err(SubmissionError::Symlink { path: p.clone() });
-                } else if ft.is_dir() {
+                if ft.is_dir() {
                     return Err(SubmissionError::Directory { path: p.clone() });
+                } else if ft.is_symlink() {
+                    check_link(p, &meta)?;
                 } else if !ft.is_file() {
                     return Err(SubmissionError::SpecialFile {
                         path: p.clone(),
@@ -380,9 +402,7 @@ pub fn archive_entries(job: &ArchiveJob) -> std::result::Result<Vec<SourceEntry>
         ArchiveSource::Tree(root) => {
             check_path("paths", root)?;
             let ft = lstat(root)?.file_type();
-            if ft.is_symlink() {
-                return Err(SubmissionError::Symlink { path: root.clone() });
-            } else if !ft.is_dir() {
+            if !ft.is_dir() {
                 return Err(SubmissionError::NotADirectory { path: root.clone() });
             }
             walk(root, &mut Vec::new(), prefix, &mut out)?;

@@ -5,6 +5,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::*;
+use reel_engine::format::ObjectKind;
 use crate::config::LoadedConfig;
 
 fn files(paths: &[&Path], prefix: &str) -> ArchiveJob {
@@ -126,26 +127,40 @@ fn special_files_are_refused_by_type_and_never_opened() {
 }
 
 #[test]
-fn symlinks_are_refused_given_or_inside_a_tree() {
+fn symlinks_are_archived_as_links_given_or_inside_a_tree() {
     let d = tempfile::tempdir().unwrap();
     let target = d.path().join("target.txt");
     write(&target, b"t");
     let link = d.path().join("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let e = refused(&files(&[&link], ""));
-    assert!(
-        e.contains("symlinks are not archived yet") && e.contains("link"),
-        "{e}"
+    let target_len = target.as_os_str().len() as u64;
+    let got = archive_entries(&files(&[&link], "")).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].kind, ObjectKind::Symlink);
+    assert_eq!(got[0].key, "link");
+    assert_eq!(got[0].size, target_len, "a link's size is its target's length");
+    // Inside a tree: an entry of its own, never followed (the target is listed once, as the
+    // file it is).
+    let got = archive_entries(&tree(d.path(), "")).unwrap();
+    let kinds: Vec<(&str, ObjectKind)> = got.iter().map(|e| (e.key.as_str(), e.kind)).collect();
+    assert_eq!(
+        kinds,
+        [("link", ObjectKind::Symlink), ("target.txt", ObjectKind::File)]
     );
-    let e = refused(&tree(d.path(), ""));
-    assert!(e.contains("symlinks are not archived yet"), "{e}");
-    // A symlink to a directory given as the tree.
+    // A link to a directory inside a tree is a link, not a directory to walk.
+    let sub = tempfile::tempdir().unwrap();
+    write(&sub.path().join("deep/f"), b"f");
+    std::os::unix::fs::symlink(sub.path().join("deep"), sub.path().join("dl")).unwrap();
+    let got = archive_entries(&tree(sub.path(), "")).unwrap();
+    let keys: Vec<&str> = got.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, ["deep/f", "dl"]);
+    // A symlink to a directory given as the tree is not walked.
     let dl = tempfile::tempdir().unwrap();
     let tl = dl.path().join("tree-link");
     std::os::unix::fs::symlink(d.path(), &tl).unwrap();
     let e = refused(&tree(&tl, ""));
     assert!(
-        e.contains("symbolic link") && e.contains("tree-link"),
+        e.contains("is not a directory") && e.contains("tree-link"),
         "{e}"
     );
 }
@@ -245,6 +260,7 @@ fn recall_input_rules() {
     let job = |sel: RecallSelection, to: &str| RecallJob {
         selection: sel,
         destination: to.into(),
+        overwrite: Default::default(),
     };
     let keys = |k: &[&str]| RecallSelection::Keys(k.iter().map(|s| s.to_string()).collect());
     let bad = |j: RecallJob| check_recall_input(&j).unwrap_err().to_string();
@@ -303,6 +319,7 @@ async fn catalogue_checks_refuse_what_it_does_not_know() {
         JobSpec::Recall(RecallJob {
             selection: sel,
             destination: "/o".into(),
+            overwrite: Default::default(),
         })
     };
     let e = check(

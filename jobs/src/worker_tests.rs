@@ -596,6 +596,7 @@ async fn fifty_recalls_five_mounts(mut e: Env) {
         let spec = JobSpec::Recall(RecallJob {
             selection: RecallSelection::Keys(keys),
             destination: "/tmp/reel-test-out".into(),
+            overwrite: Default::default(),
         });
         ids.push(q.submit(spec, None).await.unwrap().id);
     }
@@ -655,6 +656,7 @@ async fn group_cap_across_drives(mut e: Env, cap: u32) -> usize {
         let spec = JobSpec::Recall(RecallJob {
             selection: RecallSelection::Keys(keys),
             destination: "/tmp/reel-test-out".into(),
+            overwrite: Default::default(),
         });
         ids.push(q.submit(spec, None).await.unwrap().id);
     }
@@ -707,6 +709,7 @@ async fn failing_requests_back_off_then_fail(mut e: Env) {
     let spec = JobSpec::Recall(RecallJob {
         selection: RecallSelection::Keys(vec!["C1/bad".into(), "C1/good".into()]),
         destination: "/tmp/reel-test-out".into(),
+        overwrite: Default::default(),
     });
     let job = q.submit(spec, None).await.unwrap();
     let r = wait_for(&q, &job.id, "failed", |r| r.state == JobState::Failed).await;
@@ -764,6 +767,7 @@ async fn cancel_mid_batch_frees_the_queue(mut e: Env) {
         JobSpec::Recall(RecallJob {
             selection: RecallSelection::Keys(keys.iter().map(|k| k.to_string()).collect()),
             destination: "/tmp/reel-test-out".into(),
+            overwrite: Default::default(),
         })
     };
     let a = q

@@ -9,9 +9,9 @@ use sqlx::QueryBuilder;
 use super::Catalogue;
 use super::backend::{Backend, in_write_tx, now_unix, to_db};
 use super::error::{CatalogueError, DbContext, Result, shorten};
-use super::object::{NewCopy, validate_key};
+use super::object::{MetaColumns, NewCopy, validate_key};
 
-/// Rows per multi-row statement on SQLite: 400 objects × 5 values stays far below SQLite's
+/// Rows per multi-row statement on SQLite: 400 objects × 10 values stays far below SQLite's
 /// 32 766 bound variables and keeps each statement small.
 pub(crate) const ROWS_PER_STATEMENT: usize = 400;
 
@@ -55,14 +55,21 @@ impl BulkInsert for sqlx::SqliteConnection {
         let mut statements = 0;
         for chunk in prepared.chunks(ROWS_PER_STATEMENT) {
             let mut qb = QueryBuilder::new(
-                "INSERT INTO objects (key, generation, size, sha256, created_unix) ",
+                "INSERT INTO objects \
+                 (key, generation, size, sha256, created_unix, kind, mode, uid, gid, mtime_ns) ",
             );
             qb.push_values(chunk, |mut row, c| {
+                let (kind, mode, uid, gid, mtime_ns) = c.meta.values();
                 row.push_bind(c.key.to_string())
                     .push_bind(c.generation)
                     .push_bind(c.size)
                     .push_bind(c.sha256.to_vec())
-                    .push_bind(now);
+                    .push_bind(now)
+                    .push_bind(kind)
+                    .push_bind(mode)
+                    .push_bind(uid)
+                    .push_bind(gid)
+                    .push_bind(mtime_ns);
             });
             qb.push(" ON CONFLICT (key, generation) DO NOTHING");
             qb.build().execute(&mut *self).await.ctx(OP_CLOSE)?;
@@ -117,11 +124,20 @@ impl BulkInsert for sqlx::PgConnection {
             let generations: Vec<i64> = chunk.iter().map(|c| c.generation).collect();
             let sizes: Vec<i64> = chunk.iter().map(|c| c.size).collect();
             let hashes: Vec<&[u8]> = chunk.iter().map(|c| c.sha256.as_slice()).collect();
+            let metas: Vec<_> = chunk.iter().map(|c| c.meta.values()).collect();
+            let kinds: Vec<i64> = metas.iter().map(|m| m.0).collect();
+            let modes: Vec<Option<i64>> = metas.iter().map(|m| m.1).collect();
+            let uids: Vec<Option<i64>> = metas.iter().map(|m| m.2).collect();
+            let gids: Vec<Option<i64>> = metas.iter().map(|m| m.3).collect();
+            let mtimes: Vec<Option<i64>> = metas.iter().map(|m| m.4).collect();
             let added: Vec<(i64, String, i64)> = sqlx::query_as(
-                "INSERT INTO objects (key, generation, size, sha256, created_unix) \
-                 SELECT u.key, u.generation, u.size, u.sha256, $5 \
-                 FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bytea[]) \
-                      AS u(key, generation, size, sha256) \
+                "INSERT INTO objects \
+                   (key, generation, size, sha256, created_unix, kind, mode, uid, gid, mtime_ns) \
+                 SELECT u.key, u.generation, u.size, u.sha256, $5, \
+                        u.kind, u.mode, u.uid, u.gid, u.mtime_ns \
+                 FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], \
+                             $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) \
+                      AS u(key, generation, size, sha256, kind, mode, uid, gid, mtime_ns) \
                  ON CONFLICT (key, generation) DO NOTHING \
                  RETURNING id, key, generation",
             )
@@ -130,6 +146,11 @@ impl BulkInsert for sqlx::PgConnection {
             .bind(&sizes)
             .bind(&hashes)
             .bind(now)
+            .bind(&kinds)
+            .bind(&modes)
+            .bind(&uids)
+            .bind(&gids)
+            .bind(&mtimes)
             .fetch_all(&mut *self)
             .await
             .ctx(OP_CLOSE)?;
@@ -208,6 +229,7 @@ struct Prepared<'a> {
     sha256: &'a [u8; 32],
     offset: i64,
     length: i64,
+    meta: MetaColumns,
 }
 
 /// Check the copies of container `id` (whose data stream is `bytes` long) before any write.
@@ -245,6 +267,7 @@ fn prepare(id: i64, bytes: u64, copies: &[NewCopy]) -> Result<Vec<Prepared<'_>>>
             sha256: &c.sha256,
             offset: to_db("copy offset", c.offset)?,
             length: to_db("copy length", c.length)?,
+            meta: MetaColumns::of(c.meta.as_ref()),
         });
     }
     // Two objects never share bytes of the data stream.

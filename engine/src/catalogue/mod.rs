@@ -188,11 +188,12 @@ mod tests {
             }
             _ => return Err("no pool".into()),
         };
-        // PostgreSQL has one more: copies' references checked per statement (0002).
+        // 0001 and 0003 (object metadata); PostgreSQL has one more: copies' references
+        // checked per statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            2
+            3
         } else {
-            1
+            2
         };
         assert_eq!(applied, expected);
         again.close().await;

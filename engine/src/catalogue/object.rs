@@ -9,6 +9,7 @@ use super::backend::{from_db, on_pool, sha_from_db, to_db};
 use super::cartridge::CartridgeState;
 use super::container::ContainerState;
 use super::error::{CatalogueError, DbContext, Result, shorten};
+use crate::format::{ObjectKind, ObjectMeta};
 
 /// Keys bound in one `IN (...)` list (well under SQLite's 32 766 parameters).
 const KEYS_PER_STATEMENT: usize = 1000;
@@ -121,6 +122,8 @@ pub struct Object {
     pub sha256: [u8; 32],
     /// When it was catalogued, seconds since the Unix epoch.
     pub created_unix: u64,
+    /// Its filesystem metadata (kind, mode, owner, mtime), when it was recorded.
+    pub meta: Option<ObjectMeta>,
 }
 
 /// Where one copy of an object is: enough to LOCATE straight to it.
@@ -151,6 +154,8 @@ pub struct CopyLocation {
     pub sha256: [u8; 32],
     /// The container's state (durable or verified).
     pub container_state: ContainerState,
+    /// The object's filesystem metadata (kind, mode, owner, mtime), when it was recorded.
+    pub meta: Option<ObjectMeta>,
 }
 
 /// One object copy written into a container, given to [`Catalogue::close_container`].
@@ -168,6 +173,8 @@ pub struct NewCopy {
     pub offset: u64,
     /// Length of the object in the container's data stream.
     pub length: u64,
+    /// Its filesystem metadata, when the archive recorded it (every new archive does).
+    pub meta: Option<ObjectMeta>,
 }
 
 /// Serialize a hash as lower-case hex.
@@ -197,6 +204,77 @@ struct ObjectRow {
     size: i64,
     sha256: Vec<u8>,
     created_unix: i64,
+    #[sqlx(flatten)]
+    meta: MetaColumns,
+}
+
+/// The metadata columns of an `objects` row (`kind` 0 and NULLs: nothing recorded).
+#[derive(sqlx::FromRow)]
+pub(crate) struct MetaColumns {
+    kind: i64,
+    mode: Option<i64>,
+    uid: Option<i64>,
+    gid: Option<i64>,
+    mtime_ns: Option<i64>,
+}
+
+/// The columns of `MetaColumns`, of objects aliased `o`.
+macro_rules! meta_columns {
+    () => {
+        "o.kind, o.mode, o.uid, o.gid, o.mtime_ns"
+    };
+}
+
+impl MetaColumns {
+    /// The columns for `meta`, as they are stored.
+    pub(crate) fn of(meta: Option<&ObjectMeta>) -> MetaColumns {
+        match meta {
+            None => MetaColumns {
+                kind: 0,
+                mode: None,
+                uid: None,
+                gid: None,
+                mtime_ns: None,
+            },
+            Some(m) => MetaColumns {
+                kind: i64::from(m.kind.code()),
+                mode: Some(i64::from(m.mode & 0o7777)),
+                uid: Some(i64::from(m.uid)),
+                gid: Some(i64::from(m.gid)),
+                mtime_ns: Some(m.mtime_ns),
+            },
+        }
+    }
+
+    /// Read the columns back; a kind or a field out of range is corruption.
+    fn decode(self, key: &str) -> Result<Option<ObjectMeta>> {
+        if self.kind == 0 {
+            return Ok(None);
+        }
+        let corrupt = |what: &str| CatalogueError::Corrupt {
+            what: format!("object {}: {what}", shorten(key)),
+        };
+        let kind = u8::try_from(self.kind)
+            .ok()
+            .and_then(ObjectKind::from_code)
+            .ok_or_else(|| corrupt(&format!("kind {}", self.kind)))?;
+        let u = |v: Option<i64>, name: &str| {
+            v.and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| corrupt(&format!("{name} {v:?}")))
+        };
+        Ok(Some(ObjectMeta {
+            kind,
+            mode: u(self.mode, "mode")? & 0o7777,
+            uid: u(self.uid, "uid")?,
+            gid: u(self.gid, "gid")?,
+            mtime_ns: self.mtime_ns.ok_or_else(|| corrupt("no mtime"))?,
+        }))
+    }
+
+    /// Kind, mode, uid, gid, mtime for binding.
+    pub(crate) fn values(&self) -> (i64, Option<i64>, Option<i64>, Option<i64>, Option<i64>) {
+        (self.kind, self.mode, self.uid, self.gid, self.mtime_ns)
+    }
 }
 
 impl TryFrom<ObjectRow> for Object {
@@ -204,6 +282,7 @@ impl TryFrom<ObjectRow> for Object {
 
     fn try_from(r: ObjectRow) -> Result<Object> {
         Ok(Object {
+            meta: r.meta.decode(&r.key)?,
             generation: from_db("object generation", r.generation)?,
             size: from_db("object size", r.size)?,
             sha256: sha_from_db("object sha256", r.sha256)?,
@@ -228,6 +307,8 @@ struct CopyRow {
     byte_length: i64,
     sha256: Vec<u8>,
     container_state: String,
+    #[sqlx(flatten)]
+    meta: MetaColumns,
 }
 
 impl TryFrom<CopyRow> for CopyLocation {
@@ -236,6 +317,7 @@ impl TryFrom<CopyRow> for CopyLocation {
     fn try_from(r: CopyRow) -> Result<CopyLocation> {
         let corrupt = |what: String| CatalogueError::Corrupt { what };
         Ok(CopyLocation {
+            meta: r.meta.decode(&r.key)?,
             generation: from_db("object generation", r.generation)?,
             cartridge_state: r.cartridge_state.parse().map_err(|_| {
                 corrupt(format!(
@@ -335,7 +417,9 @@ impl Catalogue {
         validate_key(key)?;
         let row: Option<ObjectRow> = on_pool!(&self.backend, |pool| {
             sqlx::query_as(concat!(
-                "SELECT o.key, o.generation, o.size, o.sha256, o.created_unix FROM objects o \
+                "SELECT o.key, o.generation, o.size, o.sha256, o.created_unix, ",
+                meta_columns!(),
+                " FROM objects o \
                  WHERE o.key = $1 AND ",
                 visible!("o"),
                 " ORDER BY o.generation DESC LIMIT 1"
@@ -355,11 +439,12 @@ impl Catalogue {
         validate_key(key)?;
         let generation = to_db("generation", generation)?;
         let rows: Vec<CopyRow> = on_pool!(&self.backend, |pool| {
-            sqlx::query_as(
+            sqlx::query_as(concat!(
                 "SELECT o.key, o.generation, t.barcode, t.state AS cartridge_state, \
                         k.id AS container_id, k.file_number, k.first_block, k.record_size, \
-                        c.byte_offset, c.byte_length, o.sha256, k.state AS container_state \
-                 FROM objects o \
+                        c.byte_offset, c.byte_length, o.sha256, k.state AS container_state, ",
+                meta_columns!(),
+                " FROM objects o \
                  JOIN copies c ON c.object_id = o.id \
                  JOIN containers k ON k.id = c.container_id \
                  JOIN cartridges t ON t.barcode = k.barcode \
@@ -367,7 +452,7 @@ impl Catalogue {
                  ORDER BY CASE WHEN t.state IN ('active', 'full') THEN 0 ELSE 1 END, \
                           CASE WHEN k.state = 'verified' THEN 0 ELSE 1 END, \
                           t.barcode, k.file_number",
-            )
+            ))
             .bind(key)
             .bind(generation)
             .fetch_all(pool)
@@ -387,7 +472,9 @@ impl Catalogue {
         let rows: Vec<ObjectRow> = match prefix_upper_bound(prefix) {
             Some(upper) if !prefix.is_empty() => on_pool!(&self.backend, |pool| {
                 sqlx::query_as(concat!(
-                    "SELECT o.key, o.generation, o.size, o.sha256, o.created_unix FROM objects o \
+                    "SELECT o.key, o.generation, o.size, o.sha256, o.created_unix, ",
+                    meta_columns!(),
+                    " FROM objects o \
                      WHERE o.key >= $1 AND o.key < $2 AND ",
                     visible!("o"),
                     " AND NOT EXISTS (SELECT 1 FROM objects n WHERE n.key = o.key \
@@ -404,7 +491,9 @@ impl Catalogue {
             }),
             _ => on_pool!(&self.backend, |pool| {
                 sqlx::query_as(concat!(
-                    "SELECT o.key, o.generation, o.size, o.sha256, o.created_unix FROM objects o \
+                    "SELECT o.key, o.generation, o.size, o.sha256, o.created_unix, ",
+                    meta_columns!(),
+                    " FROM objects o \
                      WHERE o.key >= $1 AND ",
                     visible!("o"),
                     " AND NOT EXISTS (SELECT 1 FROM objects n WHERE n.key = o.key \

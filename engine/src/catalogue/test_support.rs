@@ -57,6 +57,7 @@ pub(crate) fn copy(key: &str, generation: u64, offset: u64, size: u64, n: u32) -
         sha256: sha(n),
         offset,
         length: size,
+        meta: None,
     }
 }
 

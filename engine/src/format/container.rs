@@ -54,7 +54,7 @@ impl ContainerHeader {
         wire::put_string(&mut body, &self.barcode, MAX_BARCODE_LEN);
         wire::put_string(&mut body, &self.pool, MAX_POOL_LEN);
         let mut out = Vec::with_capacity(body.len() + wire::ENVELOPE_OVERHEAD);
-        wire::seal(HEADER_MAGIC, &body, &mut out);
+        wire::seal_as(super::HEADER_VERSION, HEADER_MAGIC, &body, &mut out);
         out
     }
 

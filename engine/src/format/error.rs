@@ -37,14 +37,14 @@ pub enum FormatError {
     },
     /// The structure was written by a format version this reel does not read.
     #[error(
-        "{structure}: format version {found} at byte 8, this reel reads version {supported}; the tape was written by a newer reel, upgrade reel to read it"
+        "{structure}: format version {found} at byte 8, this reel reads versions 1 to {supported}; a later version was written by a newer reel: upgrade reel to read it"
     )]
     UnsupportedVersion {
         /// Which structure.
         structure: &'static str,
         /// Version found.
         found: u32,
-        /// Version this build reads.
+        /// Newest version this build reads.
         supported: u32,
     },
     /// The CRC32C stored in the structure does not match its bytes.

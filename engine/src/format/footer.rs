@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::FormatError;
+use super::meta::{META_LEN, ObjectMeta};
 use super::wire::{self, Cursor, ENVELOPE_OVERHEAD};
 use super::{MAX_RECORD_SIZE, MIN_RECORD_SIZE};
 
@@ -23,8 +24,11 @@ pub const MAX_KEY_LEN: usize = 4096;
 const RECORD_PREFIX: usize = 8;
 /// Fixed part of the index: container uuid, data_bytes, data_records, sha256, entry count.
 const INDEX_FIXED: usize = 16 + 8 + 8 + 32 + 8;
-/// Smallest encoded entry: empty-key length (2) + generation, offset, length (24) + sha256.
-const MIN_ENTRY_LEN: usize = 2 + 24 + 32;
+/// Smallest encoded version 1 entry: empty-key length (2) + generation, offset, length (24) +
+/// sha256.
+const MIN_ENTRY_LEN_V1: usize = 2 + 24 + 32;
+/// Smallest encoded version 2 entry: a version 1 entry and the metadata block.
+const MIN_ENTRY_LEN: usize = MIN_ENTRY_LEN_V1 + META_LEN;
 
 const RECORD: &str = "footer record";
 const TRAILER: &str = "footer trailer";
@@ -45,6 +49,10 @@ pub struct IndexEntry {
     pub length: u64,
     /// SHA-256 of the object's bytes.
     pub sha256: [u8; 32],
+    /// What the filesystem gave the object besides its bytes (kind, mode, owner, mtime);
+    /// `None` when nothing was recorded (every entry of a version 1 container).
+    #[serde(default)]
+    pub meta: Option<ObjectMeta>,
 }
 
 /// The container's footer: its index and the SHA-256 of its whole data stream.
@@ -91,7 +99,7 @@ impl Footer {
             body.extend_from_slice(&count.to_le_bytes());
             body.extend_from_slice(chunk);
             let mut rec = Vec::with_capacity(body.len() + ENVELOPE_OVERHEAD + TRAILER_LEN);
-            wire::seal(FOOTER_MAGIC, &body, &mut rec);
+            wire::seal_as(super::FOOTER_VERSION, FOOTER_MAGIC, &body, &mut rec);
             if i + 1 == chunks.len() {
                 let mut t = Vec::with_capacity(32);
                 t.extend_from_slice(&count.to_le_bytes());
@@ -100,7 +108,7 @@ impl Footer {
                 t.extend_from_slice(&self.data_records.to_le_bytes());
                 t.extend_from_slice(&index_crc.to_le_bytes());
                 t.extend_from_slice(&0u32.to_le_bytes());
-                wire::seal(TRAILER_MAGIC, &t, &mut rec);
+                wire::seal_as(super::TRAILER_VERSION, TRAILER_MAGIC, &t, &mut rec);
             }
             out.push(rec);
         }
@@ -125,6 +133,7 @@ impl Footer {
             v.extend_from_slice(&e.offset.to_le_bytes());
             v.extend_from_slice(&e.length.to_le_bytes());
             v.extend_from_slice(&e.sha256);
+            ObjectMeta::encode(e.meta.as_ref(), &mut v);
         }
         v
     }
@@ -146,16 +155,18 @@ impl Footer {
         }
         let mut index = Vec::new();
         let mut trailer = None;
+        let mut version = None;
         for (i, rec) in records.iter().enumerate() {
-            let (chunk, t) =
+            let (chunk, t, v) =
                 decode_record(rec, i as u32, count).map_err(|e| in_footer_record(e, i))?;
+            same_version(&mut version, v).map_err(|e| in_footer_record(e, i))?;
             index.extend_from_slice(chunk);
             trailer = t;
         }
         let (trailer, index_crc) = trailer.ok_or_else(|| FormatError::Layout {
             reason: "the last footer record has no trailer".into(),
         })?;
-        finish_decode(&index, trailer, index_crc)
+        finish_decode(&index, trailer, index_crc, version.unwrap_or(super::FORMAT_VERSION))
     }
 
     /// Read the trailer at the end of the last record before the filemark: the footer's record
@@ -185,8 +196,24 @@ pub(crate) fn peek_record(rec: &[u8]) -> Option<(u32, u32)> {
     (index < count).then_some((index, count))
 }
 
-/// A footer record's chunk of the index and, for the last record, its trailer and index CRC.
-pub(crate) type RecordParts<'a> = (&'a [u8], Option<(FooterTrailer, u32)>);
+/// A footer record's chunk of the index, for the last record its trailer and index CRC, and
+/// the record's format version.
+pub(crate) type RecordParts<'a> = (&'a [u8], Option<(FooterTrailer, u32)>, u32);
+
+/// Every record of one footer carries one format version (the index's layout depends on it).
+pub(crate) fn same_version(seen: &mut Option<u32>, v: u32) -> Result<(), FormatError> {
+    match *seen {
+        Some(first) if first != v => Err(FormatError::Layout {
+            reason: format!(
+                "footer records of format versions {first} and {v} in one footer; records of two containers are mixed"
+            ),
+        }),
+        _ => {
+            *seen = Some(v);
+            Ok(())
+        }
+    }
+}
 
 /// Decode one footer record expected to be number `i` of `count`: its chunk of the index and,
 /// for the last one, the trailer (with the index CRC it carries).
@@ -195,7 +222,7 @@ pub(crate) fn decode_record(
     i: u32,
     count: u32,
 ) -> Result<RecordParts<'_>, FormatError> {
-    let (body, used) = wire::open(rec, FOOTER_MAGIC, RECORD)?;
+    let (body, used, version) = wire::open_versioned(rec, FOOTER_MAGIC, RECORD)?;
     let mut c = Cursor::body(body, RECORD);
     let at = c.pos();
     let index = c.u32("record_index")?;
@@ -238,7 +265,7 @@ pub(crate) fn decode_record(
                 ),
             });
         }
-        Ok((chunk, Some((t, crc))))
+        Ok((chunk, Some((t, crc)), version))
     } else if !rest.is_empty() {
         Err(FormatError::TrailingBytes {
             structure: RECORD,
@@ -246,7 +273,7 @@ pub(crate) fn decode_record(
             extra: rest.len(),
         })
     } else {
-        Ok((chunk, None))
+        Ok((chunk, None, version))
     }
 }
 
@@ -293,12 +320,19 @@ fn reserved_zero(c: &mut Cursor<'_>) -> Result<(), FormatError> {
     }
 }
 
-/// Check the index CRC, parse the index and cross-check it with the trailer.
+/// Check the index CRC, parse the index (laid out as format `version` lays it out) and
+/// cross-check it with the trailer.
 pub(crate) fn finish_decode(
     index: &[u8],
     trailer: FooterTrailer,
     index_crc: u32,
+    version: u32,
 ) -> Result<Footer, FormatError> {
+    let min_entry = if version >= 2 {
+        MIN_ENTRY_LEN
+    } else {
+        MIN_ENTRY_LEN_V1
+    };
     let computed = crc32c::crc32c(index);
     if computed != index_crc {
         return Err(FormatError::Crc {
@@ -334,7 +368,7 @@ pub(crate) fn finish_decode(
     let sha256 = c.digest("sha256")?;
     let at = c.pos();
     let n = c.u64("entry_count")?;
-    if n > (c.remaining() / MIN_ENTRY_LEN) as u64 {
+    if n > (c.remaining() / min_entry) as u64 {
         return Err(c.invalid(
             "entry_count",
             at,
@@ -354,6 +388,11 @@ pub(crate) fn finish_decode(
         let offset = c.u64("offset")?;
         let length = c.u64("length")?;
         let sha = c.digest("sha256")?;
+        let meta = if version >= 2 {
+            ObjectMeta::decode(&mut c)?
+        } else {
+            None
+        };
         let end = offset.checked_add(length).filter(|e| *e <= data_bytes);
         match end {
             Some(end) if offset >= end_prev => end_prev = end,
@@ -373,6 +412,7 @@ pub(crate) fn finish_decode(
             offset,
             length,
             sha256: sha,
+            meta,
         });
     }
     c.finish()?;
@@ -388,6 +428,7 @@ pub(crate) fn finish_decode(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::format::ObjectKind;
     use proptest::prelude::*;
 
     pub(crate) fn arb_footer() -> impl Strategy<Value = Footer> {
@@ -417,6 +458,17 @@ pub(crate) mod tests {
                             offset: offset + gap,
                             length,
                             sha256: sha,
+                            meta: (generation % 3 != 0).then_some(ObjectMeta {
+                                kind: if generation % 2 == 0 {
+                                    ObjectKind::File
+                                } else {
+                                    ObjectKind::Symlink
+                                },
+                                mode: (generation as u32) & 0o7777,
+                                uid: (generation >> 8) as u32,
+                                gid: (generation >> 40) as u32,
+                                mtime_ns: generation as i64,
+                            }),
                         };
                         offset += gap + length;
                         e
@@ -443,6 +495,7 @@ pub(crate) mod tests {
                     offset: i as u64 * 10,
                     length: 10,
                     sha256: [i as u8; 32],
+                    meta: None,
                 })
                 .collect(),
             data_bytes: n as u64 * 10,
@@ -474,6 +527,13 @@ pub(crate) mod tests {
                 offset: 0,
                 length: 9,
                 sha256: [0xAA; 32],
+                meta: Some(ObjectMeta {
+                    kind: ObjectKind::Symlink,
+                    mode: 0o755,
+                    uid: 1000,
+                    gid: 100,
+                    mtime_ns: 1_700_000_000_123_456_789,
+                }),
             }],
             data_bytes: 10,
             data_records: 1,
@@ -498,6 +558,18 @@ pub(crate) mod tests {
         assert_eq!(u16::from_le_bytes(index[72..74].try_into().unwrap()), 3);
         assert_eq!(&index[74..77], b"abc");
         assert_eq!(u64::from_le_bytes(index[77..85].try_into().unwrap()), 7); // generation
+        assert_eq!(&index[101..133], &[0xAA; 32]); // sha256
+        assert_eq!(index[133], 2); // kind: symlink
+        assert_eq!(index[134], 0); // reserved
+        assert_eq!(u32::from_le_bytes(index[135..139].try_into().unwrap()), 0o755);
+        assert_eq!(u32::from_le_bytes(index[139..143].try_into().unwrap()), 1000);
+        assert_eq!(u32::from_le_bytes(index[143..147].try_into().unwrap()), 100);
+        assert_eq!(
+            i64::from_le_bytes(index[147..155].try_into().unwrap()),
+            1_700_000_000_123_456_789
+        );
+        assert_eq!(index.len(), 155);
+        assert_eq!(u32::from_le_bytes(r[8..12].try_into().unwrap()), 2); // format_version
         let crc = u32::from_le_bytes(r[24 + n..28 + n].try_into().unwrap());
         assert_eq!(crc, crc32c::crc32c(&r[..24 + n]));
         let t = &r[28 + n..];
@@ -515,6 +587,57 @@ pub(crate) mod tests {
             MIN_RECORD_SIZE - ENVELOPE_OVERHEAD - RECORD_PREFIX - TRAILER_LEN,
             MIN_RECORD_SIZE - 80
         );
+    }
+
+    /// A version 1 footer, as reels before format version 2 wrote it: entries without the
+    /// metadata block, every record sealed as version 1.
+    fn encode_v1(f: &Footer) -> Vec<u8> {
+        let mut index = Vec::new();
+        index.extend_from_slice(f.container_uuid.as_bytes());
+        index.extend_from_slice(&f.data_bytes.to_le_bytes());
+        index.extend_from_slice(&f.data_records.to_le_bytes());
+        index.extend_from_slice(&f.sha256);
+        index.extend_from_slice(&(f.entries.len() as u64).to_le_bytes());
+        for e in &f.entries {
+            wire::put_string(&mut index, &e.key, MAX_KEY_LEN);
+            index.extend_from_slice(&e.generation.to_le_bytes());
+            index.extend_from_slice(&e.offset.to_le_bytes());
+            index.extend_from_slice(&e.length.to_le_bytes());
+            index.extend_from_slice(&e.sha256);
+        }
+        let mut body = Vec::new();
+        body.extend_from_slice(&0u32.to_le_bytes());
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&index);
+        let mut rec = Vec::new();
+        wire::seal_as(1, FOOTER_MAGIC, &body, &mut rec);
+        let mut t = Vec::new();
+        t.extend_from_slice(&1u32.to_le_bytes());
+        t.extend_from_slice(&0u32.to_le_bytes());
+        t.extend_from_slice(&f.data_bytes.to_le_bytes());
+        t.extend_from_slice(&f.data_records.to_le_bytes());
+        t.extend_from_slice(&crc32c::crc32c(&index).to_le_bytes());
+        t.extend_from_slice(&0u32.to_le_bytes());
+        wire::seal_as(1, TRAILER_MAGIC, &t, &mut rec);
+        rec
+    }
+
+    #[test]
+    fn version_1_footers_still_read_without_metadata() {
+        let f = big_footer(3);
+        let rec = encode_v1(&f);
+        let back = Footer::decode(std::slice::from_ref(&rec)).unwrap();
+        assert_eq!(back, f);
+        assert!(back.entries.iter().all(|e| e.meta.is_none()));
+        // A version 2 record among version 1 records is refused.
+        let mut two = f.encode(MIN_RECORD_SIZE);
+        two.insert(0, rec.clone());
+        assert!(Footer::decode(&two).is_err());
+        // A version from the future is refused as written by a newer reel.
+        let mut future = Vec::new();
+        wire::seal_as(super::super::FORMAT_VERSION + 1, FOOTER_MAGIC, &[0u8; 8], &mut future);
+        let err = Footer::decode(&[future]).unwrap_err().to_string();
+        assert!(err.contains("newer reel"), "{err}");
     }
 
     #[test]

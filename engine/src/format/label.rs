@@ -51,7 +51,7 @@ impl Label {
         wire::put_string(&mut body, &self.barcode, MAX_BARCODE_LEN);
         wire::put_string(&mut body, &self.pool, MAX_POOL_LEN);
         let mut out = Vec::with_capacity(body.len() + wire::ENVELOPE_OVERHEAD);
-        wire::seal(LABEL_MAGIC, &body, &mut out);
+        wire::seal_as(super::LABEL_VERSION, LABEL_MAGIC, &body, &mut out);
         out
     }
 

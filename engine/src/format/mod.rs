@@ -11,12 +11,14 @@
 //! - [`ContainerHeader`]: the first record of a container.
 //! - [`ContainerBuilder`]: frames object bytes into data records and hashes them (write path).
 //! - [`Footer`], [`IndexEntry`], [`FooterTrailer`]: the index at the end of a container.
+//! - [`ObjectMeta`]: an object's kind (file or symbolic link), mode, owner and mtime.
 //! - [`ContainerReader`]: reads a container back and checks it (verify, rebuild).
 
 mod container;
 mod error;
 mod footer;
 mod label;
+mod meta;
 mod reader;
 mod record;
 mod wire;
@@ -27,6 +29,7 @@ pub use footer::{
     FOOTER_MAGIC, Footer, FooterTrailer, IndexEntry, MAX_KEY_LEN, TRAILER_LEN, TRAILER_MAGIC,
 };
 pub use label::{LABEL_MAGIC, Label, MAX_BARCODE_LEN, MAX_POOL_LEN};
+pub use meta::{META_LEN, ObjectKind, ObjectMeta};
 pub use reader::ContainerReader;
 pub use record::{ContainerBuilder, ExternalHashBuilder};
 
@@ -36,8 +39,23 @@ pub const DEFAULT_RECORD_SIZE: usize = 1 << 20;
 pub const MIN_RECORD_SIZE: usize = 256 << 10;
 /// Largest data record size: 8 MiB.
 pub const MAX_RECORD_SIZE: usize = 8 << 20;
-/// Version of the on-tape format this reel writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the on-tape format this reel writes (and the newest it reads). Version 2 added
+/// each object's metadata to the index entry (docs/FORMAT.md §4.5, §8).
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest on-tape format version this reel reads: tapes written by every earlier reel.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
+
+// Each structure is written with the version of its layout, the oldest that has it, so a reel
+// that reads only version 1 still reads the labels, headers and trailers of newer tapes and
+// refuses only what it cannot parse (docs/FORMAT.md §8).
+/// Version of the label's layout.
+pub(crate) const LABEL_VERSION: u32 = 1;
+/// Version of the container header's layout.
+pub(crate) const HEADER_VERSION: u32 = 1;
+/// Version of the footer records' layout (2: index entries carry metadata).
+pub(crate) const FOOTER_VERSION: u32 = 2;
+/// Version of the footer trailer's layout.
+pub(crate) const TRAILER_VERSION: u32 = 1;
 
 /// Tape block of the data record holding byte `offset` of a container's data stream: the
 /// container's first block (its header record), plus one, plus the data record number.

@@ -219,10 +219,12 @@ impl ContainerReader {
         }
         let mut index = Vec::new();
         let mut trailer = None;
+        let mut version = None;
         for (i, rec) in self.pending.iter().enumerate() {
             let at = self.pending_first + i as u64;
-            let (chunk, t) =
+            let (chunk, t, v) =
                 footer::decode_record(rec, i as u32, count).map_err(|e| e.in_record(at))?;
+            footer::same_version(&mut version, v).map_err(|e| e.in_record(at))?;
             index.extend_from_slice(chunk);
             trailer = t;
         }
@@ -233,7 +235,8 @@ impl ContainerReader {
             }
             .in_record(last)
         })?;
-        let footer = footer::finish_decode(&index, trailer, index_crc)
+        let version = version.unwrap_or(super::FORMAT_VERSION);
+        let footer = footer::finish_decode(&index, trailer, index_crc, version)
             .map_err(|e| e.in_record(self.pending_first))?;
         if footer.container_uuid != header.container_uuid {
             return Err(FormatError::Layout {

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use super::container::ContainerHeader;
 use super::error::FormatError;
 use super::footer::{Footer, IndexEntry, MAX_KEY_LEN};
+use super::meta::ObjectMeta;
 use super::{MAX_RECORD_SIZE, MIN_RECORD_SIZE};
 
 /// Bytes copied and hashed per step: small enough to stay in L2 between the copy and the two
@@ -29,6 +30,7 @@ struct OpenObject {
     generation: u64,
     offset: u64,
     hasher: Sha256,
+    meta: Option<ObjectMeta>,
 }
 
 /// Turns a stream of object bytes into fixed-size data records and hashes as it goes
@@ -130,7 +132,18 @@ impl ContainerBuilder {
             generation,
             offset: self.data_bytes,
             hasher: Sha256::new(),
+            meta: None,
         });
+        Ok(())
+    }
+
+    /// Record the open object's filesystem metadata (kind, mode, owner, mtime) in its index
+    /// entry. Fails if no object is open.
+    pub fn set_object_meta(&mut self, meta: ObjectMeta) -> Result<(), FormatError> {
+        let o = self.object.as_mut().ok_or_else(|| FormatError::Usage {
+            reason: "set_object_meta without an open object; call begin_object first".into(),
+        })?;
+        o.meta = Some(meta);
         Ok(())
     }
 
@@ -281,6 +294,7 @@ impl ContainerBuilder {
             offset: o.offset,
             length: self.data_bytes - o.offset,
             sha256: o.hasher.finalize().into(),
+            meta: o.meta,
         };
         self.entries.push(entry.clone());
         Ok(entry)
@@ -391,6 +405,11 @@ impl ExternalHashBuilder {
     /// See [`ContainerBuilder::fill_from`]; a returned record is a data record.
     pub fn fill_from(&mut self, src: &mut impl Read) -> io::Result<(usize, Option<Vec<u8>>)> {
         self.0.fill_from(src)
+    }
+
+    /// See [`ContainerBuilder::set_object_meta`].
+    pub fn set_object_meta(&mut self, meta: ObjectMeta) -> Result<(), FormatError> {
+        self.0.set_object_meta(meta)
     }
 
     /// See [`ContainerBuilder::end_object`].

@@ -4,7 +4,7 @@
 
 use uuid::Uuid;
 
-use super::FORMAT_VERSION;
+use super::{FORMAT_VERSION, OLDEST_READABLE_VERSION};
 use super::error::FormatError;
 
 /// Length of the magic at the start of every structure.
@@ -15,10 +15,17 @@ pub(crate) const ENVELOPE_HEAD: usize = 16;
 pub(crate) const ENVELOPE_OVERHEAD: usize = ENVELOPE_HEAD + 4;
 
 /// Append `magic`, the format version, the body length, the body and a CRC32C over all of it.
+#[cfg(test)]
 pub(crate) fn seal(magic: &[u8; MAGIC_LEN], body: &[u8], out: &mut Vec<u8>) {
+    seal_as(FORMAT_VERSION, magic, body, out)
+}
+
+/// Seal a structure as format `version` (each structure is written with the version of its
+/// layout: [`super::LABEL_VERSION`] and the others).
+pub(crate) fn seal_as(version: u32, magic: &[u8; MAGIC_LEN], body: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(magic);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     // Bodies are bounded by the record size (at most 8 MiB), far below u32::MAX.
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
@@ -35,6 +42,17 @@ pub(crate) fn open<'a>(
     magic: &'static [u8; MAGIC_LEN],
     structure: &'static str,
 ) -> Result<(&'a [u8], usize), FormatError> {
+    open_versioned(rec, magic, structure).map(|(body, used, _)| (body, used))
+}
+
+/// [`open`], also returning the structure's format version (one this reel reads:
+/// [`OLDEST_READABLE_VERSION`] to [`FORMAT_VERSION`]), for structures whose body differs
+/// between versions.
+pub(crate) fn open_versioned<'a>(
+    rec: &'a [u8],
+    magic: &'static [u8; MAGIC_LEN],
+    structure: &'static str,
+) -> Result<(&'a [u8], usize, u32), FormatError> {
     let head = rec.get(..MAGIC_LEN).ok_or(FormatError::Truncated {
         structure,
         field: "magic",
@@ -66,14 +84,14 @@ pub(crate) fn open<'a>(
             computed,
         });
     }
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(FormatError::UnsupportedVersion {
             structure,
             found: version,
             supported: FORMAT_VERSION,
         });
     }
-    Ok((body, c.pos()))
+    Ok((body, c.pos(), version))
 }
 
 /// Open an envelope that must fill `rec` exactly.

@@ -25,11 +25,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rustix::fs::{AtFlags, CWD, FileType, FlockOperation, Mode, OFlags};
+use rustix::fs::{
+    AtFlags, CWD, FileType, FlockOperation, Gid, Mode, OFlags, RenameFlags, Timespec, Timestamps,
+    Uid,
+};
 use rustix::io::Errno;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use super::SessionError;
+use crate::format::{ObjectKind, ObjectMeta};
 
 /// The private directory, directly under a destination root, that holds recall's partial files.
 /// No key may begin with it ([`crate::catalogue::validate_key`] refuses it).
@@ -204,7 +210,8 @@ impl Staging {
             let fd = match rustix::fs::openat(
                 &*dir,
                 name.as_os_str(),
-                OFlags::WRONLY
+                // Read too: a symbolic link's target is read back from it (commit_as).
+                OFlags::RDWR
                     | OFlags::CREATE
                     | OFlags::EXCL
                     | OFlags::NOFOLLOW
@@ -408,18 +415,318 @@ impl Partial {
         self.file.sync_all()
     }
 
-    /// Rename the file into place. The rename never follows a link at the final name: it
-    /// replaces the link itself.
-    pub fn commit(mut self) -> Result<(), String> {
-        rustix::fs::renameat(
-            &*self.dir,
-            self.name.as_os_str(),
+    /// Rename the file into place, replacing whatever is at the final name. The rename never
+    /// follows a link at the final name: it replaces the link itself.
+    pub fn commit(self) -> Result<(), String> {
+        self.commit_as(&Placement {
+            overwrite: Overwrite::Always,
+            meta: None,
+            sha256: [0; 32],
+            length: 0,
+        })
+        .map(|_| ())
+    }
+
+    /// Give the file the permission bits, owner (only when running as root) and modification
+    /// time of `meta`, before it is synced and renamed into place. A symbolic link's metadata
+    /// is applied to the link at [`Partial::commit_as`] instead.
+    pub fn set_meta(&self, meta: &ObjectMeta) -> Result<(), String> {
+        if meta.kind != ObjectKind::File {
+            return Ok(());
+        }
+        let fail = |what: &str, e: Errno| format!("{}: {what}: {e}", self.dest.display());
+        let root = rustix::process::geteuid().is_root();
+        if root {
+            // Before the mode: a change of owner clears the set-user-ID and set-group-ID bits.
+            rustix::fs::fchown(
+                &self.file,
+                Some(Uid::from_raw(meta.uid)),
+                Some(Gid::from_raw(meta.gid)),
+            )
+            .map_err(|e| fail("chown", e))?;
+        }
+        rustix::fs::fchmod(&self.file, Mode::from_raw_mode(restored_mode(meta.mode, root)))
+            .map_err(|e| fail("chmod", e))?;
+        rustix::fs::futimens(&self.file, &times(meta.mtime_ns))
+            .map_err(|e| fail("set the modification time", e))?;
+        Ok(())
+    }
+
+    /// Put the object in place as `p` says: a regular file renamed into place, or, for a
+    /// symbolic link (`p.meta` of kind symlink), a link whose target is the file's bytes. What
+    /// is at the final name already is handled by `p.overwrite`: an identical file (same
+    /// length and SHA-256, or a link with the same target) is left as it is and reported
+    /// [`Placed::Identical`]; anything else is replaced only as the policy allows, and a refusal
+    /// says what is there and how to replace it.
+    pub fn commit_as(mut self, p: &Placement) -> Result<Placed, String> {
+        let link = p.meta.filter(|m| m.kind == ObjectKind::Symlink);
+        // The name renamed into place: the partial file, or a link made beside it.
+        let (from, made_link) = match &link {
+            Some(m) => (self.make_link(m)?, true),
+            None => (self.name.clone(), false),
+        };
+        let result = self.place(&from, link.is_some(), p);
+        if made_link && !matches!(result, Ok(Placed::Written)) {
+            let _ = rustix::fs::unlinkat(&*self.dir, from.as_os_str(), AtFlags::empty());
+        }
+        if matches!(result, Ok(Placed::Written)) && !made_link {
+            self.committed = true;
+        }
+        result
+    }
+
+    /// Rename `from` (in the private directory) to the final name as the policy allows.
+    fn place(&self, from: &OsStr, link: bool, p: &Placement) -> Result<Placed, String> {
+        let shown = self.dest.display();
+        let existing = match rustix::fs::statat(&self.parent, self.final_name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Some(st),
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(format!("{shown}: {e}")),
+        };
+        if let Some(st) = &existing
+            && p.overwrite != Overwrite::Always
+        {
+            if self.is_identical(st, link, p) {
+                return Ok(Placed::Identical);
+            }
+            let what = describe(st);
+            match p.overwrite {
+                Overwrite::Never => {
+                    return Err(format!(
+                        "{shown} exists ({what}) and is not replaced (overwrite policy `never`); recall with overwrite `if-newer` or `always` to replace it, or into another directory"
+                    ));
+                }
+                Overwrite::IfNewer => {
+                    let theirs = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
+                    match p.meta {
+                        Some(m) if i128::from(m.mtime_ns) > theirs => {}
+                        Some(_) => {
+                            return Err(format!(
+                                "{shown} exists ({what}) and is as new as the archived copy or newer; kept (overwrite policy `if-newer`); recall with overwrite `always` to replace it"
+                            ));
+                        }
+                        None => {
+                            return Err(format!(
+                                "{shown} exists ({what}) and the archive recorded no modification time to compare; kept (overwrite policy `if-newer`); recall with overwrite `always` to replace it"
+                            ));
+                        }
+                    }
+                }
+                Overwrite::Always => {}
+            }
+        }
+        let flags = if existing.is_none() && p.overwrite == Overwrite::Never {
+            // Nothing there: and nothing may appear there meanwhile and be replaced.
+            RenameFlags::NOREPLACE
+        } else {
+            RenameFlags::empty()
+        };
+        match rustix::fs::renameat_with(&*self.dir, from, &self.parent, self.final_name.as_os_str(), flags) {
+            Ok(()) => Ok(Placed::Written),
+            Err(Errno::EXIST) => Err(format!(
+                "{shown} appeared while the object was recalled and is not replaced (overwrite policy `never`)"
+            )),
+            // A filesystem without RENAME_NOREPLACE: the check above is what there is.
+            Err(Errno::INVAL) if !flags.is_empty() => rustix::fs::renameat(&*self.dir, from, &self.parent, self.final_name.as_os_str())
+                .map(|()| Placed::Written)
+                .map_err(|e| format!("{shown}: {e}")),
+            Err(Errno::ISDIR | Errno::NOTEMPTY) => Err(format!(
+                "{shown} is a directory; a file cannot replace it (remove it, or recall into another directory)"
+            )),
+            Err(e) => Err(format!("{shown}: {e}")),
+        }
+    }
+
+    /// Whether what is at the final name (`st`) already holds the object.
+    fn is_identical(&self, st: &rustix::fs::Stat, link: bool, p: &Placement) -> bool {
+        let ft = FileType::from_raw_mode(st.st_mode);
+        if link {
+            if ft != FileType::Symlink {
+                return false;
+            }
+            let Ok(theirs) = rustix::fs::readlinkat(&self.parent, self.final_name.as_os_str(), Vec::new()) else {
+                return false;
+            };
+            let digest: [u8; 32] = Sha256::digest(theirs.as_bytes()).into();
+            return digest == p.sha256;
+        }
+        if ft != FileType::RegularFile || u64::try_from(st.st_size).ok() != Some(p.length) {
+            return false;
+        }
+        let Ok(fd) = rustix::fs::openat(
             &self.parent,
             self.final_name.as_os_str(),
-        )
-        .map_err(|e| format!("{}: {e}", self.dest.display()))?;
-        self.committed = true;
-        Ok(())
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return false;
+        };
+        let mut f = File::from(fd);
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n_total = 0u64;
+        loop {
+            match std::io::Read::read(&mut f, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    h.update(&buf[..n]);
+                    n_total += n as u64;
+                }
+                Err(_) => return false,
+            }
+        }
+        let digest: [u8; 32] = h.finalize().into();
+        n_total == p.length && digest == p.sha256
+    }
+
+    /// Make a symbolic link, beside the partial file, whose target is the partial file's bytes,
+    /// with `meta`'s owner (as root) and modification time; its name.
+    fn make_link(&mut self, meta: &ObjectMeta) -> Result<OsString, String> {
+        let shown = self.dest.display().to_string();
+        let mut target = Vec::new();
+        std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(0))
+            .and_then(|_| {
+                std::io::Read::read_to_end(
+                    &mut std::io::Read::take(&self.file, super::source::MAX_LINK_TARGET + 1),
+                    &mut target,
+                )
+            })
+            .map_err(|e| format!("{shown}: reading the link's target back: {e}"))?;
+        if target.is_empty() || target.len() as u64 > super::source::MAX_LINK_TARGET || target.contains(&0) {
+            return Err(format!(
+                "{shown}: the archived link target ({} bytes) is not a valid link target",
+                target.len()
+            ));
+        }
+        let mut link_name = self.name.clone();
+        link_name.push(".l");
+        let fail = |what: &str, e: Errno| format!("{shown}: {what}: {e}");
+        match rustix::fs::symlinkat(target.as_slice(), &*self.dir, link_name.as_os_str()) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => {
+                rustix::fs::unlinkat(&*self.dir, link_name.as_os_str(), AtFlags::empty())
+                    .map_err(|e| fail("remove a stale link", e))?;
+                rustix::fs::symlinkat(target.as_slice(), &*self.dir, link_name.as_os_str())
+                    .map_err(|e| fail("create the link", e))?;
+            }
+            Err(e) => return Err(fail("create the link", e)),
+        }
+        let done = (|| {
+            if rustix::process::geteuid().is_root() {
+                rustix::fs::chownat(
+                    &*self.dir,
+                    link_name.as_os_str(),
+                    Some(Uid::from_raw(meta.uid)),
+                    Some(Gid::from_raw(meta.gid)),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .map_err(|e| fail("chown the link", e))?;
+            }
+            rustix::fs::utimensat(
+                &*self.dir,
+                link_name.as_os_str(),
+                &times(meta.mtime_ns),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| fail("set the link's modification time", e))
+        })();
+        if let Err(e) = done {
+            let _ = rustix::fs::unlinkat(&*self.dir, link_name.as_os_str(), AtFlags::empty());
+            return Err(e);
+        }
+        Ok(link_name)
+    }
+}
+
+/// What a recall does when the file it places exists already.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Overwrite {
+    /// Keep the existing file and report it (the default). A file identical to the object is
+    /// not an error: the object is there.
+    #[default]
+    Never,
+    /// Replace the existing file only if the archived copy's modification time is later.
+    IfNewer,
+    /// Replace whatever file or link is there.
+    Always,
+}
+
+impl Overwrite {
+    /// `never`, `if-newer`, `always`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overwrite::Never => "never",
+            Overwrite::IfNewer => "if-newer",
+            Overwrite::Always => "always",
+        }
+    }
+}
+
+impl std::str::FromStr for Overwrite {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Overwrite, String> {
+        match s {
+            "never" => Ok(Overwrite::Never),
+            "if-newer" => Ok(Overwrite::IfNewer),
+            "always" => Ok(Overwrite::Always),
+            other => Err(format!(
+                "overwrite policy {other:?} is not one of `never`, `if-newer`, `always`"
+            )),
+        }
+    }
+}
+
+/// How a recalled object is put in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Placement<'a> {
+    /// What to do with an existing file at the final name.
+    pub overwrite: Overwrite,
+    /// The object's metadata: a symlink is placed as a link; a file's mtime decides
+    /// `if-newer`.
+    pub meta: Option<&'a ObjectMeta>,
+    /// The object's SHA-256 (to recognise an identical existing file).
+    pub sha256: [u8; 32],
+    /// Its length.
+    pub length: u64,
+}
+
+/// What [`Partial::commit_as`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placed {
+    /// The object is in place, written by this recall.
+    Written,
+    /// An identical file (or link) was there already; it was left as it is.
+    Identical,
+}
+
+/// The permission bits restored: all of them as root; without set-user-ID, set-group-ID and
+/// sticky bits otherwise (an unprivileged recall does not hand out privileges).
+fn restored_mode(mode: u32, root: bool) -> u32 {
+    if root { mode & 0o7777 } else { mode & 0o777 }
+}
+
+/// Access time left as it is, modification time `mtime_ns`.
+fn times(mtime_ns: i64) -> Timestamps {
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        last_modification: Timespec {
+            tv_sec: mtime_ns.div_euclid(1_000_000_000),
+            tv_nsec: mtime_ns.rem_euclid(1_000_000_000) as _,
+        },
+    }
+}
+
+/// What an existing entry is, for a refusal.
+fn describe(st: &rustix::fs::Stat) -> String {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => format!("a file of {} bytes", st.st_size),
+        FileType::Symlink => "a symbolic link".into(),
+        FileType::Directory => "a directory".into(),
+        _ => "a special file".into(),
     }
 }
 
@@ -505,8 +812,16 @@ fn remove_if_stale(dir: &OwnedFd, name: &OsStr) -> Result<bool, Errno> {
         Ok(fd) => fd,
         // Renamed into place or removed meanwhile.
         Err(Errno::NOENT) => return Ok(false),
-        // A link: not written by reel, never followed; removing it removes the link only.
+        // A link, never followed; removing it removes the link only. A recalled symbolic link
+        // is made as `PARTIAL.l` beside its partial file just before its rename: it is live
+        // while that partial file is.
         Err(Errno::LOOP) => {
+            let n = name.as_bytes();
+            if let Some(base) = n.strip_suffix(b".l")
+                && partial_is_live(dir, OsStr::from_bytes(base))?
+            {
+                return Ok(false);
+            }
             rustix::fs::unlinkat(dir, name, AtFlags::empty())?;
             return Ok(true);
         }
@@ -527,6 +842,25 @@ fn remove_if_stale(dir: &OwnedFd, name: &OsStr) -> Result<bool, Errno> {
     }
     rustix::fs::unlinkat(dir, name, AtFlags::empty())?;
     Ok(true)
+}
+
+/// Whether the partial file `name` exists and a writer holds its lock.
+fn partial_is_live(dir: &OwnedFd, name: &OsStr) -> Result<bool, Errno> {
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT | Errno::LOOP) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => Ok(false),
+        Err(Errno::WOULDBLOCK) => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// 128 random bits in hex, then (for a listing) the start of the final file's name.
@@ -701,6 +1035,148 @@ mod tests {
         let m = std::fs::symlink_metadata(root.path().join("f")).unwrap();
         assert!(m.is_file());
         assert_eq!(std::fs::read(root.path().join("f")).unwrap(), b"new");
+    }
+
+    fn place(
+        st: &Arc<Staging>,
+        rel: &str,
+        data: &[u8],
+        overwrite: Overwrite,
+        meta: Option<ObjectMeta>,
+    ) -> Result<Placed, String> {
+        let mut p = st.create(Path::new(rel))?;
+        p.file().write_all(data).map_err(|e| e.to_string())?;
+        if let Some(m) = &meta {
+            p.set_meta(m)?;
+        }
+        p.commit_as(&Placement {
+            overwrite,
+            meta: meta.as_ref(),
+            sha256: Sha256::digest(data).into(),
+            length: data.len() as u64,
+        })
+    }
+
+    fn file_meta(mtime_ns: i64) -> ObjectMeta {
+        ObjectMeta {
+            kind: ObjectKind::File,
+            mode: 0o640,
+            uid: 0,
+            gid: 0,
+            mtime_ns,
+        }
+    }
+
+    #[test]
+    fn an_existing_file_is_kept_replaced_or_found_identical_as_the_policy_says() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempfile::tempdir().unwrap();
+        let f = root.path().join("f");
+        std::fs::write(&f, b"theirs").unwrap();
+        let st = Staging::open(root.path()).unwrap();
+        // never: kept and reported, naming the file and the way out.
+        let e = place(&st, "f", b"ours", Overwrite::Never, None).unwrap_err();
+        assert!(e.contains("not replaced") && e.contains("`never`") && e.contains("always"), "{e}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"theirs");
+        // An identical file is the object: fine under every policy, left as it is.
+        assert_eq!(
+            place(&st, "f", b"theirs", Overwrite::Never, None).unwrap(),
+            Placed::Identical
+        );
+        // if-newer: an archived copy older than the file keeps the file...
+        let theirs = std::fs::metadata(&f).unwrap();
+        let theirs_ns = theirs.mtime() * 1_000_000_000 + theirs.mtime_nsec();
+        let e = place(&st, "f", b"ours", Overwrite::IfNewer, Some(file_meta(theirs_ns - 1)))
+            .unwrap_err();
+        assert!(e.contains("`if-newer`"), "{e}");
+        // ... nothing recorded to compare keeps it too ...
+        assert!(place(&st, "f", b"ours", Overwrite::IfNewer, None).is_err());
+        // ... a later one replaces it, with the archived mode and mtime.
+        assert_eq!(
+            place(&st, "f", b"ours", Overwrite::IfNewer, Some(file_meta(theirs_ns + 5))).unwrap(),
+            Placed::Written
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), b"ours");
+        let m = std::fs::metadata(&f).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o640);
+        assert_eq!(m.mtime() * 1_000_000_000 + m.mtime_nsec(), theirs_ns + 5);
+        // always: replaced whatever it is.
+        assert_eq!(
+            place(&st, "f", b"third", Overwrite::Always, None).unwrap(),
+            Placed::Written
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), b"third");
+        // A directory in the way is refused with its name.
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        std::fs::write(root.path().join("d/x"), b"x").unwrap();
+        let e = place(&st, "d", b"z", Overwrite::Always, None).unwrap_err();
+        assert!(e.contains("is a directory"), "{e}");
+        // Nothing left behind in the private directory.
+        drop(st);
+        assert!(!root.path().join(PARTIAL_DIR).exists());
+    }
+
+    #[test]
+    fn a_link_is_recalled_as_a_link_with_its_time() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempfile::tempdir().unwrap();
+        let st = Staging::open(root.path()).unwrap();
+        let meta = ObjectMeta {
+            kind: ObjectKind::Symlink,
+            mode: 0o777,
+            uid: 0,
+            gid: 0,
+            mtime_ns: 1_600_000_000_250_000_000,
+        };
+        assert_eq!(
+            place(&st, "dir/l", b"../elsewhere/t", Overwrite::Never, Some(meta)).unwrap(),
+            Placed::Written
+        );
+        let l = root.path().join("dir/l");
+        assert_eq!(
+            std::fs::read_link(&l).unwrap(),
+            Path::new("../elsewhere/t")
+        );
+        let m = std::fs::symlink_metadata(&l).unwrap();
+        assert!(m.file_type().is_symlink());
+        assert_eq!(m.mtime(), 1_600_000_000);
+        assert_eq!(m.mtime_nsec(), 250_000_000);
+        // The same link again is identical; another target is kept under `never`.
+        assert_eq!(
+            place(&st, "dir/l", b"../elsewhere/t", Overwrite::Never, Some(meta)).unwrap(),
+            Placed::Identical
+        );
+        assert!(place(&st, "dir/l", b"/other", Overwrite::Never, Some(meta)).is_err());
+        assert_eq!(
+            place(&st, "dir/l", b"/other", Overwrite::Always, Some(meta)).unwrap(),
+            Placed::Written
+        );
+        assert_eq!(std::fs::read_link(&l).unwrap(), Path::new("/other"));
+        // A target with a NUL cannot be a link: refused, nothing placed.
+        assert!(place(&st, "bad", b"a\0b", Overwrite::Never, Some(meta)).is_err());
+        assert!(std::fs::symlink_metadata(root.path().join("bad")).is_err());
+        drop(st);
+        assert!(!root.path().join(PARTIAL_DIR).exists());
+    }
+
+    #[test]
+    fn set_id_bits_are_restored_only_as_root() {
+        assert_eq!(restored_mode(0o4755, false), 0o755);
+        assert_eq!(restored_mode(0o4755, true), 0o4755);
+        assert_eq!(restored_mode(0o1777, false), 0o777);
+    }
+
+    #[test]
+    fn overwrite_policies_parse_from_their_names() {
+        for o in [Overwrite::Never, Overwrite::IfNewer, Overwrite::Always] {
+            assert_eq!(o.as_str().parse::<Overwrite>().unwrap(), o);
+            assert_eq!(
+                serde_json::to_value(o).unwrap(),
+                serde_json::json!(o.as_str())
+            );
+        }
+        assert!("sometimes".parse::<Overwrite>().unwrap_err().contains("if-newer"));
+        assert_eq!(Overwrite::default(), Overwrite::Never);
     }
 
     #[test]

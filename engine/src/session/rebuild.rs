@@ -173,6 +173,7 @@ pub async fn rebuild_cartridge(
                         sha256: e.sha256,
                         offset: e.offset,
                         length: e.length,
+                        meta: e.meta,
                     })
                     .collect();
                 catalogue

@@ -19,7 +19,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tracing::{Instrument, info, info_span, warn};
 
-use super::destination::{Partial, Staging};
+use super::destination::{Overwrite, Partial, Placed, Placement, Staging};
+use crate::format::ObjectMeta;
 use super::order::{self, OrderPolicy, OrderSource};
 use super::{CancelToken, Progress, ProgressFn, SessionError, SessionSummary, secs};
 use crate::device::{DeviceError, Drive};
@@ -44,6 +45,10 @@ pub struct RecallItem {
     pub dest: PathBuf,
     /// The destination root the path must stay under.
     pub root: PathBuf,
+    /// The object's metadata, restored on the file (or the link) when recorded.
+    pub meta: Option<ObjectMeta>,
+    /// What to do with an existing file at `dest`.
+    pub overwrite: Overwrite,
 }
 
 impl RecallItem {
@@ -770,12 +775,26 @@ fn finish_file(o: Open, it: &RecallItem, fsync: bool) -> Result<u64, RecallFailu
             hex::encode(it.sha256)
         )));
     }
+    if let Some(m) = &it.meta {
+        o.partial.set_meta(m).map_err(RecallFailure::Destination)?;
+    }
     if fsync {
         o.partial.sync().map_err(|e| {
             RecallFailure::Destination(format!("{}: fsync: {e}", o.partial.path().display()))
         })?;
     }
-    o.partial.commit().map_err(RecallFailure::Destination)?;
+    let placed = o
+        .partial
+        .commit_as(&Placement {
+            overwrite: it.overwrite,
+            meta: it.meta.as_ref(),
+            sha256: it.sha256,
+            length: it.length,
+        })
+        .map_err(RecallFailure::Destination)?;
+    if placed == Placed::Identical {
+        info!(key = %it.key, dest = %it.dest.display(), "an identical file is in place already; left as it is");
+    }
     Ok(o.bytes)
 }
 
@@ -796,6 +815,8 @@ mod tests {
             sha256: Sha256::digest(data).into(),
             dest: safe_join(root, key).unwrap(),
             root: root.to_path_buf(),
+            meta: None,
+            overwrite: Overwrite::Never,
         }
     }
 

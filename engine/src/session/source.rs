@@ -8,11 +8,51 @@
 //! is a [`SourceFault`] of that one object: the session leaves its bytes in the container as
 //! dead space (docs/FORMAT.md §4.2), never indexes or catalogues it, and goes on with the next
 //! object.
+//!
+//! A symbolic link planned as one ([`ObjectKind::Symlink`]) is archived as a link, never
+//! followed: its bytes are its target as `readlink` returns it, stamped with `lstat` before and
+//! after. Every source's metadata (kind, permission bits, owner, mtime) is taken from the same
+//! `fstat`/`lstat` as its first stamp, so what is recorded is what was read.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io;
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
+
+use crate::format::{ObjectKind, ObjectMeta};
+
+/// Longest symbolic link target archived, in bytes (Linux's `PATH_MAX`).
+pub const MAX_LINK_TARGET: u64 = 4096;
+
+/// A source opened for reading: its bytes, its stamp, and the metadata to record.
+#[derive(Debug)]
+pub struct Opened {
+    /// Where its bytes come from.
+    pub bytes: SourceBytes,
+    /// Its stamp when opened.
+    pub stamp: SourceStamp,
+    /// Its metadata when opened.
+    pub meta: ObjectMeta,
+}
+
+/// The bytes of an opened source.
+#[derive(Debug)]
+pub enum SourceBytes {
+    /// A regular file's content, read from the open descriptor.
+    File(File),
+    /// A symbolic link's target.
+    Link(io::Cursor<Vec<u8>>),
+}
+
+impl io::Read for SourceBytes {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            SourceBytes::File(f) => f.read(buf),
+            SourceBytes::Link(c) => c.read(buf),
+        }
+    }
+}
 
 /// What a source file looked like: compared before and after it is read, and against what
 /// the archive's planner saw.
@@ -143,6 +183,118 @@ pub fn file_kind(t: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// Open a source planned as `kind`: [`open`] for a regular file, [`open_link`] for a link.
+pub fn open_as(
+    kind: ObjectKind,
+    path: &Path,
+    size: u64,
+    planned: Option<&SourceStamp>,
+) -> Result<Opened, SourceFault> {
+    match kind {
+        ObjectKind::File => {
+            let (f, stamp) = open(path, size, planned)?;
+            let meta = f
+                .metadata()
+                .map(|m| ObjectMeta::of(ObjectKind::File, &m))
+                .map_err(|e| SourceFault::unreadable(path, &e))?;
+            Ok(Opened {
+                bytes: SourceBytes::File(f),
+                stamp,
+                meta,
+            })
+        }
+        ObjectKind::Symlink => open_link(path, size, planned),
+    }
+}
+
+/// Read the symbolic link at `path` (never followed): its target is the object's bytes. It must
+/// still be a link, of the declared target length, and match `planned`.
+pub fn open_link(
+    path: &Path,
+    size: u64,
+    planned: Option<&SourceStamp>,
+) -> Result<Opened, SourceFault> {
+    let shown = || path.display().to_string();
+    let lstat = |p: &Path| {
+        std::fs::symlink_metadata(p).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => SourceFault::Missing { path: shown() },
+            _ => SourceFault::unreadable(p, &e),
+        })
+    };
+    let before = lstat(path)?;
+    if !before.file_type().is_symlink() {
+        return Err(SourceFault::ChangedSincePlanned {
+            path: shown(),
+            how: format!(
+                "it was a symbolic link and is now a {}",
+                if before.is_file() {
+                    "regular file"
+                } else {
+                    file_kind(&before.file_type())
+                }
+            ),
+        });
+    }
+    let stamp = SourceStamp::of(&before);
+    let declared = SourceStamp { size, ..stamp };
+    if let Some(how) = planned.unwrap_or(&declared).difference(&stamp) {
+        return Err(SourceFault::ChangedSincePlanned { path: shown(), how });
+    }
+    if size > MAX_LINK_TARGET {
+        return Err(SourceFault::Unreadable {
+            path: shown(),
+            reason: format!(
+                "its target is {size} bytes long; links of at most {MAX_LINK_TARGET} bytes are archived"
+            ),
+        });
+    }
+    let target = std::fs::read_link(path)
+        .map_err(|e| SourceFault::unreadable(path, &e))?
+        .into_os_string()
+        .into_vec();
+    Ok(Opened {
+        bytes: SourceBytes::Link(io::Cursor::new(target)),
+        stamp,
+        meta: ObjectMeta::of(ObjectKind::Symlink, &before),
+    })
+}
+
+/// After the read of an [`Opened`] source: `read` bytes came out of it. Anything other than the
+/// same size, mtime and ctime (of the file, or of the link), and exactly that many bytes, is a
+/// change.
+pub fn check_opened_unchanged(path: &Path, o: &Opened, read: u64) -> Result<(), SourceFault> {
+    match &o.bytes {
+        SourceBytes::File(f) => check_unchanged(path, f, &o.stamp, read),
+        SourceBytes::Link(c) => {
+            let after = std::fs::symlink_metadata(path).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => SourceFault::ChangedWhileRead {
+                    path: path.display().to_string(),
+                    how: "it was removed".into(),
+                },
+                _ => SourceFault::unreadable(path, &e),
+            })?;
+            let len = c.get_ref().len() as u64;
+            let how = if read != o.stamp.size || len != o.stamp.size {
+                Some(format!(
+                    "its target is {len} bytes, {} were expected",
+                    o.stamp.size
+                ))
+            } else if !after.file_type().is_symlink() {
+                Some("it is no longer a symbolic link".into())
+            } else {
+                o.stamp.difference(&SourceStamp::of(&after))
+            };
+            match how {
+                Some(how) => Err(SourceFault::ChangedWhileRead {
+                    path: path.display().to_string(),
+                    how,
+                }),
+                None => Ok(()),
+            }
+        }
+    }
+}
+
 /// Open `path` for reading: no symbolic link followed at its last component, no blocking open
 /// (a FIFO would wait for a writer), and only a regular file accepted. `planned`, when the
 /// planner recorded it, must still match; `size` is the size the archive declared.
@@ -264,6 +416,41 @@ mod tests {
                 .to_string()
                 .contains("directory")
         );
+    }
+
+    #[test]
+    fn a_link_is_read_as_its_target_never_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let link = d.path().join("l");
+        std::os::unix::fs::symlink("../somewhere/else", &link).unwrap();
+        let planned = SourceStamp::of(&std::fs::symlink_metadata(&link).unwrap());
+        let mut o = open_as(ObjectKind::Symlink, &link, 17, Some(&planned)).unwrap();
+        assert_eq!(o.meta.kind, ObjectKind::Symlink);
+        let mut buf = Vec::new();
+        o.bytes.read_to_end(&mut buf).unwrap();
+        assert_eq!(buf, b"../somewhere/else");
+        check_opened_unchanged(&link, &o, buf.len() as u64).unwrap();
+        // Replaced by another link (a new target, a new ctime) after planning.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+        assert!(matches!(
+            open_as(ObjectKind::Symlink, &link, 17, Some(&planned)),
+            Err(SourceFault::ChangedSincePlanned { .. })
+        ));
+        // Replaced by a regular file: refused, not read.
+        std::fs::remove_file(&link).unwrap();
+        std::fs::write(&link, b"0123456789abcdefg").unwrap();
+        let e = open_as(ObjectKind::Symlink, &link, 17, None).unwrap_err();
+        assert!(e.to_string().contains("is now a regular file"), "{e}");
+        // A file's metadata comes with it.
+        let f = d.path().join("f");
+        std::fs::write(&f, b"abc").unwrap();
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o640))
+            .unwrap();
+        let o = open_as(ObjectKind::File, &f, 3, None).unwrap();
+        assert_eq!(o.meta.kind, ObjectKind::File);
+        assert_eq!(o.meta.mode, 0o640);
+        assert_eq!(o.meta.mtime_ns, o.stamp.mtime_ns);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use super::{
 };
 use crate::catalogue::{Cartridge, Catalogue, ContainerState, NewCopy};
 use crate::device::{DeviceError, Drive};
-use crate::format::{ContainerHeader, ExternalHashBuilder};
+use crate::format::{ContainerHeader, ExternalHashBuilder, ObjectKind};
 
 /// One object to archive: a key, its generation, and the spool file holding its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,8 +43,11 @@ pub struct ArchiveItem {
     pub generation: u64,
     /// Spool file.
     pub path: PathBuf,
-    /// Expected size in bytes.
+    /// Expected size in bytes (of a link: of its target).
     pub size: u64,
+    /// What the source was planned as: a regular file, or a symbolic link archived as a link
+    /// (its target is the object's bytes; it is never followed).
+    pub kind: ObjectKind,
     /// The source as the archive's planner saw it, when it recorded that: a source changed
     /// since is refused rather than archived (two copies of one object must be one content).
     pub planned: Option<SourceStamp>,
@@ -602,12 +605,13 @@ fn read_object(
     records: &mut u64,
     stopped: &dyn Fn() -> bool,
 ) -> Result<Read, SessionError> {
-    let (f, before) = match source::open(&it.path, it.size, it.planned.as_ref()) {
+    let mut opened = match source::open_as(it.kind, &it.path, it.size, it.planned.as_ref()) {
         Ok(x) => x,
         Err(fault) => return Ok(Read::Fault(fault)),
     };
     b.begin_object(&it.key, it.generation)?;
-    let mut src = std::io::Read::take(&f, it.size.saturating_add(1));
+    b.set_object_meta(opened.meta)?;
+    let mut src = std::io::Read::take(&mut opened.bytes, it.size.saturating_add(1));
     let mut n_total = 0u64;
     loop {
         if stopped() {
@@ -635,7 +639,7 @@ fn read_object(
             break;
         }
     }
-    if let Err(fault) = source::check_unchanged(&it.path, &f, &before, n_total) {
+    if let Err(fault) = source::check_opened_unchanged(&it.path, &opened, n_total) {
         b.abandon_object();
         return Ok(Read::Fault(fault));
     }
@@ -703,6 +707,7 @@ fn frame(
                         sha256: e.sha256,
                         offset: e.offset,
                         length: e.length,
+                        meta: e.meta,
                     });
                     in_container.push(next);
                 }

@@ -71,6 +71,7 @@ async fn fill(cat: &Catalogue, n: u64) -> Result<FillTime> {
                 sha256: [(i % 251) as u8; 32],
                 offset: (i - lo) * OBJECT,
                 length: OBJECT,
+                meta: None,
             })
             .collect();
         let bytes = (hi - lo) * OBJECT;

@@ -77,6 +77,7 @@ async fn load(cat: &Catalogue, n: u64) -> Result<f64> {
                     sha256: [(i % 251) as u8; 32],
                     offset: (i - lo) * OBJECT,
                     length: OBJECT,
+                    meta: None,
                 })
                 .collect();
             cat.close_container(id, first + BLOCKS - 2, (hi - lo) * OBJECT, [7; 32], &copies)
@@ -179,6 +180,7 @@ async fn measure(cat: &Catalogue, db: Db, n: u64, decisions: usize) -> Result<Me
         let spec = JobSpec::Recall(RecallJob {
             selection: RecallSelection::Prefix(format!("queue/job{j}")),
             destination: root.into(),
+            overwrite: Default::default(),
         });
         let t = Instant::now();
         let rec = store

@@ -1,5 +1,6 @@
 //! `/v1/jobs`: submit, list, show, cancel, retry.
 
+use reel_engine::session::destination::Overwrite;
 use std::path::{Path, PathBuf};
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -47,6 +48,12 @@ pub struct RecallRequest {
     pub prefix: Option<String>,
     /// Absolute destination directory on the worker hosts (keys become relative paths).
     pub to: String,
+    /// What to do with a file that exists at an object's path: `never` (the default: it is
+    /// reported, not replaced; an identical file is fine), `if-newer` (replaced when the
+    /// archived copy's mtime is later), `always`.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "never")]
+    pub overwrite: Overwrite,
     /// Priority, higher first (default 50).
     #[serde(default)]
     pub priority: Option<i32>,
@@ -281,7 +288,7 @@ pub(super) async fn submit_recall(
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
     let Json(req) = body?;
     let to = absolute_path("to", &req.to)?;
-    let spec = recall_spec(req.keys, req.prefix, Path::new(&to))?;
+    let spec = recall_spec(req.keys, req.prefix, Path::new(&to), req.overwrite)?;
     submit(&state, spec, req.priority).await
 }
 

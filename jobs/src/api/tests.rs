@@ -155,6 +155,7 @@ async fn seed(state: &AppState, barcode: &str, key: &str) -> i64 {
         sha256: [7; 32],
         offset: 0,
         length: 1,
+        meta: None,
     };
     cat.close_container(id, LABELLED_EOD_BLOCK + 2, 1, [9; 32], &[copy])
         .await

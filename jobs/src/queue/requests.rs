@@ -757,6 +757,7 @@ mod tests {
         let spec = JobSpec::Recall(RecallJob {
             selection: RecallSelection::Prefix("x".into()),
             destination: "/tmp/d".into(),
+            overwrite: Default::default(),
         });
         store.insert(&spec, 50, 3).await.unwrap().id
     }
