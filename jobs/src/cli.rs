@@ -875,17 +875,18 @@ async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
                 objs.iter()
                     .map(|o| {
                         format!(
-                            "{}  gen {}  {}  sha256 {}",
+                            "{}  gen {}  {}{}  sha256 {}",
                             o.key,
                             o.generation,
                             human_bytes(o.size),
+                            meta_text(o.meta.as_ref()),
                             hex::encode(o.sha256)
                         )
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
             };
-            let json = json!(objs.iter().map(|o| json!({"key": o.key, "generation": o.generation, "size": o.size, "sha256": hex::encode(o.sha256), "created_unix": o.created_unix})).collect::<Vec<_>>());
+            let json = json!(objs.iter().map(|o| json!({"key": o.key, "generation": o.generation, "size": o.size, "sha256": hex::encode(o.sha256), "created_unix": o.created_unix, "meta": o.meta})).collect::<Vec<_>>());
             Ok(Output {
                 json,
                 text,
@@ -901,10 +902,11 @@ async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
             };
             let copies = cat.copies(&key, obj.generation).await?;
             let mut text = format!(
-                "{}  gen {}  {}\n",
+                "{}  gen {}  {}{}\n",
                 obj.key,
                 obj.generation,
-                human_bytes(obj.size)
+                human_bytes(obj.size),
+                meta_text(obj.meta.as_ref())
             );
             for c in &copies {
                 text.push_str(&format!(
@@ -918,7 +920,7 @@ async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
                     c.length
                 ));
             }
-            let json = json!({"key": obj.key, "generation": obj.generation, "size": obj.size, "sha256": hex::encode(obj.sha256), "copies": copies});
+            let json = json!({"key": obj.key, "generation": obj.generation, "size": obj.size, "sha256": hex::encode(obj.sha256), "meta": obj.meta, "copies": copies});
             Ok(Output {
                 json,
                 text,
@@ -929,6 +931,20 @@ async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
             "internal: rebuild is submitted as a job".into(),
         )),
     }
+}
+
+/// `  file 0640 1000:100` (with `sparse` when it had holes), or nothing when none was recorded.
+fn meta_text(meta: Option<&reel_engine::format::ObjectMeta>) -> String {
+    meta.map_or_else(String::new, |m| {
+        format!(
+            "  {} {:04o} {}:{}{}",
+            m.kind.as_str(),
+            m.mode,
+            m.uid,
+            m.gid,
+            if m.sparse { " sparse" } else { "" }
+        )
+    })
 }
 
 #[cfg(test)]

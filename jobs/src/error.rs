@@ -106,8 +106,9 @@ pub enum JobsError {
     /// The job was cancelled while it ran.
     #[error("job {0} was cancelled")]
     Cancelled(String),
-    /// A job spec was refused: at submission, or by the planner (never retried).
-    #[error("{0}")]
+    /// A job spec was refused: at submission, or by the planner (never retried). Transparent,
+    /// so a report of the error chain (`{:#}`) says it once.
+    #[error(transparent)]
     Invalid(#[from] crate::submission::SubmissionError),
     /// The tape executor reported a failure.
     #[error("tape work failed: {0}")]

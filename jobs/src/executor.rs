@@ -14,11 +14,11 @@ use reel_engine::format::ObjectKind;
 use reel_engine::service::{
     HeldWriteError, LocalLeases, ServiceOptions, TapeService, recall_options,
 };
+use reel_engine::session::destination::Overwrite;
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
 use reel_engine::session::source::SourceStamp;
 use reel_engine::session::write::ArchiveItem;
-use reel_engine::session::destination::Overwrite;
 use reel_engine::session::{self, CancelToken, SessionConfig, SessionError, destination};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -283,6 +283,7 @@ impl TapeExecutor for EngineExecutor {
             size,
             mtime_ns,
             ctime_ns,
+            ..
         } in files
         {
             let generation = self.catalogue().next_generation(&key).await?;

@@ -13,8 +13,8 @@
 //!   path listed twice; two paths that map to one key; FIFOs, devices and sockets (never
 //!   opened); symbolic links with targets longer than 4096 bytes; unreadable directories and
 //!   entries; names that are not UTF-8 (shown escaped); derived keys the key rule refuses; a
-//!   tree without files. Symbolic links, given or inside a tree, are archived as links (never
-//!   followed).
+//!   tree without files; two names of one file (hard links) in one archive. Symbolic links,
+//!   given or inside a tree, are archived as links (never followed).
 //! - recall: no keys; a bad, repeated or uncatalogued key; a bad prefix or one that matches
 //!   nothing; a destination that is relative or holds NUL.
 //! - verify: a container or cartridge the catalogue does not know.
@@ -22,6 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use reel_engine::catalogue::{Catalogue, CatalogueError, validate_key, validate_key_prefix};
@@ -161,6 +162,16 @@ pub enum SubmissionError {
         /// The key both map to.
         key: String,
     },
+    /// Two sources are hard links to one file.
+    #[error(
+        "`paths`: {first} and {second} are hard links to one file; reel archives each name as a file of its own and cannot recall them as one file again, so it refuses rather than split them: archive one of the names (or a copy of the file)"
+    )]
+    HardLinked {
+        /// The first name.
+        first: PathBuf,
+        /// The second name.
+        second: PathBuf,
+    },
     /// A derived key is refused by the key rule.
     #[error(
         "`paths`: {path} would be stored as key {key:?}, which is refused: {reason}; rename it or change `key_prefix`"
@@ -238,6 +249,8 @@ pub struct SourceEntry {
     pub mtime_ns: i64,
     /// Its status-change time, ns since the epoch.
     pub ctime_ns: i64,
+    /// Device and inode of a regular file with more than one name (hard links), else `None`.
+    pub hard_link: Option<(u64, u64)>,
 }
 
 fn entry(key: String, path: PathBuf, meta: &std::fs::Metadata) -> SourceEntry {
@@ -254,6 +267,7 @@ fn entry(key: String, path: PathBuf, meta: &std::fs::Metadata) -> SourceEntry {
         size: stamp.size,
         mtime_ns: stamp.mtime_ns,
         ctime_ns: stamp.ctime_ns,
+        hard_link: (meta.is_file() && meta.nlink() > 1).then(|| (meta.dev(), meta.ino())),
     }
 }
 
@@ -412,7 +426,16 @@ pub fn archive_entries(job: &ArchiveJob) -> std::result::Result<Vec<SourceEntry>
         }
     }
     let mut keys: HashMap<&str, &Path> = HashMap::with_capacity(out.len());
+    let mut inodes: HashMap<(u64, u64), &Path> = HashMap::new();
     for e in &out {
+        if let Some(ino) = e.hard_link
+            && let Some(first) = inodes.insert(ino, &e.path)
+        {
+            return Err(SubmissionError::HardLinked {
+                first: first.to_path_buf(),
+                second: e.path.clone(),
+            });
+        }
         if let Err(CatalogueError::InvalidKey { reason, .. }) = validate_key(&e.key) {
             return Err(SubmissionError::BadDerivedKey {
                 path: e.path.clone(),

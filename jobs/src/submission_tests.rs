@@ -5,8 +5,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use reel_engine::format::ObjectKind;
 use crate::config::LoadedConfig;
+use reel_engine::format::ObjectKind;
 
 fn files(paths: &[&Path], prefix: &str) -> ArchiveJob {
     ArchiveJob {
@@ -138,14 +138,20 @@ fn symlinks_are_archived_as_links_given_or_inside_a_tree() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].kind, ObjectKind::Symlink);
     assert_eq!(got[0].key, "link");
-    assert_eq!(got[0].size, target_len, "a link's size is its target's length");
+    assert_eq!(
+        got[0].size, target_len,
+        "a link's size is its target's length"
+    );
     // Inside a tree: an entry of its own, never followed (the target is listed once, as the
     // file it is).
     let got = archive_entries(&tree(d.path(), "")).unwrap();
     let kinds: Vec<(&str, ObjectKind)> = got.iter().map(|e| (e.key.as_str(), e.kind)).collect();
     assert_eq!(
         kinds,
-        [("link", ObjectKind::Symlink), ("target.txt", ObjectKind::File)]
+        [
+            ("link", ObjectKind::Symlink),
+            ("target.txt", ObjectKind::File)
+        ]
     );
     // A link to a directory inside a tree is a link, not a directory to walk.
     let sub = tempfile::tempdir().unwrap();
@@ -163,6 +169,26 @@ fn symlinks_are_archived_as_links_given_or_inside_a_tree() {
         e.contains("is not a directory") && e.contains("tree-link"),
         "{e}"
     );
+}
+
+#[test]
+fn hard_links_within_one_archive_are_refused_naming_both() {
+    let d = tempfile::tempdir().unwrap();
+    write(&d.path().join("a"), b"one file");
+    std::fs::hard_link(d.path().join("a"), d.path().join("sub/b")).unwrap_or_else(|_| {
+        std::fs::create_dir_all(d.path().join("sub")).unwrap();
+        std::fs::hard_link(d.path().join("a"), d.path().join("sub/b")).unwrap();
+    });
+    let e = refused(&tree(d.path(), ""));
+    assert!(e.contains("hard links") && e.contains("sub/b"), "{e}");
+    let e = refused(&files(
+        &[&d.path().join("a"), &d.path().join("sub/b")],
+        "x/",
+    ));
+    assert!(e.contains("hard links"), "{e}");
+    // One name of it alone is a file like any other (its other name is not archived).
+    let got = archive_entries(&files(&[&d.path().join("a")], "")).unwrap();
+    assert_eq!(got.len(), 1);
 }
 
 #[test]

@@ -8,4 +8,6 @@ ALTER TABLE objects
     ADD COLUMN mode BIGINT CHECK (mode BETWEEN 0 AND 4095),
     ADD COLUMN uid BIGINT CHECK (uid BETWEEN 0 AND 4294967295),
     ADD COLUMN gid BIGINT CHECK (gid BETWEEN 0 AND 4294967295),
-    ADD COLUMN mtime_ns BIGINT;
+    ADD COLUMN mtime_ns BIGINT,
+    -- Bit 0: a regular file with holes (recall writes runs of zeros as holes again).
+    ADD COLUMN flags BIGINT CHECK (flags BETWEEN 0 AND 1);

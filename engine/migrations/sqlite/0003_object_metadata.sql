@@ -8,3 +8,5 @@ ALTER TABLE objects ADD COLUMN mode INTEGER CHECK (mode BETWEEN 0 AND 4095);
 ALTER TABLE objects ADD COLUMN uid INTEGER CHECK (uid BETWEEN 0 AND 4294967295);
 ALTER TABLE objects ADD COLUMN gid INTEGER CHECK (gid BETWEEN 0 AND 4294967295);
 ALTER TABLE objects ADD COLUMN mtime_ns INTEGER;
+-- Bit 0: a regular file with holes (recall writes runs of zeros as holes again).
+ALTER TABLE objects ADD COLUMN flags INTEGER CHECK (flags BETWEEN 0 AND 1);

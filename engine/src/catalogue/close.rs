@@ -11,7 +11,7 @@ use super::backend::{Backend, in_write_tx, now_unix, to_db};
 use super::error::{CatalogueError, DbContext, Result, shorten};
 use super::object::{MetaColumns, NewCopy, validate_key};
 
-/// Rows per multi-row statement on SQLite: 400 objects × 10 values stays far below SQLite's
+/// Rows per multi-row statement on SQLite: 400 objects × 11 values stays far below SQLite's
 /// 32 766 bound variables and keeps each statement small.
 pub(crate) const ROWS_PER_STATEMENT: usize = 400;
 
@@ -56,10 +56,10 @@ impl BulkInsert for sqlx::SqliteConnection {
         for chunk in prepared.chunks(ROWS_PER_STATEMENT) {
             let mut qb = QueryBuilder::new(
                 "INSERT INTO objects \
-                 (key, generation, size, sha256, created_unix, kind, mode, uid, gid, mtime_ns) ",
+                 (key, generation, size, sha256, created_unix, kind, mode, uid, gid, mtime_ns, flags) ",
             );
             qb.push_values(chunk, |mut row, c| {
-                let (kind, mode, uid, gid, mtime_ns) = c.meta.values();
+                let (kind, mode, uid, gid, mtime_ns, flags) = c.meta.values();
                 row.push_bind(c.key.to_string())
                     .push_bind(c.generation)
                     .push_bind(c.size)
@@ -69,7 +69,8 @@ impl BulkInsert for sqlx::SqliteConnection {
                     .push_bind(mode)
                     .push_bind(uid)
                     .push_bind(gid)
-                    .push_bind(mtime_ns);
+                    .push_bind(mtime_ns)
+                    .push_bind(flags);
             });
             qb.push(" ON CONFLICT (key, generation) DO NOTHING");
             qb.build().execute(&mut *self).await.ctx(OP_CLOSE)?;
@@ -130,14 +131,17 @@ impl BulkInsert for sqlx::PgConnection {
             let uids: Vec<Option<i64>> = metas.iter().map(|m| m.2).collect();
             let gids: Vec<Option<i64>> = metas.iter().map(|m| m.3).collect();
             let mtimes: Vec<Option<i64>> = metas.iter().map(|m| m.4).collect();
+            let flags: Vec<Option<i64>> = metas.iter().map(|m| m.5).collect();
             let added: Vec<(i64, String, i64)> = sqlx::query_as(
                 "INSERT INTO objects \
-                   (key, generation, size, sha256, created_unix, kind, mode, uid, gid, mtime_ns) \
+                   (key, generation, size, sha256, created_unix, \
+                    kind, mode, uid, gid, mtime_ns, flags) \
                  SELECT u.key, u.generation, u.size, u.sha256, $5, \
-                        u.kind, u.mode, u.uid, u.gid, u.mtime_ns \
+                        u.kind, u.mode, u.uid, u.gid, u.mtime_ns, u.flags \
                  FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], \
-                             $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) \
-                      AS u(key, generation, size, sha256, kind, mode, uid, gid, mtime_ns) \
+                             $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], \
+                             $10::bigint[], $11::bigint[]) \
+                      AS u(key, generation, size, sha256, kind, mode, uid, gid, mtime_ns, flags) \
                  ON CONFLICT (key, generation) DO NOTHING \
                  RETURNING id, key, generation",
             )
@@ -151,6 +155,7 @@ impl BulkInsert for sqlx::PgConnection {
             .bind(&uids)
             .bind(&gids)
             .bind(&mtimes)
+            .bind(&flags)
             .fetch_all(&mut *self)
             .await
             .ctx(OP_CLOSE)?;

@@ -216,12 +216,26 @@ pub(crate) struct MetaColumns {
     uid: Option<i64>,
     gid: Option<i64>,
     mtime_ns: Option<i64>,
+    flags: Option<i64>,
 }
+
+/// Kind, mode, uid, gid, mtime, flags as bound.
+pub(crate) type MetaValues = (
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// Bit 0 of `objects.flags`: the file was sparse.
+const FLAG_SPARSE: i64 = 1;
 
 /// The columns of `MetaColumns`, of objects aliased `o`.
 macro_rules! meta_columns {
     () => {
-        "o.kind, o.mode, o.uid, o.gid, o.mtime_ns"
+        "o.kind, o.mode, o.uid, o.gid, o.mtime_ns, o.flags"
     };
 }
 
@@ -235,6 +249,7 @@ impl MetaColumns {
                 uid: None,
                 gid: None,
                 mtime_ns: None,
+                flags: None,
             },
             Some(m) => MetaColumns {
                 kind: i64::from(m.kind.code()),
@@ -242,6 +257,7 @@ impl MetaColumns {
                 uid: Some(i64::from(m.uid)),
                 gid: Some(i64::from(m.gid)),
                 mtime_ns: Some(m.mtime_ns),
+                flags: Some(if m.sparse { FLAG_SPARSE } else { 0 }),
             },
         }
     }
@@ -268,12 +284,20 @@ impl MetaColumns {
             uid: u(self.uid, "uid")?,
             gid: u(self.gid, "gid")?,
             mtime_ns: self.mtime_ns.ok_or_else(|| corrupt("no mtime"))?,
+            sparse: self.flags.unwrap_or(0) & FLAG_SPARSE != 0,
         }))
     }
 
-    /// Kind, mode, uid, gid, mtime for binding.
-    pub(crate) fn values(&self) -> (i64, Option<i64>, Option<i64>, Option<i64>, Option<i64>) {
-        (self.kind, self.mode, self.uid, self.gid, self.mtime_ns)
+    /// Kind, mode, uid, gid, mtime, flags for binding.
+    pub(crate) fn values(&self) -> MetaValues {
+        (
+            self.kind,
+            self.mode,
+            self.uid,
+            self.gid,
+            self.mtime_ns,
+            self.flags,
+        )
     }
 }
 

@@ -166,7 +166,12 @@ impl Footer {
         let (trailer, index_crc) = trailer.ok_or_else(|| FormatError::Layout {
             reason: "the last footer record has no trailer".into(),
         })?;
-        finish_decode(&index, trailer, index_crc, version.unwrap_or(super::FORMAT_VERSION))
+        finish_decode(
+            &index,
+            trailer,
+            index_crc,
+            version.unwrap_or(super::FORMAT_VERSION),
+        )
     }
 
     /// Read the trailer at the end of the last record before the filemark: the footer's record
@@ -468,6 +473,7 @@ pub(crate) mod tests {
                                 uid: (generation >> 8) as u32,
                                 gid: (generation >> 40) as u32,
                                 mtime_ns: generation as i64,
+                                sparse: generation % 5 == 0,
                             }),
                         };
                         offset += gap + length;
@@ -533,6 +539,7 @@ pub(crate) mod tests {
                     uid: 1000,
                     gid: 100,
                     mtime_ns: 1_700_000_000_123_456_789,
+                    sparse: false,
                 }),
             }],
             data_bytes: 10,
@@ -561,8 +568,14 @@ pub(crate) mod tests {
         assert_eq!(&index[101..133], &[0xAA; 32]); // sha256
         assert_eq!(index[133], 2); // kind: symlink
         assert_eq!(index[134], 0); // reserved
-        assert_eq!(u32::from_le_bytes(index[135..139].try_into().unwrap()), 0o755);
-        assert_eq!(u32::from_le_bytes(index[139..143].try_into().unwrap()), 1000);
+        assert_eq!(
+            u32::from_le_bytes(index[135..139].try_into().unwrap()),
+            0o755
+        );
+        assert_eq!(
+            u32::from_le_bytes(index[139..143].try_into().unwrap()),
+            1000
+        );
         assert_eq!(u32::from_le_bytes(index[143..147].try_into().unwrap()), 100);
         assert_eq!(
             i64::from_le_bytes(index[147..155].try_into().unwrap()),
@@ -635,7 +648,12 @@ pub(crate) mod tests {
         assert!(Footer::decode(&two).is_err());
         // A version from the future is refused as written by a newer reel.
         let mut future = Vec::new();
-        wire::seal_as(super::super::FORMAT_VERSION + 1, FOOTER_MAGIC, &[0u8; 8], &mut future);
+        wire::seal_as(
+            super::super::FORMAT_VERSION + 1,
+            FOOTER_MAGIC,
+            &[0u8; 8],
+            &mut future,
+        );
         let err = Footer::decode(&[future]).unwrap_err().to_string();
         assert!(err.contains("newer reel"), "{err}");
     }

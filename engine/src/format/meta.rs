@@ -1,5 +1,6 @@
 //! What a filesystem gave an object besides its bytes: whether it was a regular file or a
-//! symbolic link, its permission bits, owner, group and modification time. Recorded in every
+//! symbolic link, its permission bits, owner, group and modification time, and whether it
+//! had holes. Recorded in every
 //! index entry from format version 2 on (docs/FORMAT.md §4.5) and in the catalogue, and
 //! restored by recall.
 //!
@@ -64,13 +65,22 @@ pub struct ObjectMeta {
     pub gid: u32,
     /// Modification time, nanoseconds since the Unix epoch (negative before it).
     pub mtime_ns: i64,
+    /// A regular file with holes (fewer blocks allocated than its size needs): recall writes
+    /// runs of zero bytes as holes again.
+    #[serde(default)]
+    pub sparse: bool,
 }
+
+/// Flag bit of the metadata block: the file was sparse.
+const FLAG_SPARSE: u8 = 1;
 
 impl ObjectMeta {
     /// The metadata of an `lstat`/`fstat` result, for an entry of `kind`.
     pub fn of(kind: ObjectKind, meta: &std::fs::Metadata) -> ObjectMeta {
         use std::os::unix::fs::MetadataExt;
         ObjectMeta {
+            // st_blocks counts 512-byte units whatever the filesystem's block size.
+            sparse: kind == ObjectKind::File && meta.blocks().saturating_mul(512) < meta.len(),
             kind,
             mode: meta.mode() & 0o7777,
             uid: meta.uid(),
@@ -87,7 +97,7 @@ impl ObjectMeta {
         match meta {
             Some(m) => {
                 out.push(m.kind.code());
-                out.push(0);
+                out.push(if m.sparse { FLAG_SPARSE } else { 0 });
                 out.extend_from_slice(&(m.mode & 0o7777).to_le_bytes());
                 out.extend_from_slice(&m.uid.to_le_bytes());
                 out.extend_from_slice(&m.gid.to_le_bytes());
@@ -102,14 +112,16 @@ impl ObjectMeta {
         let at = c.pos();
         let block = c.take(META_LEN, "metadata")?;
         let kind = block[0];
-        if block[1] != 0 {
+        let flags = block[1];
+        if flags & !FLAG_SPARSE != 0 {
             return Err(c.invalid(
-                "metadata reserved byte",
+                "metadata flags",
                 at + 1,
-                format!("is {:#x}, must be 0", block[1]),
+                format!("are {flags:#x}; only bit 0 (sparse) is defined"),
             ));
         }
-        let u32_at = |i: usize| u32::from_le_bytes([block[i], block[i + 1], block[i + 2], block[i + 3]]);
+        let u32_at =
+            |i: usize| u32::from_le_bytes([block[i], block[i + 1], block[i + 2], block[i + 3]]);
         let mode = u32_at(2);
         let uid = u32_at(6);
         let gid = u32_at(10);
@@ -146,6 +158,7 @@ impl ObjectMeta {
             uid,
             gid,
             mtime_ns,
+            sparse: flags & FLAG_SPARSE != 0,
         }))
     }
 }
@@ -172,6 +185,7 @@ mod tests {
             uid: 1000,
             gid: u32::MAX,
             mtime_ns: -1_500_000_000,
+            sparse: true,
         };
         assert_eq!(round_trip(Some(m)), Some(m));
         assert_eq!(round_trip(None), None);
@@ -179,7 +193,7 @@ mod tests {
 
     #[test]
     fn bad_blocks_are_refused() {
-        for (i, v) in [(0usize, 7u8), (1, 1), (5, 1)] {
+        for (i, v) in [(0usize, 7u8), (1, 2), (5, 1)] {
             let mut b = Vec::new();
             ObjectMeta::encode(
                 Some(&ObjectMeta {
@@ -188,6 +202,7 @@ mod tests {
                     uid: 0,
                     gid: 0,
                     mtime_ns: 0,
+                    sparse: false,
                 }),
                 &mut b,
             );

@@ -4,8 +4,8 @@
 
 use uuid::Uuid;
 
-use super::{FORMAT_VERSION, OLDEST_READABLE_VERSION};
 use super::error::FormatError;
+use super::{FORMAT_VERSION, OLDEST_READABLE_VERSION};
 
 /// Length of the magic at the start of every structure.
 pub(crate) const MAGIC_LEN: usize = 8;

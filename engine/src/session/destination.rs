@@ -410,6 +410,37 @@ impl Partial {
         &self.dest
     }
 
+    /// Append `data` at the file's end (`at` bytes written so far). With `holes`, every
+    /// 4 KiB block of the file that `data` fills with zeros only is skipped, left as a hole,
+    /// instead of written; [`Partial::set_len`] then gives the file its whole length.
+    pub fn append(&mut self, data: &[u8], at: u64, holes: bool) -> std::io::Result<()> {
+        use std::io::{Seek, SeekFrom, Write};
+        if !holes {
+            return self.file.write_all(data);
+        }
+        const BLOCK: u64 = 4096;
+        let mut off = 0usize;
+        let mut pos = at;
+        while off < data.len() {
+            let to_boundary = (BLOCK - pos % BLOCK) as usize;
+            let n = to_boundary.min(data.len() - off);
+            let piece = &data[off..off + n];
+            if n as u64 == BLOCK && piece.iter().all(|b| *b == 0) {
+                self.file.seek(SeekFrom::Current(n as i64))?;
+            } else {
+                self.file.write_all(piece)?;
+            }
+            off += n;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Give the file its length (a hole at its end has no bytes written to make it).
+    pub fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+
     /// fsync the file.
     pub fn sync(&self) -> std::io::Result<()> {
         self.file.sync_all()
@@ -445,8 +476,11 @@ impl Partial {
             )
             .map_err(|e| fail("chown", e))?;
         }
-        rustix::fs::fchmod(&self.file, Mode::from_raw_mode(restored_mode(meta.mode, root)))
-            .map_err(|e| fail("chmod", e))?;
+        rustix::fs::fchmod(
+            &self.file,
+            Mode::from_raw_mode(restored_mode(meta.mode, root)),
+        )
+        .map_err(|e| fail("chmod", e))?;
         rustix::fs::futimens(&self.file, &times(meta.mtime_ns))
             .map_err(|e| fail("set the modification time", e))?;
         Ok(())
@@ -478,7 +512,11 @@ impl Partial {
     /// Rename `from` (in the private directory) to the final name as the policy allows.
     fn place(&self, from: &OsStr, link: bool, p: &Placement) -> Result<Placed, String> {
         let shown = self.dest.display();
-        let existing = match rustix::fs::statat(&self.parent, self.final_name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        let existing = match rustix::fs::statat(
+            &self.parent,
+            self.final_name.as_os_str(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ) {
             Ok(st) => Some(st),
             Err(Errno::NOENT) => None,
             Err(e) => return Err(format!("{shown}: {e}")),
@@ -497,7 +535,8 @@ impl Partial {
                     ));
                 }
                 Overwrite::IfNewer => {
-                    let theirs = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
+                    let theirs =
+                        i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
                     match p.meta {
                         Some(m) if i128::from(m.mtime_ns) > theirs => {}
                         Some(_) => {
@@ -521,15 +560,23 @@ impl Partial {
         } else {
             RenameFlags::empty()
         };
-        match rustix::fs::renameat_with(&*self.dir, from, &self.parent, self.final_name.as_os_str(), flags) {
+        match rustix::fs::renameat_with(
+            &*self.dir,
+            from,
+            &self.parent,
+            self.final_name.as_os_str(),
+            flags,
+        ) {
             Ok(()) => Ok(Placed::Written),
             Err(Errno::EXIST) => Err(format!(
                 "{shown} appeared while the object was recalled and is not replaced (overwrite policy `never`)"
             )),
             // A filesystem without RENAME_NOREPLACE: the check above is what there is.
-            Err(Errno::INVAL) if !flags.is_empty() => rustix::fs::renameat(&*self.dir, from, &self.parent, self.final_name.as_os_str())
-                .map(|()| Placed::Written)
-                .map_err(|e| format!("{shown}: {e}")),
+            Err(Errno::INVAL) if !flags.is_empty() => {
+                rustix::fs::renameat(&*self.dir, from, &self.parent, self.final_name.as_os_str())
+                    .map(|()| Placed::Written)
+                    .map_err(|e| format!("{shown}: {e}"))
+            }
             Err(Errno::ISDIR | Errno::NOTEMPTY) => Err(format!(
                 "{shown} is a directory; a file cannot replace it (remove it, or recall into another directory)"
             )),
@@ -544,7 +591,9 @@ impl Partial {
             if ft != FileType::Symlink {
                 return false;
             }
-            let Ok(theirs) = rustix::fs::readlinkat(&self.parent, self.final_name.as_os_str(), Vec::new()) else {
+            let Ok(theirs) =
+                rustix::fs::readlinkat(&self.parent, self.final_name.as_os_str(), Vec::new())
+            else {
                 return false;
             };
             let digest: [u8; 32] = Sha256::digest(theirs.as_bytes()).into();
@@ -592,7 +641,10 @@ impl Partial {
                 )
             })
             .map_err(|e| format!("{shown}: reading the link's target back: {e}"))?;
-        if target.is_empty() || target.len() as u64 > super::source::MAX_LINK_TARGET || target.contains(&0) {
+        if target.is_empty()
+            || target.len() as u64 > super::source::MAX_LINK_TARGET
+            || target.contains(&0)
+        {
             return Err(format!(
                 "{shown}: the archived link target ({} bytes) is not a valid link target",
                 target.len()
@@ -1064,6 +1116,7 @@ mod tests {
             uid: 0,
             gid: 0,
             mtime_ns,
+            sparse: false,
         }
     }
 
@@ -1076,7 +1129,10 @@ mod tests {
         let st = Staging::open(root.path()).unwrap();
         // never: kept and reported, naming the file and the way out.
         let e = place(&st, "f", b"ours", Overwrite::Never, None).unwrap_err();
-        assert!(e.contains("not replaced") && e.contains("`never`") && e.contains("always"), "{e}");
+        assert!(
+            e.contains("not replaced") && e.contains("`never`") && e.contains("always"),
+            "{e}"
+        );
         assert_eq!(std::fs::read(&f).unwrap(), b"theirs");
         // An identical file is the object: fine under every policy, left as it is.
         assert_eq!(
@@ -1086,14 +1142,27 @@ mod tests {
         // if-newer: an archived copy older than the file keeps the file...
         let theirs = std::fs::metadata(&f).unwrap();
         let theirs_ns = theirs.mtime() * 1_000_000_000 + theirs.mtime_nsec();
-        let e = place(&st, "f", b"ours", Overwrite::IfNewer, Some(file_meta(theirs_ns - 1)))
-            .unwrap_err();
+        let e = place(
+            &st,
+            "f",
+            b"ours",
+            Overwrite::IfNewer,
+            Some(file_meta(theirs_ns - 1)),
+        )
+        .unwrap_err();
         assert!(e.contains("`if-newer`"), "{e}");
         // ... nothing recorded to compare keeps it too ...
         assert!(place(&st, "f", b"ours", Overwrite::IfNewer, None).is_err());
         // ... a later one replaces it, with the archived mode and mtime.
         assert_eq!(
-            place(&st, "f", b"ours", Overwrite::IfNewer, Some(file_meta(theirs_ns + 5))).unwrap(),
+            place(
+                &st,
+                "f",
+                b"ours",
+                Overwrite::IfNewer,
+                Some(file_meta(theirs_ns + 5))
+            )
+            .unwrap(),
             Placed::Written
         );
         assert_eq!(std::fs::read(&f).unwrap(), b"ours");
@@ -1127,23 +1196,35 @@ mod tests {
             uid: 0,
             gid: 0,
             mtime_ns: 1_600_000_000_250_000_000,
+            sparse: false,
         };
         assert_eq!(
-            place(&st, "dir/l", b"../elsewhere/t", Overwrite::Never, Some(meta)).unwrap(),
+            place(
+                &st,
+                "dir/l",
+                b"../elsewhere/t",
+                Overwrite::Never,
+                Some(meta)
+            )
+            .unwrap(),
             Placed::Written
         );
         let l = root.path().join("dir/l");
-        assert_eq!(
-            std::fs::read_link(&l).unwrap(),
-            Path::new("../elsewhere/t")
-        );
+        assert_eq!(std::fs::read_link(&l).unwrap(), Path::new("../elsewhere/t"));
         let m = std::fs::symlink_metadata(&l).unwrap();
         assert!(m.file_type().is_symlink());
         assert_eq!(m.mtime(), 1_600_000_000);
         assert_eq!(m.mtime_nsec(), 250_000_000);
         // The same link again is identical; another target is kept under `never`.
         assert_eq!(
-            place(&st, "dir/l", b"../elsewhere/t", Overwrite::Never, Some(meta)).unwrap(),
+            place(
+                &st,
+                "dir/l",
+                b"../elsewhere/t",
+                Overwrite::Never,
+                Some(meta)
+            )
+            .unwrap(),
             Placed::Identical
         );
         assert!(place(&st, "dir/l", b"/other", Overwrite::Never, Some(meta)).is_err());
@@ -1157,6 +1238,32 @@ mod tests {
         assert!(std::fs::symlink_metadata(root.path().join("bad")).is_err());
         drop(st);
         assert!(!root.path().join(PARTIAL_DIR).exists());
+    }
+
+    #[test]
+    fn zero_blocks_of_a_sparse_file_become_holes_again() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempfile::tempdir().unwrap();
+        let st = Staging::open(root.path()).unwrap();
+        let mut p = st.create(Path::new("s")).unwrap();
+        // 1 MiB of zeros, a few bytes, 1 MiB of zeros, written in uneven pieces.
+        let mut data = vec![0u8; 2 << 20];
+        data[(1 << 20) + 7] = 9;
+        let mut at = 0u64;
+        for piece in data.chunks(100_003) {
+            p.append(piece, at, true).unwrap();
+            at += piece.len() as u64;
+        }
+        p.set_len(at).unwrap();
+        p.commit().unwrap();
+        let f = root.path().join("s");
+        assert_eq!(std::fs::read(&f).unwrap(), data);
+        let m = std::fs::metadata(&f).unwrap();
+        assert!(
+            m.blocks() * 512 < 1 << 20,
+            "{} blocks allocated for a file of 2 MiB, almost all zeros",
+            m.blocks()
+        );
     }
 
     #[test]
@@ -1175,7 +1282,12 @@ mod tests {
                 serde_json::json!(o.as_str())
             );
         }
-        assert!("sometimes".parse::<Overwrite>().unwrap_err().contains("if-newer"));
+        assert!(
+            "sometimes"
+                .parse::<Overwrite>()
+                .unwrap_err()
+                .contains("if-newer")
+        );
         assert_eq!(Overwrite::default(), Overwrite::Never);
     }
 

@@ -11,7 +11,6 @@
 //! directory goes if it is empty.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,11 +19,11 @@ use sha2::{Digest, Sha256};
 use tracing::{Instrument, info, info_span, warn};
 
 use super::destination::{Overwrite, Partial, Placed, Placement, Staging};
-use crate::format::ObjectMeta;
 use super::order::{self, OrderPolicy, OrderSource};
 use super::{CancelToken, Progress, ProgressFn, SessionError, SessionSummary, secs};
 use crate::device::{DeviceError, Drive};
 use crate::format::MAX_RECORD_SIZE;
+use crate::format::ObjectMeta;
 
 /// One object to recall from the mounted cartridge.
 #[derive(Clone, Debug)]
@@ -707,8 +706,10 @@ fn writer(
                 let Some(o) = open.as_mut() else { continue };
                 let data = &c.data.bytes()[c.range.clone()];
                 o.hasher.update(data);
+                let at = o.bytes;
                 o.bytes += data.len() as u64;
-                if let Err(e) = o.partial.file().write_all(data) {
+                let holes = it.meta.is_some_and(|m| m.sparse);
+                if let Err(e) = o.partial.append(data, at, holes) {
                     drop(open.take());
                     report(
                         c.item,
@@ -774,6 +775,11 @@ fn finish_file(o: Open, it: &RecallItem, fsync: bool) -> Result<u64, RecallFailu
             it.length,
             hex::encode(it.sha256)
         )));
+    }
+    if it.meta.is_some_and(|m| m.sparse) {
+        o.partial.set_len(o.bytes).map_err(|e| {
+            RecallFailure::Destination(format!("{}: {e}", o.partial.path().display()))
+        })?;
     }
     if let Some(m) = &it.meta {
         o.partial.set_meta(m).map_err(RecallFailure::Destination)?;

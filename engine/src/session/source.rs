@@ -445,8 +445,7 @@ mod tests {
         // A file's metadata comes with it.
         let f = d.path().join("f");
         std::fs::write(&f, b"abc").unwrap();
-        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o640))
-            .unwrap();
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
         let o = open_as(ObjectKind::File, &f, 3, None).unwrap();
         assert_eq!(o.meta.kind, ObjectKind::File);
         assert_eq!(o.meta.mode, 0o640);

@@ -4,6 +4,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::Json;
 use reel_engine::catalogue::{CopyLocation, Object};
+use reel_engine::format::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -28,6 +29,10 @@ pub struct ObjectView {
     pub sha256: String,
     /// When it was catalogued, seconds since the Unix epoch.
     pub created_unix: u64,
+    /// What the filesystem gave it, when recorded: `kind` (`file` or `symlink`), `mode`
+    /// (permission bits), `uid`, `gid`, `mtime_ns`, `sparse`.
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<ObjectMeta>,
 }
 
 impl From<&Object> for ObjectView {
@@ -38,6 +43,7 @@ impl From<&Object> for ObjectView {
             size: o.size,
             sha256: hex::encode(o.sha256),
             created_unix: o.created_unix,
+            meta: o.meta,
         }
     }
 }
