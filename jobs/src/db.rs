@@ -463,6 +463,16 @@ mod tests {
             assert!(insert("rollback").execute(&mut *tx).await.is_err());
             drop(tx);
             // The next transaction on the (only) connection writes, then fails and is dropped.
+            let mut tx = pool.begin().await.unwrap();
+            insert("kept-not").execute(&mut *tx).await.unwrap();
+            assert!(insert("abort").execute(&mut *tx).await.is_err());
+            drop(tx);
+            // Another connection writes at once (it waits at most 1 s for the lock).
+            let mut other = other_writer(&t.url).await;
+            insert("other").execute(&mut other).await.unwrap_or_else(|e| {
+                panic!("round {round}: another writer after a failed transaction: {e}")
+            });
+            // The pool's own connection takes the write lock again.
             let mut tx = pool
                 .begin_with("BEGIN IMMEDIATE")
                 .await
@@ -470,16 +480,6 @@ mod tests {
             insert("kept-not").execute(&mut *tx).await.unwrap();
             assert!(insert("abort").execute(&mut *tx).await.is_err());
             drop(tx);
-            let mut tx = pool.begin().await.unwrap();
-            insert("kept-not").execute(&mut *tx).await.unwrap();
-            assert!(insert("abort").execute(&mut *tx).await.is_err());
-            drop(tx);
-            // Another connection writes at once (it waits at most 1 s for the lock).
-            let mut other = other_writer(&t.url).await;
-            insert("other")
-                .execute(&mut other)
-                .await
-                .unwrap_or_else(|e| panic!("round {round}: another writer after a failed transaction: {e}"));
             // And the pool's own plain writes are committed, not swallowed by an open transaction.
             insert("pool").execute(&pool).await.unwrap();
             let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t_fault WHERE x = 'pool'")
@@ -508,11 +508,11 @@ mod tests {
             .unwrap();
         // The connection may not grow the file: every page it has is all it gets.
         let full = Db::Sqlite(one_connection(&t.url, Some("PRAGMA max_page_count = 1")).await);
-        let err = crate::on_db!(&full, |p| sqlx::query("INSERT INTO t_big (b) VALUES (zeroblob(1048576))")
-            .execute(p)
+        let err = sqlx::query("INSERT INTO t_big (b) VALUES (zeroblob(1048576))")
+            .execute(on_sqlite(&full))
             .await
-            .map_err(full.err("queueing a job")))
-        .unwrap_err();
+            .map_err(full.err("queueing a job"))
+            .unwrap_err();
         assert_eq!(err.store_fault(), Some(StoreFault::Full), "{err}");
         let text = err.to_string();
         assert!(text.contains(&file), "the message names the file: {text}");
@@ -529,13 +529,15 @@ mod tests {
             .await
             .unwrap();
         // Room again (here: the limit lifted on the same pooled connection): writes go through.
-        crate::on_db!(&full, |p| {
-            sqlx::query("PRAGMA max_page_count = 1073741823").execute(p).await.unwrap();
-            sqlx::query("INSERT INTO t_big (b) VALUES (zeroblob(1048576))")
-                .execute(p)
-                .await
-                .unwrap();
-        });
+        let p = on_sqlite(&full);
+        sqlx::query("PRAGMA max_page_count = 1073741823")
+            .execute(p)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO t_big (b) VALUES (zeroblob(1048576))")
+            .execute(p)
+            .await
+            .unwrap();
         full.probe_write(Duration::from_secs(2)).await.unwrap();
     }
 
