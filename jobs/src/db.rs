@@ -8,8 +8,7 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reel_engine::catalogue::{
-    discard_unclean_sqlite, postgres_pool_options, postgres_session,
-    vet_idle_connections,
+    discard_unclean_sqlite, postgres_pool_options, postgres_session, vet_idle_connections,
 };
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -76,18 +75,25 @@ impl Db {
                 .map_err(|e| db_err("sqlite", path, format!("opening {path}"), e))?;
             Db::Sqlite(pool)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = postgres_session(
-                PgConnectOptions::from_str(url)
-                    .map_err(|e| {
-                        db_err("postgres", redact(url), format!("parsing url {}", redact(url)), e)
-                    })?,
-            );
+            let opts = postgres_session(PgConnectOptions::from_str(url).map_err(|e| {
+                db_err(
+                    "postgres",
+                    redact(url),
+                    format!("parsing url {}", redact(url)),
+                    e,
+                )
+            })?);
             let pool = postgres_pool_options()
                 .max_connections(8)
                 .connect_with(opts)
                 .await
                 .map_err(|e| {
-                    db_err("postgres", redact(url), format!("connecting to {}", redact(url)), e)
+                    db_err(
+                        "postgres",
+                        redact(url),
+                        format!("connecting to {}", redact(url)),
+                        e,
+                    )
                 })?;
             Db::Postgres(pool)
         } else {
@@ -469,14 +475,19 @@ mod tests {
             drop(tx);
             // Another connection writes at once (it waits at most 1 s for the lock).
             let mut other = other_writer(&t.url).await;
-            insert("other").execute(&mut other).await.unwrap_or_else(|e| {
-                panic!("round {round}: another writer after a failed transaction: {e}")
-            });
+            insert("other")
+                .execute(&mut other)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("round {round}: another writer after a failed transaction: {e}")
+                });
             // The pool's own connection takes the write lock again.
             let mut tx = pool
                 .begin_with("BEGIN IMMEDIATE")
                 .await
-                .unwrap_or_else(|e| panic!("round {round}: BEGIN IMMEDIATE after a failed transaction: {e}"));
+                .unwrap_or_else(|e| {
+                    panic!("round {round}: BEGIN IMMEDIATE after a failed transaction: {e}")
+                });
             insert("kept-not").execute(&mut *tx).await.unwrap();
             assert!(insert("abort").execute(&mut *tx).await.is_err());
             drop(tx);
@@ -486,7 +497,11 @@ mod tests {
                 .fetch_one(&mut other)
                 .await
                 .unwrap();
-            assert_eq!(n, round + 1, "round {round}: a plain write of the pool was not committed");
+            assert_eq!(
+                n,
+                round + 1,
+                "round {round}: a plain write of the pool was not committed"
+            );
         }
         let lost: i64 = sqlx::query_scalar("SELECT count(*) FROM t_fault WHERE x = 'kept-not'")
             .fetch_one(&pool)
@@ -516,12 +531,18 @@ mod tests {
         assert_eq!(err.store_fault(), Some(StoreFault::Full), "{err}");
         let text = err.to_string();
         assert!(text.contains(&file), "the message names the file: {text}");
-        assert!(text.contains("full") && text.contains("free space"), "{text}");
+        assert!(
+            text.contains("full") && text.contains("free space"),
+            "{text}"
+        );
         assert!(!text.contains("reachable"), "{text}");
         let api = crate::api::ApiError::from(err);
         assert_eq!(api.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
         let body = format!("{:?}", api);
-        assert!(body.contains("free space") && !body.contains("unreachable"), "{body}");
+        assert!(
+            body.contains("free space") && !body.contains("unreachable"),
+            "{body}"
+        );
         // The failed write left no lock: another process writes at once.
         let mut other = other_writer(&t.url).await;
         sqlx::query("INSERT INTO t_big (b) VALUES (x'00')")
@@ -555,10 +576,19 @@ mod tests {
         let t = testdb::sqlite().await;
         t.db.probe_write(Duration::from_secs(2)).await.unwrap();
         let mut other = other_writer(&t.url).await;
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
-        let err = t.db.probe_write(Duration::from_millis(500)).await.unwrap_err();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let err =
+            t.db.probe_write(Duration::from_millis(500))
+                .await
+                .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains(t.url.strip_prefix("sqlite:").unwrap()), "{text}");
+        assert!(
+            text.contains(t.url.strip_prefix("sqlite:").unwrap()),
+            "{text}"
+        );
         assert!(text.contains("write lock"), "{text}");
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
         t.db.probe_write(Duration::from_secs(5)).await.unwrap();
@@ -577,7 +607,9 @@ mod tests {
     #[test]
     fn store_faults_are_recognised_in_messages() {
         assert_eq!(
-            StoreFault::in_message("error returned from database: (code: 13) database or disk is full"),
+            StoreFault::in_message(
+                "error returned from database: (code: 13) database or disk is full"
+            ),
             Some(StoreFault::Full)
         );
         assert_eq!(

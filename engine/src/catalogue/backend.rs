@@ -64,9 +64,7 @@ pub fn vet_idle_connections<DB: sqlx::Database>(
 /// over 90 s after a full disk was freed, until the worker was restarted), and the plain writes
 /// it ran afterwards were never committed. Closing such a connection ends its transaction and
 /// releases the lock at once; the pool opens a fresh one when it needs it.
-pub fn discard_unclean_sqlite(
-    options: SqlitePoolOptions,
-) -> SqlitePoolOptions {
+pub fn discard_unclean_sqlite(options: SqlitePoolOptions) -> SqlitePoolOptions {
     options.after_release(|conn, _meta| {
         Box::pin(async move {
             if !conn.is_in_transaction() {

@@ -229,10 +229,10 @@ impl StoreFault {
                 if let Ok(n) = code.parse::<i32>() {
                     // SQLite: an extended result code; its low byte is the primary code.
                     return match n & 0xff {
-                        13 => Some(StoreFault::Full),           // SQLITE_FULL
-                        5 | 6 => Some(StoreFault::Locked),      // SQLITE_BUSY, SQLITE_LOCKED
-                        8 => Some(StoreFault::ReadOnly),        // SQLITE_READONLY
-                        10 | 14 => Some(StoreFault::Io),        // SQLITE_IOERR, SQLITE_CANTOPEN
+                        13 => Some(StoreFault::Full),      // SQLITE_FULL
+                        5 | 6 => Some(StoreFault::Locked), // SQLITE_BUSY, SQLITE_LOCKED
+                        8 => Some(StoreFault::ReadOnly),   // SQLITE_READONLY
+                        10 | 14 => Some(StoreFault::Io),   // SQLITE_IOERR, SQLITE_CANTOPEN
                         _ => None,
                     };
                 }

@@ -62,7 +62,11 @@ impl ApalisDb {
             // lock), held until apalis's set-up below ran.
             let _open = crate::db::sqlite_open_lock(path).await?;
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
-                .map_err(crate::db::Db::err_at("sqlite", path, "parsing the jobs url"))?
+                .map_err(crate::db::Db::err_at(
+                    "sqlite",
+                    path,
+                    "parsing the jobs url",
+                ))?
                 .create_if_missing(true)
                 .busy_timeout(Duration::from_secs(30));
             let pool = reel_engine::catalogue::discard_unclean_sqlite(SqlitePoolOptions::new())
