@@ -191,6 +191,29 @@ pub struct TapeService {
     foreign_drives: bool,
 }
 
+/// Refuse a record size above what drive `index` accepts (its READ BLOCK LIMITS, reported by
+/// the plugin as `max_record_bytes`; 0 means the plugin does not know), when the drive is opened:
+/// a larger record would fail its first write, or (the kernel st driver refuses reads larger
+/// than the limit with EINVAL) leave a tape this drive cannot read back.
+pub fn check_record_size(
+    index: u32,
+    info: &crate::device::DriveInfo,
+    record_size: usize,
+) -> Result<(), SessionError> {
+    let limit = info.max_record_bytes;
+    if limit == 0 || record_size as u64 <= limit {
+        return Ok(());
+    }
+    Err(SessionError::Config(format!(
+        "drive {index} ({} {}, serial {}) accepts records of at most {limit} bytes (its READ BLOCK \
+         LIMITS), but the record size is {record_size} bytes: set [archive] record_size (or \
+         REEL_ARCHIVE_RECORD_SIZE) to at most {limit}, or leave this drive out of [library] drives",
+        info.vendor.trim(),
+        info.product.trim(),
+        info.serial.trim(),
+    )))
+}
+
 impl TapeService {
     /// Open the library through `plugin_path` with `plugin_config`, open this host's drives,
     /// and learn the cartridges the library holds.
@@ -220,6 +243,7 @@ impl TapeService {
                 )));
             }
             let drive = library.open_drive(i).await?;
+            check_record_size(i, &drive.info().await?, options.session.record_size)?;
             drives.push(DriveSlot {
                 drive,
                 state: Arc::new(Mutex::new(DriveState::default())),

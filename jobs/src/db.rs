@@ -7,7 +7,9 @@
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reel_engine::catalogue::{postgres_pool_options, postgres_session, vet_idle_connections};
+use reel_engine::catalogue::{
+    discard_unclean_sqlite, postgres_pool_options, postgres_session, vet_idle_connections,
+};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
@@ -60,28 +62,39 @@ impl Db {
         let db = if let Some(path) = url.strip_prefix("sqlite:") {
             _open = Some(sqlite_open_lock(path).await?);
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
-                .map_err(|e| db_err("sqlite", format!("parsing url {url}"), e))?
+                .map_err(|e| db_err("sqlite", path, format!("parsing url {url}"), e))?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(30));
-            let pool = vet_idle_connections(SqlitePoolOptions::new())
+            let pool = discard_unclean_sqlite(vet_idle_connections(SqlitePoolOptions::new()))
                 .max_connections(4)
                 .connect_with(opts)
                 .await
-                .map_err(|e| db_err("sqlite", format!("opening {path}"), e))?;
+                .map_err(|e| db_err("sqlite", path, format!("opening {path}"), e))?;
             Db::Sqlite(pool)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = postgres_session(
-                PgConnectOptions::from_str(url)
-                    .map_err(|e| db_err("postgres", format!("parsing url {}", redact(url)), e))?,
-            );
+            let opts = postgres_session(PgConnectOptions::from_str(url).map_err(|e| {
+                db_err(
+                    "postgres",
+                    redact(url),
+                    format!("parsing url {}", redact(url)),
+                    e,
+                )
+            })?);
             let pool = postgres_pool_options()
                 .max_connections(8)
                 .connect_with(opts)
                 .await
-                .map_err(|e| db_err("postgres", format!("connecting to {}", redact(url)), e))?;
+                .map_err(|e| {
+                    db_err(
+                        "postgres",
+                        redact(url),
+                        format!("connecting to {}", redact(url)),
+                        e,
+                    )
+                })?;
             Db::Postgres(pool)
         } else {
             return Err(JobsError::Config {
@@ -148,33 +161,91 @@ impl Db {
         Ok(())
     }
 
-    /// Build the error for a failed statement on a named backend.
-    pub(crate) fn err_static(
+    /// Build the error for a failed statement on a named backend and database.
+    pub(crate) fn err_at(
         backend: &'static str,
+        location: impl Into<String>,
         doing: &'static str,
     ) -> impl FnOnce(sqlx::Error) -> JobsError {
-        move |source| JobsError::Database {
-            backend,
-            doing: doing.to_string(),
-            source,
+        let location = location.into();
+        move |source| db_err(backend, location, doing.to_string(), source)
+    }
+
+    /// Build the error for a failed statement (naming the database only when it fails).
+    pub(crate) fn err(&self, doing: impl Into<String>) -> impl FnOnce(sqlx::Error) -> JobsError {
+        let db = self.clone();
+        let doing = doing.into();
+        move |source| db_err(db.backend(), db.location(), doing, source)
+    }
+
+    /// The database, for messages: the SQLite file, or PostgreSQL's `host:port/database`.
+    pub fn location(&self) -> String {
+        match self {
+            Db::Sqlite(p) => sqlite_location(p),
+            Db::Postgres(p) => postgres_location(p),
         }
     }
 
-    /// Build the error for a failed statement.
-    pub(crate) fn err(&self, doing: impl Into<String>) -> impl FnOnce(sqlx::Error) -> JobsError {
-        let backend = self.backend();
-        let doing = doing.into();
-        move |source| JobsError::Database {
-            backend,
-            doing,
-            source,
+    /// Probe that the store takes a write (`GET /healthz`): one upsert of the one row of
+    /// `reel_health`, committed, so a full disk, a held write lock or a read-only file shows
+    /// here rather than in the next job. Gives up after `within` (the busy timeout is 30 s;
+    /// a health check must answer sooner).
+    pub async fn probe_write(&self, within: Duration) -> Result<()> {
+        const DOING: &str = "probing that the store takes a write";
+        let sql = "INSERT INTO reel_health (id, probed_ms) VALUES (1, $1) \
+                   ON CONFLICT (id) DO UPDATE SET probed_ms = excluded.probed_ms";
+        let now = now_ms();
+        let write = async {
+            crate::on_db!(self, |p| sqlx::query(sql)
+                .bind(now)
+                .execute(p)
+                .await
+                .map(|_| ())
+                .map_err(self.err(DOING)))
+        };
+        match tokio::time::timeout(within, write).await {
+            Ok(r) => r,
+            Err(_) => Err(JobsError::Database {
+                backend: self.backend(),
+                location: self.location(),
+                doing: DOING.into(),
+                source: sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no write went through within {} ms: another connection holds the write lock, or the database stalls",
+                        within.as_millis()
+                    ),
+                )),
+            }),
         }
     }
 }
 
-pub(crate) fn db_err(backend: &'static str, doing: String, source: sqlx::Error) -> JobsError {
+/// A SQLite pool's file, for messages.
+pub(crate) fn sqlite_location(p: &SqlitePool) -> String {
+    p.connect_options().get_filename().display().to_string()
+}
+
+/// A PostgreSQL pool's `host:port/database`, for messages (no user, no password).
+pub(crate) fn postgres_location(p: &PgPool) -> String {
+    let o = p.connect_options();
+    format!(
+        "{}:{}/{}",
+        o.get_host(),
+        o.get_port(),
+        o.get_database().unwrap_or("")
+    )
+}
+
+pub(crate) fn db_err(
+    backend: &'static str,
+    location: impl Into<String>,
+    doing: String,
+    source: sqlx::Error,
+) -> JobsError {
     JobsError::Database {
         backend,
+        location: location.into(),
         doing,
         source,
     }
@@ -323,6 +394,7 @@ pub(crate) mod testdb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reel_engine::catalogue::StoreFault;
 
     #[test]
     fn password_is_redacted() {
@@ -337,6 +409,214 @@ mod tests {
         // Reopening runs the migrator again: it must be a no-op.
         let again = Db::connect(&t.url).await.expect("reopen");
         assert_eq!(again.backend(), "sqlite");
+    }
+
+    /// A one-connection pool on the test file with the policy of [`Db::connect`], and
+    /// `pragma` run on its connection.
+    async fn one_connection(url: &str, pragma: Option<&'static str>) -> SqlitePool {
+        let opts = SqliteConnectOptions::from_str(url)
+            .unwrap()
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(30));
+        discard_unclean_sqlite(vet_idle_connections(SqlitePoolOptions::new()))
+            .max_connections(1)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if let Some(p) = pragma {
+                        sqlx::query(p).execute(conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(opts)
+            .await
+            .unwrap()
+    }
+
+    /// Another process's view: one fresh connection that waits at most 1 s for the write lock.
+    async fn other_writer(url: &str) -> sqlx::SqliteConnection {
+        use sqlx::ConnectOptions;
+        SqliteConnectOptions::from_str(url)
+            .unwrap()
+            .busy_timeout(Duration::from_secs(1))
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    /// A transaction that SQLite rolled back by itself (as it may on a full disk) must not
+    /// leave its connection out of step with sqlx: without the pool's release check the next
+    /// transaction on it was a SAVEPOINT whose failure left the transaction open, and the idle
+    /// connection held SQLite's write lock ("database is locked" for every other writer until
+    /// the process restarted).
+    #[tokio::test]
+    async fn a_failed_transaction_leaves_no_write_lock_behind() {
+        let t = testdb::sqlite().await;
+        let pool = one_connection(&t.url, None).await;
+        for ddl in [
+            "CREATE TABLE t_fault (x TEXT)",
+            "CREATE TRIGGER t_fault_rollback BEFORE INSERT ON t_fault WHEN NEW.x = 'rollback' \
+             BEGIN SELECT RAISE(ROLLBACK, 'simulated failure that ends the transaction'); END",
+            "CREATE TRIGGER t_fault_abort BEFORE INSERT ON t_fault WHEN NEW.x = 'abort' \
+             BEGIN SELECT RAISE(ABORT, 'simulated failure of one statement'); END",
+        ] {
+            sqlx::query(ddl).execute(&pool).await.unwrap();
+        }
+        let insert = |x: &'static str| sqlx::query("INSERT INTO t_fault (x) VALUES ($1)").bind(x);
+        for round in 0..3 {
+            // SQLite ends this transaction itself; sqlx's ROLLBACK on drop then fails.
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            assert!(insert("rollback").execute(&mut *tx).await.is_err());
+            drop(tx);
+            // The next transaction on the (only) connection writes, then fails and is dropped.
+            let mut tx = pool.begin().await.unwrap();
+            insert("kept-not").execute(&mut *tx).await.unwrap();
+            assert!(insert("abort").execute(&mut *tx).await.is_err());
+            drop(tx);
+            // Another connection writes at once (it waits at most 1 s for the lock).
+            let mut other = other_writer(&t.url).await;
+            insert("other")
+                .execute(&mut other)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("round {round}: another writer after a failed transaction: {e}")
+                });
+            // The pool's own connection takes the write lock again.
+            let mut tx = pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("round {round}: BEGIN IMMEDIATE after a failed transaction: {e}")
+                });
+            insert("kept-not").execute(&mut *tx).await.unwrap();
+            assert!(insert("abort").execute(&mut *tx).await.is_err());
+            drop(tx);
+            // And the pool's own plain writes are committed, not swallowed by an open transaction.
+            insert("pool").execute(&pool).await.unwrap();
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t_fault WHERE x = 'pool'")
+                .fetch_one(&mut other)
+                .await
+                .unwrap();
+            assert_eq!(
+                n,
+                round + 1,
+                "round {round}: a plain write of the pool was not committed"
+            );
+        }
+        let lost: i64 = sqlx::query_scalar("SELECT count(*) FROM t_fault WHERE x = 'kept-not'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(lost, 0, "rows of failed transactions were committed");
+    }
+
+    /// A full SQLite store (here `max_page_count`, as a full disk gives `SQLITE_FULL`) is
+    /// reported as full, naming the file and saying to free space, never as unreachable; the
+    /// failed write holds no lock, and writes go through again once there is room.
+    #[tokio::test]
+    async fn a_full_sqlite_store_is_named_and_frees_its_lock() {
+        let t = testdb::sqlite().await;
+        let file = t.url.strip_prefix("sqlite:").unwrap().to_string();
+        sqlx::query("CREATE TABLE t_big (b BLOB)")
+            .execute(on_sqlite(&t.db))
+            .await
+            .unwrap();
+        // The connection may not grow the file: every page it has is all it gets.
+        let full = Db::Sqlite(one_connection(&t.url, Some("PRAGMA max_page_count = 1")).await);
+        let err = sqlx::query("INSERT INTO t_big (b) VALUES (zeroblob(1048576))")
+            .execute(on_sqlite(&full))
+            .await
+            .map_err(full.err("queueing a job"))
+            .unwrap_err();
+        assert_eq!(err.store_fault(), Some(StoreFault::Full), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&file), "the message names the file: {text}");
+        assert!(
+            text.contains("full") && text.contains("free space"),
+            "{text}"
+        );
+        assert!(!text.contains("reachable"), "{text}");
+        let api = crate::api::ApiError::from(err);
+        assert_eq!(api.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        let body = format!("{:?}", api);
+        assert!(
+            body.contains("free space") && !body.contains("unreachable"),
+            "{body}"
+        );
+        // The failed write left no lock: another process writes at once.
+        let mut other = other_writer(&t.url).await;
+        sqlx::query("INSERT INTO t_big (b) VALUES (x'00')")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        // Room again (here: the limit lifted on the same pooled connection): writes go through.
+        let p = on_sqlite(&full);
+        sqlx::query("PRAGMA max_page_count = 1073741823")
+            .execute(p)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO t_big (b) VALUES (zeroblob(1048576))")
+            .execute(p)
+            .await
+            .unwrap();
+        full.probe_write(Duration::from_secs(2)).await.unwrap();
+    }
+
+    fn on_sqlite(db: &Db) -> &SqlitePool {
+        match db {
+            Db::Sqlite(p) => p,
+            Db::Postgres(_) => unreachable!(),
+        }
+    }
+
+    /// The health probe writes: a write lock held elsewhere makes it fail within its timeout,
+    /// naming the file; once the lock is gone it passes.
+    #[tokio::test]
+    async fn the_write_probe_sees_a_held_write_lock() {
+        let t = testdb::sqlite().await;
+        t.db.probe_write(Duration::from_secs(2)).await.unwrap();
+        let mut other = other_writer(&t.url).await;
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let err =
+            t.db.probe_write(Duration::from_millis(500))
+                .await
+                .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(t.url.strip_prefix("sqlite:").unwrap()),
+            "{text}"
+        );
+        assert!(text.contains("write lock"), "{text}");
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        t.db.probe_write(Duration::from_secs(5)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn postgres_write_probe_passes() {
+        let Some(t) = testdb::postgres("postgres_write_probe_passes").await else {
+            return;
+        };
+        t.db.probe_write(Duration::from_secs(2)).await.unwrap();
+        t.db.probe_write(Duration::from_secs(2)).await.unwrap();
+        assert!(t.db.location().contains(":5432/"), "{}", t.db.location());
+    }
+
+    #[test]
+    fn store_faults_are_recognised_in_messages() {
+        assert_eq!(
+            StoreFault::in_message(
+                "error returned from database: (code: 13) database or disk is full"
+            ),
+            Some(StoreFault::Full)
+        );
+        assert_eq!(
+            StoreFault::in_message("database is locked"),
+            Some(StoreFault::Locked)
+        );
+        assert_eq!(StoreFault::in_message("UNIQUE constraint failed"), None);
     }
 
     #[tokio::test]

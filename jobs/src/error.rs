@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use reel_engine::catalogue::StoreFault;
+
 /// Errors of the jobs layer (queue, leases, config, worker).
 #[derive(Debug, thiserror::Error)]
 pub enum JobsError {
@@ -23,13 +25,21 @@ pub enum JobsError {
         /// What is wrong, naming the key.
         message: String,
     },
-    /// A database operation failed.
+    /// A database operation failed. A fault of the store itself (full, locked, read-only, I/O)
+    /// is named with what to do ([`StoreFault`]); the worker retries the job either way.
     #[error(
-        "job store ({backend}) failed while {doing}: {source}; check that the database at the configured [store] url is reachable and writable"
+        "job store ({backend}) at {location} failed while {doing}: {}{source}; {}",
+        StoreFault::of(.source).map(|f| format!("{f}: ")).unwrap_or_default(),
+        StoreFault::of(.source).map_or(
+            "check that the database at the configured [store] url is reachable and writable",
+            |f| f.advice()
+        )
     )]
     Database {
         /// `sqlite` or `postgres`.
         backend: &'static str,
+        /// The database: the SQLite file, or PostgreSQL's `host:port/database`.
+        location: String,
         /// What reel was doing.
         doing: String,
         /// The driver error.
@@ -41,10 +51,15 @@ pub enum JobsError {
     )]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The apalis queue failed.
-    #[error("job queue (apalis, {backend}) failed while {doing}: {message}")]
+    #[error(
+        "job queue (apalis, {backend}) at {location} failed while {doing}: {message}{}",
+        StoreFault::in_message(.message).map(|f| format!("; {f}: {}", f.advice())).unwrap_or_default()
+    )]
     Queue {
         /// `sqlite` or `postgres`.
         backend: &'static str,
+        /// The queue's database: the SQLite file (`jobs.db`), or PostgreSQL's `host:port/database`.
+        location: String,
         /// What reel was doing.
         doing: String,
         /// The apalis error, rendered.
@@ -126,6 +141,19 @@ pub enum JobsError {
         /// The I/O error.
         source: std::io::Error,
     },
+}
+
+impl JobsError {
+    /// The store fault behind this error, if it is one: the database (job tables, apalis queue
+    /// or catalogue) is full, locked, read-only or failing I/O, rather than refusing a query.
+    pub fn store_fault(&self) -> Option<StoreFault> {
+        match self {
+            JobsError::Database { source, .. } => StoreFault::of(source),
+            JobsError::Queue { message, .. } => StoreFault::in_message(message),
+            JobsError::Catalogue(c) => c.store_fault(),
+            _ => None,
+        }
+    }
 }
 
 /// Result of the jobs layer.

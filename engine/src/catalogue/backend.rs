@@ -51,6 +51,39 @@ pub fn vet_idle_connections<DB: sqlx::Database>(
         })
 }
 
+/// The release policy of every reel SQLite pool (catalogue, job tables, apalis queue): a
+/// connection that comes back to the pool still inside a transaction is closed, not kept.
+///
+/// sqlx counts a connection's transaction depth itself. When SQLite has already rolled a
+/// transaction back on its own (it may after `SQLITE_FULL`, `SQLITE_IOERR` or a trigger's
+/// `RAISE(ROLLBACK)`), the `ROLLBACK` that sqlx sends when the failed transaction is dropped
+/// fails ("no transaction is active") and the count stays at 1. The next `begin()` on that
+/// connection then issues `SAVEPOINT` instead of `BEGIN`, and when that transaction fails in
+/// turn its rollback is `ROLLBACK TO SAVEPOINT`, which leaves the transaction open: the idle
+/// connection kept SQLite's write lock ("database is locked" for every other writer, seen for
+/// over 90 s after a full disk was freed, until the worker was restarted), and the plain writes
+/// it ran afterwards were never committed. Closing such a connection ends its transaction and
+/// releases the lock at once; the pool opens a fresh one when it needs it.
+pub fn discard_unclean_sqlite(options: SqlitePoolOptions) -> SqlitePoolOptions {
+    options.after_release(|conn, _meta| {
+        Box::pin(async move {
+            if !conn.is_in_transaction() {
+                return Ok(true);
+            }
+            // A dropped transaction queued its rollback on the connection's worker; a ping runs
+            // after it (the worker takes commands in order), so the depth read next is final.
+            conn.ping().await?;
+            if conn.is_in_transaction() {
+                warn!(
+                    "a SQLite connection came back from a failed transaction still in one (its rollback failed); closing it so it holds no lock"
+                );
+                return Ok(false);
+            }
+            Ok(true)
+        })
+    })
+}
+
 /// The pool options of every reel PostgreSQL pool (catalogue, job tables, apalis queue): idle
 /// connections vetted before use ([`vet_idle_connections`]) and `TCP_NODELAY` set on each new
 /// connection (`tcp_nodelay`).
@@ -196,7 +229,7 @@ async fn connect_sqlite(url: &str) -> Result<SqlitePool> {
         .synchronous(SqliteSynchronous::Full)
         .foreign_keys(true)
         .busy_timeout(SQLITE_BUSY_TIMEOUT);
-    let pool = vet_idle_connections(SqlitePoolOptions::new())
+    let pool = discard_unclean_sqlite(vet_idle_connections(SqlitePoolOptions::new()))
         .max_connections(SQLITE_MAX_CONNECTIONS)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .connect_with(options)

@@ -59,9 +59,15 @@ pub enum CatalogueError {
         source: sqlx::migrate::MigrateError,
     },
 
-    /// A query failed in the database.
+    /// A query failed in the database. A fault of the store itself (full, locked, read-only,
+    /// I/O: [`StoreFault`]) says so and what to do; anything else asks to check the database.
     #[error(
-        "catalogue operation `{op}` failed in the database: {source}; check that the database is reachable and has free space, then retry"
+        "catalogue operation `{op}` failed in the database: {}{source}; {}",
+        StoreFault::of(.source).map(|f| format!("{f}: ")).unwrap_or_default(),
+        StoreFault::of(.source).map_or(
+            "check that the database is reachable and has free space, then retry",
+            |f| f.advice()
+        )
     )]
     Database {
         /// The catalogue operation that ran the query.
@@ -192,6 +198,126 @@ pub enum CatalogueError {
         /// What was found, and where.
         what: String,
     },
+}
+
+/// A database that cannot take writes for a reason of its own (not a bad query): what
+/// [`StoreFault::of`] recognises in a driver error, for SQLite and PostgreSQL alike. Every one is
+/// worth retrying once the operator has mended it; none is a reason to restart reel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreFault {
+    /// The database or the disk under it is full (SQLite `SQLITE_FULL`, "database or disk is
+    /// full"; PostgreSQL `53100 disk_full`; `ENOSPC` from the file system).
+    Full,
+    /// Another connection held the write lock longer than the busy timeout (SQLite
+    /// `SQLITE_BUSY` / `SQLITE_LOCKED`, "database is locked"; PostgreSQL `55P03 lock_not_available`).
+    Locked,
+    /// The database file, its directory or the server refuses writes (SQLite
+    /// `SQLITE_READONLY`; PostgreSQL `25006 read_only_sql_transaction`, a standby).
+    ReadOnly,
+    /// The file system failed a read or write of the database file or its `-wal`, `-shm` or
+    /// `-journal` file (SQLite `SQLITE_IOERR*`, which a full disk also gives when the WAL
+    /// cannot grow).
+    Io,
+}
+
+impl StoreFault {
+    /// The store fault behind a driver error, if it is one.
+    pub fn of(e: &sqlx::Error) -> Option<StoreFault> {
+        match e {
+            sqlx::Error::Database(db) => {
+                let code = db.code()?;
+                if let Ok(n) = code.parse::<i32>() {
+                    // SQLite: an extended result code; its low byte is the primary code.
+                    return match n & 0xff {
+                        13 => Some(StoreFault::Full),      // SQLITE_FULL
+                        5 | 6 => Some(StoreFault::Locked), // SQLITE_BUSY, SQLITE_LOCKED
+                        8 => Some(StoreFault::ReadOnly),   // SQLITE_READONLY
+                        10 | 14 => Some(StoreFault::Io),   // SQLITE_IOERR, SQLITE_CANTOPEN
+                        _ => None,
+                    };
+                }
+                match code.as_ref() {
+                    "53100" => Some(StoreFault::Full),
+                    "55P03" => Some(StoreFault::Locked),
+                    "25006" => Some(StoreFault::ReadOnly),
+                    c if c.starts_with("58") => Some(StoreFault::Io),
+                    _ => None,
+                }
+            }
+            sqlx::Error::Io(io) if io.raw_os_error() == Some(28) => Some(StoreFault::Full), // ENOSPC
+            _ => None,
+        }
+    }
+
+    /// The store fault named in an error message that only kept the driver's text (apalis's
+    /// errors): SQLite's and PostgreSQL's own wording of each fault.
+    pub fn in_message(message: &str) -> Option<StoreFault> {
+        let m = message.to_ascii_lowercase();
+        if m.contains("database or disk is full")
+            || m.contains("no space left on device")
+            || m.contains("could not extend file")
+        {
+            Some(StoreFault::Full)
+        } else if m.contains("database is locked") || m.contains("database table is locked") {
+            Some(StoreFault::Locked)
+        } else if m.contains("attempt to write a readonly database")
+            || m.contains("read-only transaction")
+        {
+            Some(StoreFault::ReadOnly)
+        } else if m.contains("disk i/o error") {
+            Some(StoreFault::Io)
+        } else {
+            None
+        }
+    }
+
+    /// What is wrong, in a few words.
+    pub fn what(self) -> &'static str {
+        match self {
+            StoreFault::Full => "the database or the disk under it is full",
+            StoreFault::Locked => {
+                "the database is locked: another connection held its write lock longer than the busy timeout"
+            }
+            StoreFault::ReadOnly => "the database refuses writes (read-only)",
+            StoreFault::Io => "an I/O error on the database file or its -wal/-shm/-journal file",
+        }
+    }
+
+    /// What the operator should do (reel itself retries).
+    pub fn advice(self) -> &'static str {
+        match self {
+            StoreFault::Full => {
+                "free space on the file system holding the database (with its -wal and -journal                  files) or raise the server's quota; reel retries the work and needs no restart"
+            }
+            StoreFault::Locked => {
+                "find the process holding a write transaction on the database (for SQLite                  `fuser` on the file; a `sqlite3` shell left in a transaction is a usual suspect)                  and end it; reel retries the work"
+            }
+            StoreFault::ReadOnly => {
+                "make the database file and its directory writable by reel's user, or point                  [store] url at the primary server; reel retries the work"
+            }
+            StoreFault::Io => {
+                "check the file system holding the database (kernel log, free space, mount                  state); reel retries the work"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for StoreFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.what())
+    }
+}
+
+impl CatalogueError {
+    /// The store fault behind this error, if it is one ([`StoreFault::of`]).
+    pub fn store_fault(&self) -> Option<StoreFault> {
+        match self {
+            CatalogueError::Database { source, .. } | CatalogueError::Open { source, .. } => {
+                StoreFault::of(source)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Result of a catalogue operation.

@@ -40,11 +40,12 @@ mod test_support;
 pub mod testing;
 
 pub use backend::{
-    MIGRATIONS_TABLE, postgres_pool_options, postgres_session, vet_idle_connections,
+    MIGRATIONS_TABLE, discard_unclean_sqlite, postgres_pool_options, postgres_session,
+    vet_idle_connections,
 };
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
-pub use error::{CatalogueError, Result};
+pub use error::{CatalogueError, Result, StoreFault};
 pub use object::{
     CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT, validate_key,
     validate_key_prefix,

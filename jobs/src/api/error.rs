@@ -4,7 +4,7 @@
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
-use reel_engine::catalogue::CatalogueError;
+use reel_engine::catalogue::{CatalogueError, StoreFault};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -29,7 +29,7 @@ pub struct ApiError {
     hint: String,
 }
 
-const STORE_HINT: &str = "the job store or catalogue database is unreachable or failing: check that the database at the [store] url is up and reachable from reel serve, then retry";
+const STORE_HINT: &str = "the job store or catalogue database failed: check that the database at the [store] url is up, reachable from reel serve and writable (GET /healthz probes a write), then retry";
 
 impl ApiError {
     /// An error with this status, cause and hint.
@@ -79,9 +79,11 @@ impl From<JobsError> for ApiError {
                 S::CONFLICT,
                 "the resource is busy or changed meanwhile; look again and retry".into(),
             ),
-            JobsError::Database { .. } | JobsError::Queue { .. } | JobsError::Migrate(_) => {
-                (S::SERVICE_UNAVAILABLE, STORE_HINT.into())
-            }
+            JobsError::Database { .. } | JobsError::Queue { .. } => match e.store_fault() {
+                Some(f) => (S::SERVICE_UNAVAILABLE, store_fault_hint(f)),
+                None => (S::SERVICE_UNAVAILABLE, STORE_HINT.into()),
+            },
+            JobsError::Migrate(_) => (S::SERVICE_UNAVAILABLE, STORE_HINT.into()),
             JobsError::Catalogue(c) => return catalogue_error(c),
             JobsError::ConfigRead { .. }
             | JobsError::Payload { .. }
@@ -97,8 +99,21 @@ impl From<JobsError> for ApiError {
     }
 }
 
+/// The hint of a store that cannot take writes: what is wrong with it, never "unreachable" (a
+/// full disk answered every query but the writes).
+fn store_fault_hint(f: StoreFault) -> String {
+    format!(
+        "{f}: {}; nothing was changed by this request, send it again once that is mended",
+        f.advice()
+    )
+}
+
 fn catalogue_error(e: &CatalogueError) -> ApiError {
     use StatusCode as S;
+    if let Some(f) = e.store_fault() {
+        tracing::warn!(status = 503, error = %e, "API request failed in the catalogue's store");
+        return ApiError::new(S::SERVICE_UNAVAILABLE, e.to_string(), store_fault_hint(f));
+    }
     let (status, hint) = match e {
         CatalogueError::Open { .. } | CatalogueError::Database { .. } => {
             (S::SERVICE_UNAVAILABLE, STORE_HINT)

@@ -157,21 +157,29 @@ pub struct Health {
     pub store: &'static str,
 }
 
-/// Liveness and store reachability.
+/// How long `GET /healthz` waits for its probe write (a locked SQLite file would otherwise
+/// hold it for the whole 30 s busy timeout).
+pub const HEALTH_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Liveness, and that the store takes writes: one upsert of one row in `reel_health`
+/// ([`crate::db::Db::probe_write`]), committed. The job tables and the catalogue live in the
+/// `[store] url` database, so a full disk, a held SQLite write lock or a read-only database
+/// answers 503 naming the database and the fault, even while reads still work.
 #[utoipa::path(
     get,
     path = "/healthz",
     tag = "service",
     responses(
-        (status = 200, description = "serving, and the job store answers", body = Health),
-        (status = 503, description = "the job store is unreachable", body = ErrorBody),
+        (status = 200, description = "serving, and the store takes a write", body = Health),
+        (status = 503, description = "the store cannot be written (full, locked, read-only) or is unreachable; the body names the database and the fault", body = ErrorBody),
     )
 )]
 async fn health(State(state): State<AppState>) -> std::result::Result<Json<Health>, ApiError> {
-    state.queue().store().list(None, 1).await?;
+    let db = state.queue().store().db();
+    db.probe_write(HEALTH_PROBE_TIMEOUT).await?;
     Ok(Json(Health {
         status: "ok",
-        store: state.queue().store().db().backend(),
+        store: db.backend(),
     }))
 }
 

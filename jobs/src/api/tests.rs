@@ -529,3 +529,35 @@ async fn api_metrics_has_job_gauges_and_http_counts() {
     );
     assert!(text.contains("# TYPE reel_jobs gauge"), "{text}");
 }
+
+/// `/healthz` probes a write: a write lock held by another process (a `sqlite3` shell left in
+/// a transaction) is a 503 naming the store's file within the probe's timeout, not a 200 (reads
+/// still work) nor a 30 s hang; once the lock is gone it is 200 again.
+#[tokio::test]
+async fn healthz_is_503_naming_the_file_while_the_store_cannot_take_a_write() {
+    use sqlx::ConnectOptions;
+    use std::str::FromStr;
+    let f = fixture().await;
+    let s = &f.state;
+    let file = s.queue().store().db().location();
+    let mut other = sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite:{file}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let (st, v) = call(s, Method::GET, "/healthz", None).await;
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10), "{v}");
+    assert_error(st, &v, StatusCode::SERVICE_UNAVAILABLE, &file);
+    assert!(v["error"].as_str().unwrap().contains("write lock"), "{v}");
+    // Reads still answer meanwhile.
+    let (st, _) = call(s, Method::GET, "/v1/jobs", None).await;
+    assert_eq!(st, StatusCode::OK);
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    let (st, v) = call(s, Method::GET, "/healthz", None).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}

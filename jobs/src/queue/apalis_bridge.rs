@@ -47,10 +47,12 @@ pub enum ApalisDb {
 impl ApalisDb {
     /// Connect and run apalis's migrations (`setup`).
     pub async fn connect(url: &str) -> Result<ApalisDb> {
-        let qerr = |backend: &'static str, doing: &str| {
+        let qerr = |backend: &'static str, location: &str, doing: &str| {
             let doing = doing.to_string();
+            let location = location.to_string();
             move |e: apalis_sqlite::Error| JobsError::Queue {
                 backend,
+                location,
                 doing,
                 message: e.to_string(),
             }
@@ -60,15 +62,20 @@ impl ApalisDb {
             // lock), held until apalis's set-up below ran.
             let _open = crate::db::sqlite_open_lock(path).await?;
             let opts = SqliteConnectOptions::from_str(&format!("sqlite:{path}"))
-                .map_err(crate::db::Db::err_static("sqlite", "parsing the jobs url"))?
+                .map_err(crate::db::Db::err_at(
+                    "sqlite",
+                    path,
+                    "parsing the jobs url",
+                ))?
                 .create_if_missing(true)
                 .busy_timeout(Duration::from_secs(30));
-            let pool = SqlitePoolOptions::new()
+            let pool = reel_engine::catalogue::discard_unclean_sqlite(SqlitePoolOptions::new())
                 .max_connections(4)
                 .connect_with(opts)
                 .await
-                .map_err(crate::db::Db::err_static(
+                .map_err(crate::db::Db::err_at(
                     "sqlite",
+                    path,
                     "opening the apalis queue file",
                 ))?;
             // A worker and a command opening a new queue at once race for its first
@@ -81,21 +88,24 @@ impl ApalisDb {
                         attempt += 1;
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
-                    Err(e) => return Err(qerr("sqlite", "migrating the apalis queue")(e)),
+                    Err(e) => return Err(qerr("sqlite", path, "migrating the apalis queue")(e)),
                 }
             }
             Ok(ApalisDb::Sqlite(pool))
         } else {
             let options = reel_engine::catalogue::postgres_session(
-                sqlx::postgres::PgConnectOptions::from_str(url).map_err(
-                    crate::db::Db::err_static("postgres", "parsing the apalis queue's url"),
-                )?,
+                sqlx::postgres::PgConnectOptions::from_str(url).map_err(crate::db::Db::err_at(
+                    "postgres",
+                    crate::db::redact(url),
+                    "parsing the apalis queue's url",
+                ))?,
             );
             let pool = reel_engine::catalogue::postgres_pool_options()
                 .connect_with(options)
                 .await
-                .map_err(crate::db::Db::err_static(
+                .map_err(crate::db::Db::err_at(
                     "postgres",
+                    crate::db::redact(url),
                     "connecting the apalis queue",
                 ))?;
             // CREATE EXTENSION (hstore) is not safe against a concurrent one in a new
@@ -111,6 +121,7 @@ impl ApalisDb {
                     Err(e) => {
                         return Err(JobsError::Queue {
                             backend: "postgres",
+                            location: crate::db::postgres_location(&pool),
                             doing: "migrating the apalis queue (needs the hstore extension)".into(),
                             message: e.to_string(),
                         });
@@ -180,6 +191,7 @@ impl ApalisDb {
                 .await
                 .map_err(|e| JobsError::Queue {
                     backend: "sqlite",
+                    location: crate::db::sqlite_location(pool),
                     doing: format!("queueing a {kind} job"),
                     message: e.to_string(),
                 })?,
@@ -188,6 +200,7 @@ impl ApalisDb {
                 .await
                 .map_err(|e| JobsError::Queue {
                     backend: "postgres",
+                    location: crate::db::postgres_location(pool),
                     doing: format!("queueing a {kind} job"),
                     message: e.to_string(),
                 })?,
@@ -209,7 +222,11 @@ impl ApalisDb {
                 .execute(pool)
                 .await
                 .map(|r| r.rows_affected())
-                .map_err(crate::db::Db::err_static("sqlite", "pruning the apalis queue"))
+                .map_err(crate::db::Db::err_at(
+                    "sqlite",
+                    crate::db::sqlite_location(pool),
+                    "pruning the apalis queue",
+                ))
             }
             ApalisDb::Postgres(pool) => sqlx::query(
                 "DELETE FROM apalis.jobs WHERE (status IN ('Done','Killed') OR (status = 'Failed' AND attempts >= max_attempts)) \
@@ -219,7 +236,11 @@ impl ApalisDb {
             .execute(pool)
             .await
             .map(|r| r.rows_affected())
-            .map_err(crate::db::Db::err_static("postgres", "pruning the apalis queue")),
+            .map_err(crate::db::Db::err_at(
+                "postgres",
+                crate::db::postgres_location(pool),
+                "pruning the apalis queue",
+            )),
         }
     }
 }

@@ -122,6 +122,7 @@ where
 {
     let get_err = |e: sqlx::Error| JobsError::Database {
         backend: "sql",
+        location: "the job table".into(),
         doing: "decoding a job row".into(),
         source: e,
     };
