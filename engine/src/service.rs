@@ -104,7 +104,10 @@ pub struct ServiceOptions {
     pub drives: Option<Vec<u32>>,
     /// Session tunables.
     pub session: SessionConfig,
-    /// Capacity recorded for cartridges the catalogue does not know yet.
+    /// Capacity recorded for cartridges the catalogue does not know yet, until a drive
+    /// reports the real one (at labelling and before each write session). 0, the default,
+    /// records "unknown": no figure is made up; a test rig that knows its cartridges may give
+    /// theirs.
     pub default_capacity_bytes: u64,
     /// Pool new cartridges are labelled into when a write needs one and none is labelled.
     pub auto_label: bool,
@@ -115,7 +118,7 @@ impl Default for ServiceOptions {
         ServiceOptions {
             drives: None,
             session: SessionConfig::default(),
-            default_capacity_bytes: 64 << 30,
+            default_capacity_bytes: 0,
             auto_label: true,
         }
     }
@@ -554,6 +557,20 @@ impl TapeService {
                 }),
             );
         }
+        // The capacity the drive reports for this medium replaces the inventory's figure.
+        let cart = match crate::session::space::record_capacity(
+            &self.catalogue,
+            &held.drive,
+            &cart.barcode,
+        )
+        .await
+        {
+            Ok(capacity_bytes) => Cartridge {
+                capacity_bytes,
+                ..cart
+            },
+            Err(e) => return (Some(held), Err(HeldWriteError::Failed(e.into()))),
+        };
         let ctx = WriteContext {
             catalogue: self.catalogue.clone(),
             drive: held.drive.clone(),
@@ -1020,6 +1037,11 @@ impl TapeService {
                 && !cartridge_fault(&e)
             {
                 return Err(e);
+            }
+            if let Some(nr) = out.no_room.as_ref().filter(|nr| !nr.fits_empty) {
+                return Err(SessionError::Other(format!(
+                    "{nr}: it does not fit on an empty cartridge of pool {pool} either"
+                )));
             }
             if !progressed && !out.cartridge_full {
                 idle_rounds += 1;

@@ -314,6 +314,49 @@ impl Catalogue {
         Ok(())
     }
 
+    /// Record the cartridge's capacity as a drive reported it for the loaded medium (0: not
+    /// known). Cartridges are added with the capacity of the inventory, which is not measured;
+    /// this replaces it with the drive's figure at the first mount for writing or labelling.
+    pub async fn set_capacity(&self, barcode: &str, capacity_bytes: u64) -> Result<()> {
+        const OP: &str = "set_capacity";
+        let capacity = to_db("capacity_bytes", capacity_bytes)?;
+        let now = now_unix();
+        let n = on_pool!(&self.backend, |pool| {
+            sqlx::query(
+                "UPDATE cartridges SET capacity_bytes = $1, updated_unix = $2 WHERE barcode = $3",
+            )
+            .bind(capacity)
+            .bind(now)
+            .bind(barcode)
+            .execute(pool)
+            .await
+            .ctx(OP)?
+            .rows_affected()
+        });
+        if n == 0 {
+            return Err(unknown(barcode));
+        }
+        Ok(())
+    }
+
+    /// The largest capacity known (reported by a drive, not 0) of the cartridges labelled into
+    /// `pool`, else of any cartridge of the library that may still be labelled into it (state
+    /// New); None when no such capacity is known yet.
+    pub async fn largest_capacity(&self, pool: &str) -> Result<Option<u64>> {
+        const OP: &str = "largest_capacity";
+        let (in_pool, new): (Option<i64>, Option<i64>) = on_pool!(&self.backend, |db| {
+            sqlx::query_as(
+                "SELECT MAX(CASE WHEN pool = $1 THEN capacity_bytes END),                         MAX(CASE WHEN state = 'new' AND worm = FALSE THEN capacity_bytes END)                  FROM cartridges WHERE capacity_bytes > 0",
+            )
+            .bind(pool)
+            .fetch_one(db)
+            .await
+            .ctx(OP)?
+        });
+        let best = in_pool.max(new);
+        best.map(|b| from_db("cartridge capacity_bytes", b)).transpose()
+    }
+
     /// Record that the drive calibrated the cartridge (first load done).
     pub async fn set_calibrated(&self, barcode: &str) -> Result<()> {
         self.update_one(
@@ -613,7 +656,32 @@ mod tests {
         counters_and_unknown_cartridges,
         end_of_data_never_moves_over_durable_data,
         writable_cartridge_fills_the_fullest_first,
+        capacities_are_recorded_and_the_largest_found,
     );
+
+    async fn capacities_are_recorded_and_the_largest_found(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        c.ensure_pool("p").await?;
+        assert_eq!(c.largest_capacity("p").await?, None);
+        c.add_cartridge("A1", false, 0).await?;
+        c.add_cartridge("W1", true, 0).await?;
+        assert_eq!(c.largest_capacity("p").await?, None);
+        c.set_capacity("W1", 900).await?;
+        // A WORM cartridge is never picked for writing.
+        assert_eq!(c.largest_capacity("p").await?, None);
+        c.set_capacity("A1", 500).await?;
+        assert_eq!(c.cartridge("A1").await?.ok_or("missing")?.capacity_bytes, 500);
+        assert_eq!(c.largest_capacity("p").await?, Some(500));
+        c.set_labelled("A1", "p", Uuid::new_v4(), 1).await?;
+        c.add_cartridge("B1", false, 0).await?;
+        c.set_labelled("B1", "p", Uuid::new_v4(), 1).await?;
+        c.set_capacity("B1", 700).await?;
+        assert_eq!(c.largest_capacity("p").await?, Some(700));
+        assert_eq!(c.largest_capacity("other").await?, None);
+        let e = c.set_capacity("NOPE", 1).await.unwrap_err();
+        assert!(matches!(e, CatalogueError::UnknownCartridge { .. }), "{e}");
+        Ok(())
+    }
 
     #[test]
     fn state_names_round_trip() {
