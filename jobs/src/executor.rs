@@ -503,7 +503,12 @@ impl TapeExecutor for EngineExecutor {
         if let Some(nr) = &o.no_room {
             if nr.fits_empty {
                 info!(drive, %barcode, reason = %nr, "cartridge full for the next object; it goes to the next cartridge");
-            } else if let Some(id) = o.remaining.first().filter(|it| it.key == nr.key).and_then(id_of) {
+            } else if let Some(id) = o
+                .remaining
+                .first()
+                .filter(|it| it.key == nr.key)
+                .and_then(id_of)
+            {
                 out.failed.push((
                     id,
                     format!(

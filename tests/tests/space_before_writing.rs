@@ -66,7 +66,10 @@ async fn cartridges_fill_with_objects_and_oversized_files_are_refused() {
         write_random_file(&huge, 40 * MIB, 99);
         let (code, v, err) = reel(dir.path(), &["archive", huge.to_str().unwrap()]);
         let said = format!("{v} {err}");
-        assert_ne!(code, 0, "{name}: the oversized archive was accepted: {said}");
+        assert_ne!(
+            code, 0,
+            "{name}: the oversized archive was accepted: {said}"
+        );
         assert!(
             said.contains(huge.to_str().unwrap())
                 && said.contains(&(40 * MIB).to_string())
@@ -77,7 +80,9 @@ async fn cartridges_fill_with_objects_and_oversized_files_are_refused() {
         std::fs::remove_file(&huge).unwrap();
 
         // About three cartridges' worth, in objects of 1.5 to 14 MiB.
-        let sizes_mib = [6.0, 9.0, 3.0, 13.0, 7.0, 11.0, 2.0, 5.0, 14.0, 4.0, 8.0, 1.5, 10.0];
+        let sizes_mib = [
+            6.0, 9.0, 3.0, 13.0, 7.0, 11.0, 2.0, 5.0, 14.0, 4.0, 8.0, 1.5, 10.0,
+        ];
         let mut sums = std::collections::BTreeMap::new();
         let mut paths = Vec::new();
         for (i, mib) in sizes_mib.iter().enumerate() {

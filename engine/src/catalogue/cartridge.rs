@@ -354,7 +354,8 @@ impl Catalogue {
             .ctx(OP)?
         });
         let best = in_pool.max(new);
-        best.map(|b| from_db("cartridge capacity_bytes", b)).transpose()
+        best.map(|b| from_db("cartridge capacity_bytes", b))
+            .transpose()
     }
 
     /// Record that the drive calibrated the cartridge (first load done).
@@ -670,7 +671,10 @@ mod tests {
         // A WORM cartridge is never picked for writing.
         assert_eq!(c.largest_capacity("p").await?, None);
         c.set_capacity("A1", 500).await?;
-        assert_eq!(c.cartridge("A1").await?.ok_or("missing")?.capacity_bytes, 500);
+        assert_eq!(
+            c.cartridge("A1").await?.ok_or("missing")?.capacity_bytes,
+            500
+        );
         assert_eq!(c.largest_capacity("p").await?, Some(500));
         c.set_labelled("A1", "p", Uuid::new_v4(), 1).await?;
         c.add_cartridge("B1", false, 0).await?;

@@ -81,7 +81,12 @@ pub async fn record_capacity(
     match reported_capacity(drive).await {
         Some(c) if c != known => {
             catalogue.set_capacity(barcode, c).await?;
-            info!(barcode, capacity_bytes = c, was = known, "cartridge capacity as the drive reports it");
+            info!(
+                barcode,
+                capacity_bytes = c,
+                was = known,
+                "cartridge capacity as the drive reports it"
+            );
             Ok(c)
         }
         _ => Ok(known),
@@ -91,7 +96,10 @@ pub async fn record_capacity(
 /// The remaining capacity the drive reports for the loaded medium (MAM 0000h), in bytes;
 /// None when it reports none.
 pub async fn reported_remaining(drive: &Drive) -> Option<u64> {
-    match drive.mam_read(reel_plugin_abi::types::mam::REMAINING_CAPACITY).await {
+    match drive
+        .mam_read(reel_plugin_abi::types::mam::REMAINING_CAPACITY)
+        .await
+    {
         Ok(v) if v.iter().all(|b| *b == 0) && !v.is_empty() => Some(0),
         Ok(v) => mam_mib(&v),
         Err(e) => {
@@ -164,10 +172,7 @@ impl Room {
 
     /// Whether `need` more bytes fit after the `framed` bytes this session has already sent.
     pub fn fits(&self, framed: u64, need: u64) -> bool {
-        framed
-            .saturating_add(need)
-            .saturating_add(self.reserve)
-            <= self.left
+        framed.saturating_add(need).saturating_add(self.reserve) <= self.left
     }
 
     /// Bytes left after the `framed` bytes this session has sent (never negative).

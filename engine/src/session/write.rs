@@ -148,7 +148,10 @@ enum Out {
 
 enum Event {
     Written(Closed),
-    Barrier { block: u64, file: u64 },
+    Barrier {
+        block: u64,
+        file: u64,
+    },
     EarlyWarning,
     /// The open container's tail would have gone past the early-warning margin: given up.
     GaveUp,
@@ -227,8 +230,12 @@ async fn run(
         ctx.config.early_warning_margin_bytes,
     );
     match room {
-        Some(r) => info!(barcode = %barcode, capacity = r.capacity, left = r.left, "room on the cartridge"),
-        None => warn!(barcode = %barcode, "capacity unknown (the drive reports none): objects are started without a room check; early warning ends the session"),
+        Some(r) => {
+            info!(barcode = %barcode, capacity = r.capacity, left = r.left, "room on the cartridge")
+        }
+        None => {
+            warn!(barcode = %barcode, "capacity unknown (the drive reports none): objects are started without a room check; early warning ends the session")
+        }
     }
 
     let items = Arc::new(items);
@@ -793,7 +800,12 @@ fn read_object(
 /// unknown), else why not. An object is counted with its index entry and a whole container's
 /// overhead (a header, a short last record, the footer, a filemark), so the check holds
 /// whether it opens a container or joins one.
-fn no_room(room: Option<Room>, cfg: &SessionConfig, it: &ArchiveItem, framed: u64) -> Option<NoRoom> {
+fn no_room(
+    room: Option<Room>,
+    cfg: &SessionConfig,
+    it: &ArchiveItem,
+    framed: u64,
+) -> Option<NoRoom> {
     let room = room?;
     let need = it
         .size
