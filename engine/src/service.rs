@@ -613,6 +613,18 @@ impl TapeService {
         (back, Ok(out))
     }
 
+    /// Bytes `item` needs on a cartridge ([`crate::session::space::room_needed`] with this
+    /// service's record size and early-warning margin): what a write whose first object it is
+    /// asks of the cartridge chosen for it, the figure the write session checks it against.
+    pub fn room_needed(&self, item: &ArchiveItem) -> u64 {
+        crate::session::space::room_needed(
+            item.size,
+            &item.key,
+            self.options.session.record_size,
+            self.options.session.early_warning_margin_bytes,
+        )
+    }
+
     /// Hold drive `index` with `barcode` mounted in it (waits while the drive is busy). Fails
     /// when the cartridge sits in another of this host's drives, and with
     /// [`SessionError::HeldElsewhere`] (before touching drive `index`) while another host
@@ -644,15 +656,18 @@ impl TapeService {
         self.finish_acquire(d, g, barcode).await
     }
 
-    /// Hold drive `index` with a writable cartridge of `pool` mounted: the one already in this
-    /// drive if it is a writable cartridge of the pool (no remount), else a labelled one with
-    /// room, else a new one labelled now on this drive. Cartridges mounted in this host's other
-    /// drives, those loaded in other hosts' drives, and those in `exclude` are left alone.
+    /// Hold drive `index` with a writable cartridge of `pool` mounted that has room for
+    /// `needed` bytes ([`TapeService::room_needed`] of the write's first object; 0 for any):
+    /// the one already in this drive if it is such a cartridge (no remount), else a labelled
+    /// one with room, else a new one labelled now on this drive. Cartridges mounted in this
+    /// host's other drives, those loaded in other hosts' drives, and those in `exclude` are
+    /// left alone.
     pub async fn writable_on(
         &self,
         index: u32,
         pool: &str,
         exclude: &[String],
+        needed: u64,
     ) -> Result<HeldDrive, SessionError> {
         let _pick = self.allocation.lock().await;
         let mut exclude: Vec<String> = exclude.to_vec();
@@ -671,6 +686,7 @@ impl TapeService {
             && c.pool.as_deref() == Some(pool)
             && c.cartridge_uuid.is_some()
             && !c.worm
+            && c.has_room(needed)
         {
             match self.acquire_on(index, &cur).await {
                 Ok(h) => return Ok(h),
@@ -683,7 +699,7 @@ impl TapeService {
         for _ in 0..64 {
             if let Some(c) = self
                 .catalogue
-                .writable_cartridge(pool, &exclude, false)
+                .writable_cartridge(pool, &exclude, false, needed)
                 .await?
             {
                 match self.acquire_on(index, &c.barcode).await {
@@ -841,11 +857,17 @@ impl TapeService {
         Ok(Some(target.barcode.clone()))
     }
 
-    /// A writable cartridge of `pool`, labelling a new one when none is left.
-    async fn writable(&self, pool: &str, exclude: &[String]) -> Result<Cartridge, SessionError> {
+    /// A writable cartridge of `pool` with room for `needed` bytes, labelling a new one when
+    /// none is left.
+    async fn writable(
+        &self,
+        pool: &str,
+        exclude: &[String],
+        needed: u64,
+    ) -> Result<Cartridge, SessionError> {
         if let Some(c) = self
             .catalogue
-            .writable_cartridge(pool, exclude, false)
+            .writable_cartridge(pool, exclude, false, needed)
             .await?
         {
             return Ok(c);
@@ -871,7 +893,7 @@ impl TapeService {
                 {
                     return Ok(c);
                 }
-                return Box::pin(self.writable(pool, exclude)).await;
+                return Box::pin(self.writable(pool, exclude, needed)).await;
             }
         }
         Err(SessionError::Other(format!(
@@ -992,7 +1014,8 @@ impl TapeService {
             let cart = {
                 let _pick = self.allocation.lock().await;
                 let exclude: Vec<String> = used.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let cart = self.writable(pool, &exclude).await?;
+                let needed = remaining.first().map_or(0, |it| self.room_needed(it));
+                let cart = self.writable(pool, &exclude, needed).await?;
                 used.lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(cart.barcode.clone());

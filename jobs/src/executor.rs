@@ -369,7 +369,9 @@ impl TapeExecutor for EngineExecutor {
         let index = Self::drive_index(drive)?;
         let held = match target {
             MountTarget::Read { barcode } => self.service.acquire_on(index, barcode).await,
-            MountTarget::Write { pool } => self.service.writable_on(index, pool, &[]).await,
+            // The queued requests are not known here: any writable cartridge of the pool; the
+            // batch's write picks one with room for its first object.
+            MountTarget::Write { pool } => self.service.writable_on(index, pool, &[], 0).await,
         }
         .map_err(tape)?;
         let barcode = held.mount.barcode.clone();
@@ -459,10 +461,12 @@ impl TapeExecutor for EngineExecutor {
         if items.is_empty() {
             return Ok(out);
         }
-        // The cartridge mounted for this pool, or the next writable one.
+        // The cartridge mounted for this pool, or the next writable one, with room for the
+        // batch's first object.
+        let needed = self.service.room_needed(&items[0]);
         let mut held = self
             .service
-            .writable_on(index, &pool, &[])
+            .writable_on(index, &pool, &[], needed)
             .await
             .map_err(tape)?;
         held.fence = Arc::new(LeaseFence {
@@ -502,7 +506,7 @@ impl TapeExecutor for EngineExecutor {
         // none does (its size against the capacity the drive reports).
         if let Some(nr) = &o.no_room {
             if nr.fits_empty {
-                info!(drive, %barcode, reason = %nr, "cartridge full for the next object; it goes to the next cartridge");
+                info!(drive, %barcode, reason = %nr, "no room for the next object on this cartridge; it and the rest go back to the queue for a cartridge with room");
             } else if let Some(id) = o
                 .remaining
                 .first()

@@ -153,7 +153,7 @@ async fn cartridges_fill_with_objects_and_oversized_files_are_refused() {
             "{name}: a session ran into end of medium:\n{log}"
         );
         assert!(
-            log.contains("cartridge full for the next object"),
+            log.contains("no room for the next object on this cartridge"),
             "{name}: no object met a partly used cartridge without room:\n{log}"
         );
 

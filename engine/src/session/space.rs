@@ -120,6 +120,23 @@ pub fn container_overhead(record_size: usize) -> u64 {
     2 * record_size as u64 + FOOTER_FIXED + FILEMARK
 }
 
+/// Bytes an object of `size` bytes under `key` needs on a cartridge, `reserve` (the
+/// early-warning margin) kept free: its data, its index entry and a whole container's overhead
+/// (so the figure holds whether it opens a container or joins one). The one figure both the
+/// write session's room check before each object and the choice of a cartridge for a write
+/// ([`crate::catalogue::Catalogue::writable_cartridge`]) use, so they agree.
+pub fn room_needed(size: u64, key: &str, record_size: usize, reserve: u64) -> u64 {
+    size.saturating_add(entry_overhead(key))
+        .saturating_add(container_overhead(record_size))
+        .saturating_add(reserve)
+}
+
+/// The least any object needs ([`room_needed`] of an empty object under an empty key): a
+/// cartridge with less room left takes nothing more.
+pub fn least_needed(record_size: usize, reserve: u64) -> u64 {
+    room_needed(0, "", record_size, reserve)
+}
+
 /// The largest object an empty cartridge of `capacity` bytes takes, with `reserve` bytes kept
 /// free, in a container of `record_size` records (a 4 KiB key assumed).
 pub fn largest_object(capacity: u64, record_size: usize, reserve: u64) -> u64 {
@@ -204,6 +221,21 @@ pub struct NoRoom {
     pub capacity: u64,
     /// Whether it would fit an empty cartridge of this capacity (so it is not at fault).
     pub fits_empty: bool,
+    /// Whether it was the session's first object (nothing framed before it).
+    pub first: bool,
+}
+
+impl NoRoom {
+    /// Whether the cartridge is to be marked full because of this: when the room left is too
+    /// small for even an empty object (`least`, [`least_needed`]), or when the session's first
+    /// object did not fit although the cartridge was chosen with room for it (the catalogue's
+    /// estimate was optimistic against the drive's remaining-capacity report), so the same
+    /// cartridge is not chosen for it again and again. An object that does not fit an empty
+    /// cartridge is at fault, not the cartridge. Otherwise the session just ends here; the
+    /// cartridge keeps its room for smaller objects.
+    pub fn marks_full(&self, least: u64) -> bool {
+        self.left < least || (self.first && self.fits_empty)
+    }
 }
 
 impl std::fmt::Display for NoRoom {
@@ -274,6 +306,49 @@ mod tests {
         let small = Room::plan(32 << 20, 0, None, 0).unwrap();
         assert!(!small.near_end(0, 0));
         assert!(small.near_end(24 << 20, 0));
+    }
+
+    fn nr(left: u64, fits_empty: bool, first: bool) -> NoRoom {
+        NoRoom {
+            key: "k".into(),
+            needed: left + 1,
+            left,
+            capacity: 100 << 20,
+            fits_empty,
+            first,
+        }
+    }
+
+    #[test]
+    fn the_room_needed_is_the_session_check() {
+        let (rs, reserve) = (1 << 20, 2 << 20);
+        let need = room_needed(1000, "abc", rs, reserve);
+        assert_eq!(
+            need,
+            1000 + entry_overhead("abc") + container_overhead(rs) + reserve
+        );
+        assert_eq!(least_needed(rs, reserve), room_needed(0, "", rs, reserve));
+        // The session's check (`Room::fits` with the reserve) agrees with the figure.
+        let r = Room::plan(need, 0, None, reserve).unwrap();
+        assert!(r.fits(0, need - reserve));
+        let r = Room::plan(need - 1, 0, None, reserve).unwrap();
+        assert!(!r.fits(0, need - reserve));
+        assert_eq!(room_needed(u64::MAX, "k", rs, reserve), u64::MAX);
+    }
+
+    #[test]
+    fn no_room_marks_full_only_when_nothing_fits_or_the_first_object_did_not() {
+        let least = least_needed(1 << 20, 2 << 20);
+        // Plenty left, objects written before: the session just ends here.
+        assert!(!nr(50 << 20, true, false).marks_full(least));
+        // Less left than even an empty object needs.
+        assert!(nr(least - 1, true, false).marks_full(least));
+        assert!(nr(least - 1, false, true).marks_full(least));
+        assert!(!nr(least, true, false).marks_full(least));
+        // The first object did not fit although the cartridge was chosen with room for it.
+        assert!(nr(50 << 20, true, true).marks_full(least));
+        // An object larger than an empty cartridge: the object is at fault, not the cartridge.
+        assert!(!nr(50 << 20, false, true).marks_full(least));
     }
 
     #[test]

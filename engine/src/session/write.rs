@@ -71,7 +71,7 @@ pub struct WriteOutcome {
     /// changed): none of their bytes is indexed or catalogued; the rest of the session went on.
     pub failed: Vec<(ArchiveItem, SourceFault)>,
     /// The cartridge reached early warning or end of medium, or the next object does not fit
-    /// in the room it has left: mark it full.
+    /// and the cartridge is to take no more ([`NoRoom::marks_full`]): mark it full.
     pub cartridge_full: bool,
     /// The session ended before this object because it does not fit in the room left (the
     /// object and the ones after it are in `remaining`).
@@ -428,8 +428,16 @@ async fn run(
         stopped_by.get_or_insert(e);
     }
     if let Some(nr) = &no_room {
-        info!(barcode = %barcode, reason = %nr, "the next object does not fit: the cartridge is full for it");
-        cartridge_full = true;
+        let least = space::least_needed(
+            ctx.config.record_size,
+            ctx.config.early_warning_margin_bytes,
+        );
+        if nr.marks_full(least) {
+            info!(barcode = %barcode, reason = %nr, first = nr.first, "the next object does not fit and the cartridge takes nothing more for it: marked full");
+            cartridge_full = true;
+        } else {
+            info!(barcode = %barcode, reason = %nr, "the next object does not fit: the session ends here; the cartridge keeps its room for smaller objects");
+        }
     }
     if hasher.join().is_err() {
         stopped_by.get_or_insert(SessionError::Other("the hashing thread panicked".into()));
@@ -807,20 +815,17 @@ fn no_room(
     framed: u64,
 ) -> Option<NoRoom> {
     let room = room?;
-    let need = it
-        .size
-        .saturating_add(space::entry_overhead(&it.key))
-        .saturating_add(space::container_overhead(cfg.record_size));
-    if room.fits(framed, need) {
+    let needed = space::room_needed(it.size, &it.key, cfg.record_size, room.reserve);
+    if framed.saturating_add(needed) <= room.left {
         return None;
     }
-    let needed = need.saturating_add(room.reserve);
     Some(NoRoom {
         key: it.key.clone(),
         needed,
         left: room.after(framed),
         capacity: room.capacity,
         fits_empty: room.fits_empty(framed, needed),
+        first: framed == 0,
     })
 }
 
