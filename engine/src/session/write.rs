@@ -315,6 +315,7 @@ async fn run(
         let drive = ctx.drive.clone();
         let in_flight = in_flight.clone();
         let margin = ctx.config.early_warning_margin_bytes;
+        let room_at_start = room;
         async move {
             drive
                 .run(move |h| {
@@ -331,6 +332,7 @@ async fn run(
                         &close_soon,
                         &abort,
                         margin,
+                        room_at_start,
                     )
                 })
                 .await
@@ -1021,7 +1023,10 @@ fn frame(
 }
 
 /// The drive side: write what arrives, report barriers, stop cleanly. After early warning it
-/// writes at most `margin` bytes more; a record past that gives the open container up.
+/// writes at most `margin` bytes more, or, when the room is known, as much as the capacity the
+/// drive reports still takes with `margin` kept free (an early-warning zone larger than the
+/// margin is not run into end of medium either way); a record past both gives the open
+/// container up.
 #[allow(clippy::too_many_arguments)]
 fn drain(
     h: &mut reel_plugin_abi::host::DriveHandle,
@@ -1032,6 +1037,7 @@ fn drain(
     close_soon: &AtomicBool,
     abort: &AtomicBool,
     margin: u64,
+    room: Option<Room>,
 ) -> DriveTally {
     let DrainEnds {
         ev,
@@ -1042,6 +1048,8 @@ fn drain(
     let mut open_container = false;
     // Bytes written since early warning; None before it.
     let mut past_ew: Option<u64> = None;
+    // Bytes written this session, filemarks counted as `space` counts them.
+    let mut written: u64 = 0;
     let stop = |e: SessionError| {
         abort.store(true, Ordering::SeqCst);
         let _ = ev.send(Event::Stopped(e));
@@ -1070,6 +1078,7 @@ fn drain(
                 }
                 if let Some(past) = past_ew
                     && past + len > margin
+                    && !room.is_some_and(|r| r.fits(written, len))
                 {
                     warn!(
                         written_past_early_warning = past,
@@ -1134,6 +1143,7 @@ fn drain(
                 if was_past && let Some(past) = past_ew.as_mut() {
                     *past += len;
                 }
+                written += len;
                 // After early warning is flagged, so a reader that sees the pipeline empty
                 // also sees early warning.
                 in_flight.fetch_sub(len, Ordering::SeqCst);
@@ -1144,6 +1154,7 @@ fn drain(
                     return tally;
                 }
                 let r = h.write_filemarks(1, !sync);
+                written += space::FILEMARK;
                 let ns = h.last_status().elapsed_ns;
                 if sync {
                     tally.flush_ns += ns;
