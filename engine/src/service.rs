@@ -104,7 +104,10 @@ pub struct ServiceOptions {
     pub drives: Option<Vec<u32>>,
     /// Session tunables.
     pub session: SessionConfig,
-    /// Capacity recorded for cartridges the catalogue does not know yet.
+    /// Capacity recorded for cartridges the catalogue does not know yet, until a drive
+    /// reports the real one (at labelling and before each write session). 0, the default,
+    /// records "unknown": no figure is made up; a test rig that knows its cartridges may give
+    /// theirs.
     pub default_capacity_bytes: u64,
     /// Pool new cartridges are labelled into when a write needs one and none is labelled.
     pub auto_label: bool,
@@ -115,7 +118,7 @@ impl Default for ServiceOptions {
         ServiceOptions {
             drives: None,
             session: SessionConfig::default(),
-            default_capacity_bytes: 64 << 30,
+            default_capacity_bytes: 0,
             auto_label: true,
         }
     }
@@ -578,6 +581,20 @@ impl TapeService {
                 }),
             );
         }
+        // The capacity the drive reports for this medium replaces the inventory's figure.
+        let cart = match crate::session::space::record_capacity(
+            &self.catalogue,
+            &held.drive,
+            &cart.barcode,
+        )
+        .await
+        {
+            Ok(capacity_bytes) => Cartridge {
+                capacity_bytes,
+                ..cart
+            },
+            Err(e) => return (Some(held), Err(HeldWriteError::Failed(e.into()))),
+        };
         let ctx = WriteContext {
             catalogue: self.catalogue.clone(),
             drive: held.drive.clone(),
@@ -620,6 +637,18 @@ impl TapeService {
         (back, Ok(out))
     }
 
+    /// Bytes `item` needs on a cartridge ([`crate::session::space::room_needed`] with this
+    /// service's record size and early-warning margin): what a write whose first object it is
+    /// asks of the cartridge chosen for it, the figure the write session checks it against.
+    pub fn room_needed(&self, item: &ArchiveItem) -> u64 {
+        crate::session::space::room_needed(
+            item.size,
+            &item.key,
+            self.options.session.record_size,
+            self.options.session.early_warning_margin_bytes,
+        )
+    }
+
     /// Hold drive `index` with `barcode` mounted in it (waits while the drive is busy). Fails
     /// when the cartridge sits in another of this host's drives, and with
     /// [`SessionError::HeldElsewhere`] (before touching drive `index`) while another host
@@ -651,15 +680,18 @@ impl TapeService {
         self.finish_acquire(d, g, barcode).await
     }
 
-    /// Hold drive `index` with a writable cartridge of `pool` mounted: the one already in this
-    /// drive if it is a writable cartridge of the pool (no remount), else a labelled one with
-    /// room, else a new one labelled now on this drive. Cartridges mounted in this host's other
-    /// drives, those loaded in other hosts' drives, and those in `exclude` are left alone.
+    /// Hold drive `index` with a writable cartridge of `pool` mounted that has room for
+    /// `needed` bytes ([`TapeService::room_needed`] of the write's first object; 0 for any):
+    /// the one already in this drive if it is such a cartridge (no remount), else a labelled
+    /// one with room, else a new one labelled now on this drive. Cartridges mounted in this
+    /// host's other drives, those loaded in other hosts' drives, and those in `exclude` are
+    /// left alone.
     pub async fn writable_on(
         &self,
         index: u32,
         pool: &str,
         exclude: &[String],
+        needed: u64,
     ) -> Result<HeldDrive, SessionError> {
         let _pick = self.allocation.lock().await;
         let mut exclude: Vec<String> = exclude.to_vec();
@@ -678,6 +710,7 @@ impl TapeService {
             && c.pool.as_deref() == Some(pool)
             && c.cartridge_uuid.is_some()
             && !c.worm
+            && c.has_room(needed)
         {
             match self.acquire_on(index, &cur).await {
                 Ok(h) => return Ok(h),
@@ -690,7 +723,7 @@ impl TapeService {
         for _ in 0..64 {
             if let Some(c) = self
                 .catalogue
-                .writable_cartridge(pool, &exclude, false)
+                .writable_cartridge(pool, &exclude, false, needed)
                 .await?
             {
                 match self.acquire_on(index, &c.barcode).await {
@@ -848,11 +881,17 @@ impl TapeService {
         Ok(Some(target.barcode.clone()))
     }
 
-    /// A writable cartridge of `pool`, labelling a new one when none is left.
-    async fn writable(&self, pool: &str, exclude: &[String]) -> Result<Cartridge, SessionError> {
+    /// A writable cartridge of `pool` with room for `needed` bytes, labelling a new one when
+    /// none is left.
+    async fn writable(
+        &self,
+        pool: &str,
+        exclude: &[String],
+        needed: u64,
+    ) -> Result<Cartridge, SessionError> {
         if let Some(c) = self
             .catalogue
-            .writable_cartridge(pool, exclude, false)
+            .writable_cartridge(pool, exclude, false, needed)
             .await?
         {
             return Ok(c);
@@ -878,7 +917,7 @@ impl TapeService {
                 {
                     return Ok(c);
                 }
-                return Box::pin(self.writable(pool, exclude)).await;
+                return Box::pin(self.writable(pool, exclude, needed)).await;
             }
         }
         Err(SessionError::Other(format!(
@@ -1000,7 +1039,8 @@ impl TapeService {
             let cart = {
                 let _pick = self.allocation.lock().await;
                 let exclude: Vec<String> = used.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let cart = self.writable(pool, &exclude).await?;
+                let needed = remaining.first().map_or(0, |it| self.room_needed(it));
+                let cart = self.writable(pool, &exclude, needed).await?;
                 used.lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(cart.barcode.clone());
@@ -1045,6 +1085,11 @@ impl TapeService {
                 && !cartridge_fault(&e)
             {
                 return Err(e);
+            }
+            if let Some(nr) = out.no_room.as_ref().filter(|nr| !nr.fits_empty) {
+                return Err(SessionError::Other(format!(
+                    "{nr}: it does not fit on an empty cartridge of pool {pool} either"
+                )));
             }
             if !progressed && !out.cartridge_full {
                 idle_rounds += 1;

@@ -120,6 +120,9 @@ pub enum VerifyMode {
     None,
 }
 
+/// Largest `[archive] early_warning_margin_bytes` accepted.
+pub const MAX_EARLY_WARNING_MARGIN: u64 = 1 << 30;
+
 /// `[archive]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -130,6 +133,12 @@ pub struct ArchiveConfig {
     /// containers lose less when a session ends at early warning or end of medium; larger
     /// ones cost fewer filemarks.
     pub container_bytes: u64,
+    /// After early warning, a write session writes at most this many bytes more (what is
+    /// queued and the closing tail of its container); a container whose tail would exceed it
+    /// is given up (filemark, dead) instead of running into end of medium. The default, 2 MiB,
+    /// fits a target with a small early-warning zone (tgt: max(capacity/32, 4 MiB)) after the
+    /// record that reported it; LTO drives leave far more. At least one record.
+    pub early_warning_margin_bytes: u64,
     /// Group commit: a synchronous filemark after this many bytes…
     pub barrier_bytes: u64,
     /// …or after this many seconds, whichever comes first.
@@ -149,6 +158,7 @@ impl Default for ArchiveConfig {
         ArchiveConfig {
             record_size: 1 << 20,
             container_bytes: 4 << 30,
+            early_warning_margin_bytes: reel_engine::session::space::DEFAULT_EARLY_WARNING_MARGIN,
             barrier_bytes: 32 << 30,
             barrier_seconds: 300,
             verify: VerifyMode::Full,
@@ -510,6 +520,17 @@ impl Config {
                 ),
             );
         }
+        if a.early_warning_margin_bytes < u64::from(a.record_size)
+            || a.early_warning_margin_bytes > MAX_EARLY_WARNING_MARGIN
+        {
+            return bad(
+                "[archive] early_warning_margin_bytes",
+                format!(
+                    "{} must be from one record ({} bytes) to {MAX_EARLY_WARNING_MARGIN} (1 GiB); past early warning only a small zone is left",
+                    a.early_warning_margin_bytes, a.record_size
+                ),
+            );
+        }
         if a.verify == VerifyMode::Sampled && a.sample_every == 0 {
             return bad(
                 "[archive] sample_every",
@@ -694,6 +715,16 @@ mod tests {
                 "REEL_ARCHIVE_CONTAINER_BYTES",
                 "1000",
                 "[archive] container_bytes",
+            ),
+            (
+                "REEL_ARCHIVE_EARLY_WARNING_MARGIN_BYTES",
+                "1000",
+                "[archive] early_warning_margin_bytes",
+            ),
+            (
+                "REEL_ARCHIVE_EARLY_WARNING_MARGIN_BYTES",
+                "2147483648",
+                "[archive] early_warning_margin_bytes",
             ),
             ("REEL_RECALL_WRITER_THREADS", "0", "[recall] writer_threads"),
             (

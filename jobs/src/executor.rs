@@ -51,6 +51,7 @@ pub fn session_config(c: &Config) -> SessionConfig {
     SessionConfig {
         record_size: c.archive.record_size as usize,
         container_bytes: c.archive.container_bytes,
+        early_warning_margin_bytes: c.archive.early_warning_margin_bytes,
         barrier_bytes: c.archive.barrier_bytes,
         barrier_seconds: c.archive.barrier_seconds as f64,
         verify: match c.archive.verify {
@@ -388,7 +389,9 @@ impl TapeExecutor for EngineExecutor {
         let index = Self::drive_index(drive)?;
         let held = match target {
             MountTarget::Read { barcode } => self.service.acquire_on(index, barcode).await,
-            MountTarget::Write { pool } => self.service.writable_on(index, pool, &[]).await,
+            // The queued requests are not known here: any writable cartridge of the pool; the
+            // batch's write picks one with room for its first object.
+            MountTarget::Write { pool } => self.service.writable_on(index, pool, &[], 0).await,
         }
         .map_err(tape)?;
         let barcode = held.mount.barcode.clone();
@@ -484,10 +487,12 @@ impl TapeExecutor for EngineExecutor {
         if items.is_empty() {
             return Ok(out);
         }
-        // The cartridge mounted for this pool, or the next writable one.
+        // The cartridge mounted for this pool, or the next writable one, with room for the
+        // batch's first object.
+        let needed = self.service.room_needed(&items[0]);
         let mut held = self
             .service
-            .writable_on(index, &pool, &[])
+            .writable_on(index, &pool, &[], needed)
             .await
             .map_err(tape)?;
         held.fence = Arc::new(LeaseFence {
@@ -521,7 +526,28 @@ impl TapeExecutor for EngineExecutor {
                 }
             }
         }
-        let rest: Vec<i64> = o.remaining.iter().filter_map(id_of).collect();
+        let mut rest: Vec<i64> = o.remaining.iter().filter_map(id_of).collect();
+        // The object at the front does not fit in the room left: it goes to the next cartridge
+        // without counting an attempt when an empty cartridge takes it, and fails at once when
+        // none does (its size against the capacity the drive reports).
+        if let Some(nr) = &o.no_room {
+            if nr.fits_empty {
+                info!(drive, %barcode, reason = %nr, "no room for the next object on this cartridge; it and the rest go back to the queue for a cartridge with room");
+            } else if let Some(id) = o
+                .remaining
+                .first()
+                .filter(|it| it.key == nr.key)
+                .and_then(id_of)
+            {
+                out.failed.push((
+                    id,
+                    format!(
+                        "{nr}: it is larger than an empty cartridge of pool {pool} holds; split it or use larger cartridges"
+                    ),
+                ));
+                rest.retain(|r| *r != id);
+            }
+        }
         match &o.stopped_by {
             // Stopped from outside (cancel, shutdown, a lost lease): the rest is not at fault.
             Some(SessionError::Cancelled | SessionError::Fenced(_)) => {}
@@ -535,7 +561,7 @@ impl TapeExecutor for EngineExecutor {
             // fit on this cartridge. It counts an attempt, so an object too large for any
             // cartridge fails after a bounded number of them instead of marking every
             // cartridge full in turn.
-            None if o.cartridge_full && o.written.is_empty() => {
+            None if o.cartridge_full && o.written.is_empty() && o.no_room.is_none() => {
                 if let Some(first) = rest.first() {
                     out.retry.push((
                         *first,

@@ -13,8 +13,11 @@
 //!   path listed twice; two paths that map to one key; FIFOs, devices and sockets (never
 //!   opened); symbolic links with targets longer than 4096 bytes; unreadable directories and
 //!   entries; names that are not UTF-8 (shown escaped); derived keys the key rule refuses; a
-//!   tree without files; two names of one file (hard links) in one archive. Symbolic links,
-//!   given or inside a tree, are archived as links (never followed).
+//!   tree without files; two names of one file (hard links) in one archive; a file larger than
+//!   the cartridges of a pool of the class hold (the largest capacity a drive reported for the
+//!   pool's cartridges, or for the library's new ones; with none reported yet there is no size
+//!   check, and the first write session measures the cartridge and fails such an object at
+//!   once). Symbolic links, given or inside a tree, are archived as links (never followed).
 //! - recall: no keys; a bad, repeated or uncatalogued key; a bad prefix or one that matches
 //!   nothing; a destination that is relative or holds NUL.
 //! - verify: a container or cartridge the catalogue does not know.
@@ -28,6 +31,7 @@ use std::path::{Path, PathBuf};
 use reel_engine::catalogue::{Catalogue, CatalogueError, validate_key, validate_key_prefix};
 use reel_engine::format::ObjectKind;
 use reel_engine::session::source::{MAX_LINK_TARGET, SourceStamp, file_kind};
+use reel_engine::session::space::largest_object;
 
 use crate::config::Config;
 use crate::error::{JobsError, Result};
@@ -189,6 +193,22 @@ pub enum SubmissionError {
     NothingToArchive {
         /// The tree.
         path: PathBuf,
+    },
+    /// A file larger than any cartridge of a pool of the class holds.
+    #[error(
+        "`paths`: {path} is {size} bytes, larger than a cartridge of pool {pool} holds ({capacity} bytes of capacity, of which {usable} bytes take an object after the container's overhead and the early-warning margin); split it, or archive it to a class whose pools have larger cartridges"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The pool.
+        pool: String,
+        /// The largest capacity known for the pool's cartridges.
+        capacity: u64,
+        /// The largest object such a cartridge takes.
+        usable: u64,
     },
     /// A key was listed twice in one recall.
     #[error("`keys`: key `{key}` is listed twice; list each key once")]
@@ -470,6 +490,41 @@ fn invalid(field: &'static str, value: &str, e: CatalogueError) -> SubmissionErr
     }
 }
 
+/// Every file must fit on a cartridge of every pool of the class: its size against the largest
+/// capacity a drive reported for the pool's cartridges (or the library's new ones), less a
+/// container's overhead and the early-warning margin. No capacity known yet: no check.
+pub async fn check_sizes(
+    catalogue: &Catalogue,
+    config: &Config,
+    class: &str,
+    entries: &[SourceEntry],
+) -> Result<()> {
+    let Some(biggest) = entries.iter().max_by_key(|e| e.size) else {
+        return Ok(());
+    };
+    for pool in config.pools_of(class).unwrap_or_default() {
+        let Some(capacity) = catalogue.largest_capacity(pool).await? else {
+            continue;
+        };
+        let usable = largest_object(
+            capacity,
+            config.archive.record_size as usize,
+            config.archive.early_warning_margin_bytes,
+        );
+        if biggest.size > usable {
+            return Err(SubmissionError::TooLarge {
+                path: biggest.path.clone(),
+                size: biggest.size,
+                pool: pool.clone(),
+                capacity,
+                usable,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// The storage class must be configured.
 pub fn check_class(config: &Config, class: &str) -> std::result::Result<(), SubmissionError> {
     if config.pools_of(class).is_some() {
@@ -635,11 +690,12 @@ pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Re
             // The class first: a bad class is refused before any walk.
             check_class(config, &a.storage_class)?;
             let job = a.clone();
-            tokio::task::spawn_blocking(move || archive_entries(&job))
+            let entries = tokio::task::spawn_blocking(move || archive_entries(&job))
                 .await
                 .map_err(|e| {
                     JobsError::Tape(format!("internal: the source walk stopped: {e}"))
                 })??;
+            check_sizes(catalogue, config, &a.storage_class, &entries).await?;
         }
         JobSpec::Recall(r) => check_recall(catalogue, r).await?,
         JobSpec::Verify(v) => check_verify(catalogue, v).await?,

@@ -109,6 +109,15 @@ pub struct Cartridge {
     pub cartridge_uuid: Option<Uuid>,
 }
 
+impl Cartridge {
+    /// Whether it has room for `needed` bytes by the catalogue's figures: its capacity is
+    /// unknown (0) or its capacity less its used bytes is at least `needed`. The rule
+    /// [`Catalogue::writable_cartridge`] selects by.
+    pub fn has_room(&self, needed: u64) -> bool {
+        self.capacity_bytes == 0 || self.capacity_bytes.saturating_sub(self.used_bytes) >= needed
+    }
+}
+
 /// The columns of [`CartridgeRow`], in order.
 macro_rules! cartridge_columns {
     () => {
@@ -312,6 +321,50 @@ impl Catalogue {
                 .ctx(OP)?;
         });
         Ok(())
+    }
+
+    /// Record the cartridge's capacity as a drive reported it for the loaded medium (0: not
+    /// known). Cartridges are added with the capacity of the inventory, which is not measured;
+    /// this replaces it with the drive's figure at the first mount for writing or labelling.
+    pub async fn set_capacity(&self, barcode: &str, capacity_bytes: u64) -> Result<()> {
+        const OP: &str = "set_capacity";
+        let capacity = to_db("capacity_bytes", capacity_bytes)?;
+        let now = now_unix();
+        let n = on_pool!(&self.backend, |pool| {
+            sqlx::query(
+                "UPDATE cartridges SET capacity_bytes = $1, updated_unix = $2 WHERE barcode = $3",
+            )
+            .bind(capacity)
+            .bind(now)
+            .bind(barcode)
+            .execute(pool)
+            .await
+            .ctx(OP)?
+            .rows_affected()
+        });
+        if n == 0 {
+            return Err(unknown(barcode));
+        }
+        Ok(())
+    }
+
+    /// The largest capacity known (reported by a drive, not 0) of the cartridges labelled into
+    /// `pool`, else of any cartridge of the library that may still be labelled into it (state
+    /// New); None when no such capacity is known yet.
+    pub async fn largest_capacity(&self, pool: &str) -> Result<Option<u64>> {
+        const OP: &str = "largest_capacity";
+        let (in_pool, new): (Option<i64>, Option<i64>) = on_pool!(&self.backend, |db| {
+            sqlx::query_as(
+                "SELECT MAX(CASE WHEN pool = $1 THEN capacity_bytes END),                         MAX(CASE WHEN state = 'new' AND worm = FALSE THEN capacity_bytes END)                  FROM cartridges WHERE capacity_bytes > 0",
+            )
+            .bind(pool)
+            .fetch_one(db)
+            .await
+            .ctx(OP)?
+        });
+        let best = in_pool.max(new);
+        best.map(|b| from_db("cartridge capacity_bytes", b))
+            .transpose()
     }
 
     /// Record that the drive calibrated the cartridge (first load done).
@@ -534,15 +587,19 @@ impl Catalogue {
         Ok(())
     }
 
-    /// An Active, labelled cartridge of `pool`, not in `exclude`, not WORM unless `worm_ok`:
-    /// the fullest first (fill tapes before starting new ones), then by barcode.
+    /// An Active, labelled cartridge of `pool`, not in `exclude`, not WORM unless `worm_ok`,
+    /// with room for `needed` bytes ([`Cartridge::has_room`]: the write's first object, as
+    /// [`crate::session::space::room_needed`] counts it): the fullest first (fill tapes before
+    /// starting new ones), then by barcode.
     pub async fn writable_cartridge(
         &self,
         pool: &str,
         exclude: &[String],
         worm_ok: bool,
+        needed: u64,
     ) -> Result<Option<Cartridge>> {
         const OP: &str = "writable_cartridge";
+        let needed = i64::try_from(needed).unwrap_or(i64::MAX);
         let row: Option<CartridgeRow> = on_pool!(&self.backend, |db| {
             let mut qb = QueryBuilder::new(concat!(
                 "SELECT ",
@@ -553,6 +610,10 @@ impl Catalogue {
             if !worm_ok {
                 qb.push(" AND worm = FALSE");
             }
+            // Capacity 0 is unknown: early warning decides there.
+            qb.push(" AND (capacity_bytes = 0 OR capacity_bytes - used_bytes >= ");
+            qb.push_bind(needed);
+            qb.push(")");
             if !exclude.is_empty() {
                 qb.push(" AND barcode NOT IN (");
                 let mut list = qb.separated(", ");
@@ -613,7 +674,36 @@ mod tests {
         counters_and_unknown_cartridges,
         end_of_data_never_moves_over_durable_data,
         writable_cartridge_fills_the_fullest_first,
+        writable_cartridge_has_room_for_the_first_object,
+        capacities_are_recorded_and_the_largest_found,
     );
+
+    async fn capacities_are_recorded_and_the_largest_found(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        c.ensure_pool("p").await?;
+        assert_eq!(c.largest_capacity("p").await?, None);
+        c.add_cartridge("A1", false, 0).await?;
+        c.add_cartridge("W1", true, 0).await?;
+        assert_eq!(c.largest_capacity("p").await?, None);
+        c.set_capacity("W1", 900).await?;
+        // A WORM cartridge is never picked for writing.
+        assert_eq!(c.largest_capacity("p").await?, None);
+        c.set_capacity("A1", 500).await?;
+        assert_eq!(
+            c.cartridge("A1").await?.ok_or("missing")?.capacity_bytes,
+            500
+        );
+        assert_eq!(c.largest_capacity("p").await?, Some(500));
+        c.set_labelled("A1", "p", Uuid::new_v4(), 1).await?;
+        c.add_cartridge("B1", false, 0).await?;
+        c.set_labelled("B1", "p", Uuid::new_v4(), 1).await?;
+        c.set_capacity("B1", 700).await?;
+        assert_eq!(c.largest_capacity("p").await?, Some(700));
+        assert_eq!(c.largest_capacity("other").await?, None);
+        let e = c.set_capacity("NOPE", 1).await.unwrap_err();
+        assert!(matches!(e, CatalogueError::UnknownCartridge { .. }), "{e}");
+        Ok(())
+    }
 
     #[test]
     fn state_names_round_trip() {
@@ -870,7 +960,7 @@ mod tests {
 
     async fn writable_cartridge_fills_the_fullest_first(db: &TestCatalogue) -> TestResult {
         let c = cat(db);
-        assert_eq!(c.writable_cartridge("p", &[], true).await?, None);
+        assert_eq!(c.writable_cartridge("p", &[], true, 0).await?, None);
         for b in ["W01", "W02", "W03", "W04", "W05"] {
             labelled(c, b, "p").await?;
         }
@@ -889,7 +979,7 @@ mod tests {
         let pick = |ex: &[&str], worm_ok: bool| {
             let ex: Vec<String> = ex.iter().map(|s| s.to_string()).collect();
             async move {
-                c.writable_cartridge("p", &ex, worm_ok)
+                c.writable_cartridge("p", &ex, worm_ok, 0)
                     .await
                     .map(|o| o.map(|c| c.barcode))
             }
@@ -899,7 +989,58 @@ mod tests {
         assert_eq!(pick(&["W03"], false).await?.as_deref(), Some("W01"));
         assert_eq!(pick(&["W03", "W01"], false).await?.as_deref(), Some("W04"));
         assert_eq!(pick(&["W03", "W01", "W04", "W05"], false).await?, None);
-        assert_eq!(c.writable_cartridge("nopool", &[], true).await?, None);
+        assert_eq!(c.writable_cartridge("nopool", &[], true, 0).await?, None);
+        Ok(())
+    }
+
+    async fn writable_cartridge_has_room_for_the_first_object(db: &TestCatalogue) -> TestResult {
+        let c = cat(db);
+        // R1: 1000 of which 900 used (100 left); R2: 1000 of which 500 used (500 left);
+        // R3: capacity unknown (0), 950 used; R4: 1000, empty.
+        c.ensure_pool("p").await?;
+        for (b, cap, used) in [
+            ("R1", 1000, 900),
+            ("R2", 1000, 500),
+            ("R3", 0, 950),
+            ("R4", 1000, 0),
+        ] {
+            c.add_cartridge(b, false, cap).await?;
+            c.set_labelled(b, "p", Uuid::new_v4(), 1).await?;
+            c.set_eod(b, 10, 2, used).await?;
+        }
+        let pick = |ex: &[&str], needed: u64| {
+            let ex: Vec<String> = ex.iter().map(|s| s.to_string()).collect();
+            async move {
+                c.writable_cartridge("p", &ex, false, needed)
+                    .await
+                    .map(|o| o.map(|c| c.barcode))
+            }
+        };
+        // The fullest first among those with room; unknown capacity always has room.
+        assert_eq!(pick(&[], 0).await?.as_deref(), Some("R3"));
+        assert_eq!(pick(&["R3"], 100).await?.as_deref(), Some("R1"));
+        assert_eq!(pick(&["R3"], 101).await?.as_deref(), Some("R2"));
+        assert_eq!(pick(&["R3"], 500).await?.as_deref(), Some("R2"));
+        assert_eq!(pick(&["R3"], 501).await?.as_deref(), Some("R4"));
+        assert_eq!(pick(&["R3"], 1000).await?.as_deref(), Some("R4"));
+        assert_eq!(pick(&["R3"], 1001).await?, None);
+        assert_eq!(pick(&[], u64::MAX).await?.as_deref(), Some("R3"));
+        // The same rule as Cartridge::has_room.
+        for b in ["R1", "R2", "R3", "R4"] {
+            let cart = c.cartridge(b).await?.ok_or("missing")?;
+            for needed in [0, 100, 101, 500, 501, 1000, 1001] {
+                let chosen = pick(
+                    &["R1", "R2", "R3", "R4"]
+                        .iter()
+                        .copied()
+                        .filter(|x| *x != b)
+                        .collect::<Vec<_>>(),
+                    needed,
+                )
+                .await?;
+                assert_eq!(chosen.is_some(), cart.has_room(needed), "{b} {needed}");
+            }
+        }
         Ok(())
     }
 }

@@ -87,6 +87,7 @@ pub async fn label_cartridge(
             catalogue
                 .set_labelled(barcode, pool, label.cartridge_uuid, epoch)
                 .await?;
+            super::space::record_capacity(catalogue, drive, barcode).await?;
             info!(barcode, pool, "labelled");
             Ok(IntakeOutcome::Labelled {
                 pool: pool.to_string(),

@@ -3,6 +3,7 @@
 //! - [`mount`]: robot move, load, label check; unmount.
 //! - [`write`]: the archive data path (spool → hash → records → drive) with group commit.
 //! - [`source`]: an archive source opened safely, read within its size, checked unchanged.
+//! - [`space`]: a cartridge's capacity and the room left before the next object.
 //! - [`verify`]: read-back of what a session wrote, in one sequential pass.
 //! - [`recall`]: ordered reads of extents into a pool of destination writers.
 //! - [`intake`]: calibration and labelling of new cartridges.
@@ -20,6 +21,7 @@ pub mod rebuild;
 pub mod recall;
 pub mod recovery;
 pub mod source;
+pub mod space;
 pub mod verify;
 pub mod write;
 
@@ -79,6 +81,11 @@ pub struct SessionConfig {
     pub pipeline_records: usize,
     /// Use logical block protection (CRC32C per record) when the drive offers it.
     pub lbp: bool,
+    /// After early warning, write at most this many bytes more (the queued records and the
+    /// closing tail of the container); a container whose tail would not fit is given up
+    /// (filemark, dead) instead of running into end of medium. Near the end of a cartridge the
+    /// pipeline holds no more than this. At least one record.
+    pub early_warning_margin_bytes: u64,
     /// Recall: gaps shorter than this are read through instead of located.
     pub read_through_gap_bytes: u64,
     /// Recall: parallel destination writer threads.
@@ -100,6 +107,7 @@ impl Default for SessionConfig {
             sample_every: 10,
             pipeline_records: 64,
             lbp: true,
+            early_warning_margin_bytes: space::DEFAULT_EARLY_WARNING_MARGIN,
             // Reading through beats a LOCATE (about 2 s settle plus travel) up to roughly a GiB
             // at LTO-9's 400 MB/s (eval/REPORT.md).
             read_through_gap_bytes: 1 << 30,
@@ -125,6 +133,12 @@ impl SessionConfig {
             return Err(SessionError::Config(
                 "container_bytes must be at least one record".into(),
             ));
+        }
+        if self.early_warning_margin_bytes < self.record_size as u64 {
+            return Err(SessionError::Config(format!(
+                "early_warning_margin_bytes {} is less than one record ({} bytes)",
+                self.early_warning_margin_bytes, self.record_size
+            )));
         }
         if self.writer_threads == 0 || self.writer_threads > 256 {
             return Err(SessionError::Config(

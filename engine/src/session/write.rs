@@ -12,10 +12,19 @@
 //! Early warning closes the current container cleanly and ends the session on this cartridge;
 //! what is not durable here is handed back to be written elsewhere. Nothing is ever written
 //! anywhere but at end of data.
+//!
+//! Space ([`super::space`]): before each object the reader checks that it fits in the room the
+//! cartridge has left (its size, its container's overhead and the early-warning margin); one
+//! that does not closes the container and ends the session here ([`WriteOutcome::no_room`]).
+//! After early warning the reader abandons the object it is reading (it goes elsewhere),
+//! closes the container with the objects it completed, and the drive thread writes at most
+//! `early_warning_margin_bytes` more; a container whose tail would not fit is given up
+//! (filemark, dead) rather than run into end of medium. Near the end of a cartridge the
+//! pipeline holds no more than that margin, so the close after early warning fits it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use reel_plugin_abi::{REEL_CAP_LBP, REEL_LBP_CRC32C, REEL_SPACE_EOD};
@@ -25,6 +34,7 @@ use tracing::{Instrument, info, info_span, warn};
 use uuid::Uuid;
 
 use super::source::{self, SourceFault, SourceStamp};
+use super::space::{self, NoRoom, Room};
 use super::verify::{self, VerifyTarget};
 use super::{
     CancelToken, Fence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
@@ -63,8 +73,12 @@ pub struct WriteOutcome {
     /// Items whose source could not be archived (missing, not a regular file, unreadable,
     /// changed): none of their bytes is indexed or catalogued; the rest of the session went on.
     pub failed: Vec<(ArchiveItem, SourceFault)>,
-    /// The cartridge reached early warning or end of medium: mark it full.
+    /// The cartridge reached early warning or end of medium, or the next object does not fit
+    /// and the cartridge is to take no more ([`NoRoom::marks_full`]): mark it full.
     pub cartridge_full: bool,
+    /// The session ended before this object because it does not fit in the room left (the
+    /// object and the ones after it are in `remaining`).
+    pub no_room: Option<NoRoom>,
     /// Containers that became durable or verified.
     pub containers: Vec<i64>,
     /// Where the time went.
@@ -114,6 +128,9 @@ enum Item {
     Seal(crossbeam_channel::Sender<[u8; 32]>),
     /// The container's last record was sent: write its filemark.
     End { closed: Closed, sync: bool },
+    /// The container is given up (early warning before any of its objects was complete): end
+    /// it with a synchronous filemark; it is dead space.
+    GiveUp,
 }
 
 /// From the hasher to the drive thread.
@@ -128,12 +145,19 @@ enum Out {
     },
     /// Write the container's filemark.
     End { closed: Closed, sync: bool },
+    /// End the open container with a synchronous filemark; it is dead space.
+    GiveUp,
 }
 
 enum Event {
     Written(Closed),
-    Barrier { block: u64, file: u64 },
+    Barrier {
+        block: u64,
+        file: u64,
+    },
     EarlyWarning,
+    /// The open container's tail would have gone past the early-warning margin: given up.
+    GaveUp,
     Overflow,
     Stopped(SessionError),
 }
@@ -200,8 +224,27 @@ async fn run(
         lbp = ctx.drive.lbp_enabled();
     }
 
+    // The room this cartridge has left (None: unknown; early warning decides).
+    let remaining = space::reported_remaining(&ctx.drive).await;
+    let room = Room::plan(
+        cartridge.capacity_bytes,
+        cartridge.used_bytes,
+        remaining,
+        ctx.config.early_warning_margin_bytes,
+    );
+    match room {
+        Some(r) => {
+            info!(barcode = %barcode, capacity = r.capacity, left = r.left, "room on the cartridge")
+        }
+        None => {
+            warn!(barcode = %barcode, "capacity unknown (the drive reports none): objects are started without a room check; early warning ends the session")
+        }
+    }
+
     let items = Arc::new(items);
     let depth = ctx.config.pipeline_records.max(2);
+    // Bytes of records the reader has sent that the drive has not written yet.
+    let in_flight = Arc::new(AtomicU64::new(0));
     let (tx, hash_rx) = crossbeam_channel::bounded::<Item>((depth / 4).max(2));
     let (hash_tx, rx) = crossbeam_channel::bounded::<Out>(depth);
     // Written data record buffers, back to the spool reader.
@@ -224,7 +267,11 @@ async fn run(
             cartridge_uuid: cart_uuid,
             first_block: cartridge.eod_block,
             first_file: cartridge.next_file,
+            room,
+            pipeline_bytes: (depth as u64 + (depth / 4).max(2) as u64 + 2)
+                * ctx.config.record_size as u64,
         };
+        let in_flight = in_flight.clone();
         std::thread::Builder::new()
             .name("reel-spool".into())
             .spawn(move || {
@@ -237,6 +284,7 @@ async fn run(
                     Queues {
                         tx,
                         recycle: recycle_rx,
+                        in_flight,
                     },
                     &close_soon,
                     &abort,
@@ -268,18 +316,26 @@ async fn run(
         let close_soon = close_soon.clone();
         let abort = abort.clone();
         let drive = ctx.drive.clone();
+        let in_flight = in_flight.clone();
+        let margin = ctx.config.early_warning_margin_bytes;
+        let room_at_start = room;
         async move {
             drive
                 .run(move |h| {
                     drain(
                         h,
                         rx,
-                        ev_tx,
-                        recycle_tx,
+                        DrainEnds {
+                            ev: ev_tx,
+                            recycle: recycle_tx,
+                            in_flight,
+                        },
                         &*fence,
                         &cancel,
                         &close_soon,
                         &abort,
+                        margin,
+                        room_at_start,
                     )
                 })
                 .await
@@ -334,6 +390,10 @@ async fn run(
                 info!(barcode = %barcode, "early warning: closing the container and the cartridge");
                 cartridge_full = true;
             }
+            Event::GaveUp => {
+                warn!(barcode = %barcode, margin = ctx.config.early_warning_margin_bytes, "early warning: the open container's tail would exceed the margin; it is given up (dead) and its objects go elsewhere");
+                cartridge_full = true;
+            }
             Event::Overflow => {
                 warn!(barcode = %barcode, "end of medium before the container closed");
                 cartridge_full = true;
@@ -359,6 +419,7 @@ async fn run(
         begun,
         failed,
         stopped,
+        no_room,
     } = match producer.join() {
         Ok(p) => p,
         Err(_) => Produced {
@@ -370,6 +431,18 @@ async fn run(
     };
     if let Some(e) = stopped {
         stopped_by.get_or_insert(e);
+    }
+    if let Some(nr) = &no_room {
+        let least = space::least_needed(
+            ctx.config.record_size,
+            ctx.config.early_warning_margin_bytes,
+        );
+        if nr.marks_full(least) {
+            info!(barcode = %barcode, reason = %nr, first = nr.first, "the next object does not fit and the cartridge takes nothing more for it: marked full");
+            cartridge_full = true;
+        } else {
+            info!(barcode = %barcode, reason = %nr, "the next object does not fit: the session ends here; the cartridge keeps its room for smaller objects");
+        }
     }
     if hasher.join().is_err() {
         stopped_by.get_or_insert(SessionError::Other("the hashing thread panicked".into()));
@@ -490,6 +563,7 @@ async fn run(
         remaining,
         failed,
         cartridge_full,
+        no_room,
         containers,
         summary,
         stopped_by,
@@ -502,6 +576,10 @@ struct ProducerStart {
     cartridge_uuid: Uuid,
     first_block: u64,
     first_file: u64,
+    /// The room left at the start (None: unknown).
+    room: Option<Room>,
+    /// Bytes the pipeline's queues hold when full.
+    pipeline_bytes: u64,
 }
 
 /// The spool reader's ends of the pipeline.
@@ -510,6 +588,39 @@ struct Queues {
     tx: crossbeam_channel::Sender<Item>,
     /// Data record buffers back from the drive thread.
     recycle: crossbeam_channel::Receiver<Vec<u8>>,
+    /// Bytes sent and not yet written (the drive thread takes them off).
+    in_flight: Arc<AtomicU64>,
+}
+
+/// The reader's sending end: counts what it sends, in flight and framed this session.
+struct Feed {
+    tx: crossbeam_channel::Sender<Item>,
+    in_flight: Arc<AtomicU64>,
+    /// Bytes of records sent this session, filemarks counted as `space` counts them.
+    framed: u64,
+}
+
+impl Feed {
+    /// Send `item`; false when the hasher (so the drive side) is gone.
+    fn send(&mut self, item: Item) -> bool {
+        let len = match &item {
+            Item::Record(r) | Item::Data(r) => r.len() as u64,
+            _ => 0,
+        };
+        self.in_flight.fetch_add(len, Ordering::SeqCst);
+        self.framed += len;
+        self.tx.send(item).is_ok()
+    }
+}
+
+/// The drive thread's other ends of the pipeline.
+struct DrainEnds {
+    /// Events to the coordinator.
+    ev: mpsc::UnboundedSender<Event>,
+    /// Written data record buffers back to the reader.
+    recycle: crossbeam_channel::Sender<Vec<u8>>,
+    /// Bytes sent and not yet written (taken off as records are written).
+    in_flight: Arc<AtomicU64>,
 }
 
 /// The hasher: hashes every data record into the container's SHA-256 (answering `Seal` with
@@ -544,6 +655,7 @@ fn hash_stage(
                 continue;
             }
             Item::End { closed, sync } => Out::End { closed, sync },
+            Item::GiveUp => Out::GiveUp,
         };
         if tx.send(out).is_err() {
             return;
@@ -561,6 +673,8 @@ struct Produced {
     failed: Vec<(usize, SourceFault)>,
     /// Why the reader stopped early, if not because the drive side did.
     stopped: Option<SessionError>,
+    /// The object the reader stopped before: it does not fit in the room left.
+    no_room: Option<NoRoom>,
 }
 
 /// Frame the items into containers.
@@ -592,6 +706,50 @@ enum Read {
     Fault(SourceFault),
     /// The drive side stopped (or the session is aborting): stop framing.
     Stop,
+    /// Early warning came while it was read: the object is abandoned (dead space in the
+    /// container, not indexed) and goes to another cartridge.
+    EarlyWarning,
+}
+
+/// What the reader waits for before it reads the next record near the end of a cartridge.
+struct Throttle<'a> {
+    /// Early warning seen by the drive thread.
+    close_soon: &'a AtomicBool,
+    /// The room left (None: unknown, never throttled).
+    room: Option<Room>,
+    /// Bytes the pipeline holds when full.
+    pipeline_bytes: u64,
+    /// Bytes the pipeline may hold near the end: the margin less the closing tail.
+    near_end_bytes: u64,
+    /// The record size.
+    record_size: u64,
+}
+
+impl Throttle<'_> {
+    /// Wait until the next record may be read: at once, unless the cartridge is near its end
+    /// and the pipeline holds more than the margin allows (one record is always allowed).
+    /// Some when the reader must stop reading the object instead.
+    fn wait(&self, feed: &Feed, stopped: &dyn Fn() -> bool) -> Option<Read> {
+        loop {
+            if stopped() {
+                return Some(Read::Stop);
+            }
+            if self.close_soon.load(Ordering::SeqCst) {
+                return Some(Read::EarlyWarning);
+            }
+            let near = self
+                .room
+                .is_some_and(|r| r.near_end(feed.framed, self.pipeline_bytes));
+            if !near {
+                return None;
+            }
+            let q = feed.in_flight.load(Ordering::SeqCst);
+            if q == 0 || q + self.record_size <= self.near_end_bytes {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
 }
 
 /// Read one object's source into the container being built: at most its declared size plus
@@ -600,10 +758,11 @@ enum Read {
 fn read_object(
     b: &mut ExternalHashBuilder,
     it: &ArchiveItem,
-    tx: &crossbeam_channel::Sender<Item>,
+    feed: &mut Feed,
     recycle: &crossbeam_channel::Receiver<Vec<u8>>,
     records: &mut u64,
     stopped: &dyn Fn() -> bool,
+    throttle: &Throttle<'_>,
 ) -> Result<Read, SessionError> {
     let mut opened = match source::open_as(it.kind, &it.path, it.size, it.planned.as_ref()) {
         Ok(x) => x,
@@ -614,8 +773,13 @@ fn read_object(
     let mut src = std::io::Read::take(&mut opened.bytes, it.size.saturating_add(1));
     let mut n_total = 0u64;
     loop {
-        if stopped() {
-            return Ok(Read::Stop);
+        match throttle.wait(feed, stopped) {
+            None => {}
+            Some(Read::EarlyWarning) => {
+                b.abandon_object();
+                return Ok(Read::EarlyWarning);
+            }
+            Some(other) => return Ok(other),
         }
         for r in recycle.try_iter() {
             b.recycle(r);
@@ -631,7 +795,7 @@ fn read_object(
         n_total += n as u64;
         if let Some(r) = full {
             *records += 1;
-            if tx.send(Item::Data(r)).is_err() {
+            if !feed.send(Item::Data(r)) {
                 return Ok(Read::Stop);
             }
         }
@@ -646,6 +810,31 @@ fn read_object(
     Ok(Read::Whole)
 }
 
+/// Whether `it` fits in the room left after `framed` bytes: None when it does (or the room is
+/// unknown), else why not. An object is counted with its index entry and a whole container's
+/// overhead (a header, a short last record, the footer, a filemark), so the check holds
+/// whether it opens a container or joins one.
+fn no_room(
+    room: Option<Room>,
+    cfg: &SessionConfig,
+    it: &ArchiveItem,
+    framed: u64,
+) -> Option<NoRoom> {
+    let room = room?;
+    let needed = space::room_needed(it.size, &it.key, cfg.record_size, room.reserve);
+    if framed.saturating_add(needed) <= room.left {
+        return None;
+    }
+    Some(NoRoom {
+        key: it.key.clone(),
+        needed,
+        left: room.after(framed),
+        capacity: room.capacity,
+        fits_empty: room.fits_empty(framed, needed),
+        first: framed == 0,
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn frame(
     rt: &tokio::runtime::Handle,
@@ -658,7 +847,27 @@ fn frame(
     abort: &AtomicBool,
     out: &mut Produced,
 ) -> Result<(), SessionError> {
-    let Queues { tx, recycle } = queues;
+    let Queues {
+        tx,
+        recycle,
+        in_flight,
+    } = queues;
+    let mut feed = Feed {
+        tx,
+        in_flight,
+        framed: 0,
+    };
+    let rs = cfg.record_size as u64;
+    let throttle = Throttle {
+        close_soon,
+        room: start.room,
+        pipeline_bytes: start.pipeline_bytes,
+        // The close after early warning: a short last record and the footer.
+        near_end_bytes: cfg
+            .early_warning_margin_bytes
+            .saturating_sub(space::container_overhead(cfg.record_size) - rs),
+        record_size: rs,
+    };
     let mut block = start.first_block;
     let mut file = start.first_file;
     let mut next = 0usize;
@@ -666,6 +875,10 @@ fn frame(
     let mut since_barrier = Instant::now();
     let stopped = || abort.load(Ordering::SeqCst);
     while next < items.len() && !stopped() && !close_soon.load(Ordering::SeqCst) {
+        if let Some(nr) = no_room(start.room, cfg, &items[next], feed.framed) {
+            out.no_room = Some(nr);
+            return Ok(());
+        }
         let uuid = Uuid::new_v4();
         let header = ContainerHeader {
             container_uuid: uuid,
@@ -687,16 +900,37 @@ fn frame(
         out.begun.push(id);
         let mut b = ExternalHashBuilder::new(header);
         // A failed send means the drive side stopped: what is framed is not written.
-        if tx.send(Item::Begin).is_err() || tx.send(Item::Record(b.header_record())).is_err() {
+        if !feed.send(Item::Begin) || !feed.send(Item::Record(b.header_record())) {
             return Ok(());
         }
         let mut records: u64 = 1;
         let mut copies = Vec::new();
         let mut in_container = Vec::new();
+        let container_start = next;
+        let mut early_warning = false;
         while next < items.len() {
             let it = &items[next];
-            match read_object(&mut b, it, &tx, &recycle, &mut records, &stopped)? {
+            if next > container_start
+                && let Some(nr) = no_room(start.room, cfg, it, feed.framed)
+            {
+                out.no_room = Some(nr);
+                break;
+            }
+            match read_object(
+                &mut b,
+                it,
+                &mut feed,
+                &recycle,
+                &mut records,
+                &stopped,
+                &throttle,
+            )? {
                 Read::Stop => return Ok(()),
+                Read::EarlyWarning => {
+                    // Not settled: it stays in `remaining` for the next cartridge.
+                    early_warning = true;
+                    break;
+                }
                 Read::Fault(fault) => out.failed.push((next, fault)),
                 Read::Whole => {
                     let e = b.end_object()?;
@@ -717,15 +951,20 @@ fn frame(
                 break;
             }
         }
+        if early_warning && copies.is_empty() {
+            // Nothing complete to keep: end it with a filemark, dead space.
+            let _ = feed.send(Item::GiveUp);
+            return Ok(());
+        }
         let bytes = b.data_bytes();
         if let Some(r) = b.finish_data() {
             records += 1;
-            if tx.send(Item::Data(r)).is_err() {
+            if !feed.send(Item::Data(r)) {
                 return Ok(());
             }
         }
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-        if tx.send(Item::Seal(reply_tx)).is_err() {
+        if !feed.send(Item::Seal(reply_tx)) {
             return Ok(());
         }
         // No answer: the hasher stopped because the drive side did. A hasher that stopped may
@@ -741,12 +980,23 @@ fn frame(
         let (tail, footer) = b.finish_with(container_sha)?;
         for r in tail {
             records += 1;
-            if tx.send(Item::Record(r)).is_err() {
+            if !feed.send(Item::Record(r)) {
                 return Ok(());
             }
         }
         since_barrier_bytes += bytes;
-        let last = next >= items.len() || close_soon.load(Ordering::SeqCst);
+        // The next object does not fit a new container here: this one is the session's last.
+        if out.no_room.is_none()
+            && next < items.len()
+            && !early_warning
+            && let Some(nr) = no_room(start.room, cfg, &items[next], feed.framed)
+        {
+            out.no_room = Some(nr);
+        }
+        let last = next >= items.len()
+            || early_warning
+            || out.no_room.is_some()
+            || close_soon.load(Ordering::SeqCst);
         let sync = last
             || since_barrier_bytes >= cfg.barrier_bytes
             || since_barrier.elapsed().as_secs_f64() >= cfg.barrier_seconds;
@@ -763,33 +1013,57 @@ fn frame(
             copies,
             items: in_container,
         };
-        if tx.send(Item::End { closed, sync }).is_err() {
+        if !feed.send(Item::End { closed, sync }) {
             return Ok(());
         }
+        feed.framed += space::FILEMARK;
         // The container's records, then its filemark.
         block = first_block + records + 1;
         file += 1;
+        if last {
+            break;
+        }
     }
     Ok(())
 }
 
-/// The drive side: write what arrives, report barriers, stop cleanly.
+/// The drive side: write what arrives, report barriers, stop cleanly. After early warning it
+/// writes at most `margin` bytes more, or, when the room is known, as much as the capacity the
+/// drive reports still takes with `margin` kept free (an early-warning zone larger than the
+/// margin is not run into end of medium either way); a record past both gives the open
+/// container up.
 #[allow(clippy::too_many_arguments)]
 fn drain(
     h: &mut reel_plugin_abi::host::DriveHandle,
     rx: crossbeam_channel::Receiver<Out>,
-    ev: mpsc::UnboundedSender<Event>,
-    recycle: crossbeam_channel::Sender<Vec<u8>>,
+    ends: DrainEnds,
     fence: &dyn Fence,
     cancel: &CancelToken,
     close_soon: &AtomicBool,
     abort: &AtomicBool,
+    margin: u64,
+    room: Option<Room>,
 ) -> DriveTally {
+    let DrainEnds {
+        ev,
+        recycle,
+        in_flight,
+    } = ends;
     let mut tally = DriveTally::default();
     let mut open_container = false;
+    // Bytes written since early warning; None before it.
+    let mut past_ew: Option<u64> = None;
+    // Bytes written this session, filemarks counted as `space` counts them.
+    let mut written: u64 = 0;
     let stop = |e: SessionError| {
         abort.store(true, Ordering::SeqCst);
         let _ = ev.send(Event::Stopped(e));
+    };
+    let early_warning = |past_ew: &mut Option<u64>| {
+        past_ew.get_or_insert(0);
+        if !close_soon.swap(true, Ordering::SeqCst) {
+            let _ = ev.send(Event::EarlyWarning);
+        }
     };
     for it in rx.iter() {
         match it {
@@ -801,9 +1075,25 @@ fn drain(
                 open_container = true;
             }
             Out::Record { rec, crc, data } => {
+                let len = rec.len() as u64;
                 if cancel.is_cancelled() {
                     close_tail(h, &ev, &mut tally, open_container);
                     stop(SessionError::Cancelled);
+                    return tally;
+                }
+                if let Some(past) = past_ew
+                    && past + len > margin
+                    && !room.is_some_and(|r| r.fits(written, len))
+                {
+                    warn!(
+                        written_past_early_warning = past,
+                        record = len,
+                        margin,
+                        "early-warning margin reached: the open container is given up"
+                    );
+                    close_tail(h, &ev, &mut tally, open_container);
+                    abort.store(true, Ordering::SeqCst);
+                    let _ = ev.send(Event::GaveUp);
                     return tally;
                 }
                 let mut result = h.write_record(&rec, crc);
@@ -828,36 +1118,40 @@ fn drain(
                     // The reader may be gone (session stopping): the buffer is just freed.
                     let _ = recycle.send(rec);
                 }
+                let was_past = past_ew.is_some();
                 match result {
                     Ok(()) => {
                         tally.transfer_ns += h.last_status().elapsed_ns;
                         // A plugin may report early warning as success with the EOM flag.
-                        if h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0
-                            && !close_soon.swap(true, Ordering::SeqCst)
-                        {
-                            let _ = ev.send(Event::EarlyWarning);
+                        if h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0 {
+                            early_warning(&mut past_ew);
                         }
                     }
                     Err(e) => {
                         tally.transfer_ns += e.status.elapsed_ns;
                         match DeviceError::from_call(e) {
-                            DeviceError::EarlyWarning { .. } => {
-                                if !close_soon.swap(true, Ordering::SeqCst) {
-                                    let _ = ev.send(Event::EarlyWarning);
-                                }
-                            }
+                            DeviceError::EarlyWarning { .. } => early_warning(&mut past_ew),
                             DeviceError::EndOfMedium { .. } => {
+                                in_flight.fetch_sub(len, Ordering::SeqCst);
                                 let _ = ev.send(Event::Overflow);
                                 abort.store(true, Ordering::SeqCst);
                                 return tally;
                             }
                             other => {
+                                in_flight.fetch_sub(len, Ordering::SeqCst);
                                 stop(SessionError::Device(other));
                                 return tally;
                             }
                         }
                     }
                 }
+                if was_past && let Some(past) = past_ew.as_mut() {
+                    *past += len;
+                }
+                written += len;
+                // After early warning is flagged, so a reader that sees the pipeline empty
+                // also sees early warning.
+                in_flight.fetch_sub(len, Ordering::SeqCst);
             }
             Out::End { closed, sync } => {
                 if let Err(who) = fence.check() {
@@ -865,14 +1159,18 @@ fn drain(
                     return tally;
                 }
                 let r = h.write_filemarks(1, !sync);
+                written += space::FILEMARK;
                 let ns = h.last_status().elapsed_ns;
                 if sync {
                     tally.flush_ns += ns;
                 } else {
                     tally.transfer_ns += ns;
                 }
+                let eom_flag = h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0;
                 match r.map_err(DeviceError::from_call) {
-                    Ok(()) | Err(DeviceError::EarlyWarning { .. }) => {}
+                    Ok(()) if eom_flag => early_warning(&mut past_ew),
+                    Ok(()) => {}
+                    Err(DeviceError::EarlyWarning { .. }) => early_warning(&mut past_ew),
                     Err(DeviceError::EndOfMedium { .. }) => {
                         let _ = ev.send(Event::Overflow);
                         abort.store(true, Ordering::SeqCst);
@@ -900,13 +1198,18 @@ fn drain(
                     }
                 }
             }
+            Out::GiveUp => {
+                close_tail(h, &ev, &mut tally, open_container);
+                return tally;
+            }
         }
     }
     tally
 }
 
-/// After a cancel, end the partial container with a synchronous filemark so end of data is
-/// clean; the partial container is dead space.
+/// After a cancel, or when a container is given up past early warning, end the partial
+/// container with a synchronous filemark so end of data is clean; the partial container is
+/// dead space (containers written before it become durable).
 fn close_tail(
     h: &mut reel_plugin_abi::host::DriveHandle,
     ev: &mpsc::UnboundedSender<Event>,
