@@ -348,9 +348,12 @@ impl LoadedConfig {
         };
         // Validate the file alone first, so its errors name the file.
         parse(&table, &origin)?;
-        apply_env(&mut table, vars)?;
+        let overridden = apply_env(&mut table, vars)?;
         let mut config = parse(&table, &format!("{origin} with REEL_* overrides"))?;
-        config.validate(&origin)?;
+        config.validate_from(&Origins {
+            file: origin,
+            overridden,
+        })?;
         config.resolve_paths(&data_dir);
         Ok(LoadedConfig {
             config,
@@ -370,7 +373,12 @@ fn parse(table: &toml::Table, origin: &str) -> Result<Config> {
 /// Overlay `REEL_<SECTION>_<KEY>` variables. Variables of other shapes (`REEL_DATA_DIR`,
 /// `REEL_CONFIG`, `REEL_TEST_*`, `REEL_LOG`) are not config keys and are left alone; a known
 /// section with an unknown key is an error naming the variable.
-fn apply_env(table: &mut toml::Table, vars: &BTreeMap<String, String>) -> Result<()> {
+/// Returns the keys it set, as `[section] key`, with the variable that set each.
+fn apply_env(
+    table: &mut toml::Table,
+    vars: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>> {
+    let mut overridden = Vec::new();
     let defaults = match toml::Value::try_from(Config::default()) {
         Ok(toml::Value::Table(t)) => t,
         _ => toml::Table::new(),
@@ -406,6 +414,7 @@ fn apply_env(table: &mut toml::Table, vars: &BTreeMap<String, String>) -> Result
         match section_table {
             toml::Value::Table(t) => {
                 t.insert(key.to_string(), value);
+                overridden.push((format!("[{section}] {key}"), name.clone()));
             }
             _ => {
                 return Err(JobsError::Config {
@@ -415,7 +424,31 @@ fn apply_env(table: &mut toml::Table, vars: &BTreeMap<String, String>) -> Result
             }
         }
     }
-    Ok(())
+    Ok(overridden)
+}
+
+/// Where the configuration's values came from: the file (or the built-in defaults), and the
+/// keys `REEL_*` variables set.
+pub struct Origins {
+    /// The file, or `built-in defaults`.
+    pub file: String,
+    /// `[section] key` and the variable that set it.
+    pub overridden: Vec<(String, String)>,
+}
+
+impl Origins {
+    /// Where the value(s) an error about `keys` (e.g. `[archive] record_size`) blames came from:
+    /// the variable that set one of them, else the file.
+    fn of(&self, keys: &str) -> String {
+        match self
+            .overridden
+            .iter()
+            .find(|(k, _)| keys.contains(k.as_str()))
+        {
+            Some((_, var)) => format!("environment variable {var}"),
+            None => self.file.clone(),
+        }
+    }
 }
 
 /// A variable's value as TOML (`42`, `true`, `["a","b"]`, `{x=1}`), else as a plain string.
@@ -431,9 +464,18 @@ fn parse_env_value(raw: &str) -> toml::Value {
 impl Config {
     /// Check cross-key rules. `origin` names where the values came from.
     pub fn validate(&self, origin: &str) -> Result<()> {
+        self.validate_from(&Origins {
+            file: origin.to_string(),
+            overridden: Vec::new(),
+        })
+    }
+
+    /// Check cross-key rules; an error names the key and where its value came from (the file,
+    /// or the `REEL_*` variable that set it).
+    pub fn validate_from(&self, origins: &Origins) -> Result<()> {
         let bad = |key: &str, why: String| {
             Err(JobsError::Config {
-                origin: origin.to_string(),
+                origin: origins.of(key),
                 message: format!("{key}: {why}"),
             })
         };
@@ -737,7 +779,21 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(key) && e.contains(value), "{var}={value}: {e}");
+            assert!(
+                e.contains(&format!("environment variable {var}")),
+                "the variable is named as where the value came from: {e}"
+            );
         }
+        // A value from the file is blamed on the file.
+        let f = dir.path().join("reel.toml");
+        std::fs::write(&f, "[archive]\nrecord_size = 100\n").unwrap();
+        let e = LoadedConfig::load_with(Some(&f), Some(dir.path()), &vars(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("reel.toml") && e.contains("[archive] record_size"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -458,9 +458,11 @@ impl Partial {
         .map(|_| ())
     }
 
-    /// Give the file the permission bits, owner (only when running as root) and modification
-    /// time of `meta`, before it is synced and renamed into place. A symbolic link's metadata
-    /// is applied to the link at [`Partial::commit_as`] instead.
+    /// Give the file the owner (only when running as root) and modification time of `meta`,
+    /// before it is synced and renamed into place; its permission bits are applied through its
+    /// descriptor once it is in place ([`Partial::commit_as`]), so a partial file stays one
+    /// reel can open (and recovery can remove) whatever mode the object had. A symbolic link's
+    /// metadata is applied to the link at [`Partial::commit_as`] instead.
     pub fn set_meta(&self, meta: &ObjectMeta) -> Result<(), String> {
         if meta.kind != ObjectKind::File {
             return Ok(());
@@ -476,11 +478,6 @@ impl Partial {
             )
             .map_err(|e| fail("chown", e))?;
         }
-        rustix::fs::fchmod(
-            &self.file,
-            Mode::from_raw_mode(restored_mode(meta.mode, root)),
-        )
-        .map_err(|e| fail("chmod", e))?;
         rustix::fs::futimens(&self.file, &times(meta.mtime_ns))
             .map_err(|e| fail("set the modification time", e))?;
         Ok(())
@@ -505,6 +502,12 @@ impl Partial {
         }
         if matches!(result, Ok(Placed::Written)) && !made_link {
             self.committed = true;
+            // The mode last, through the descriptor (the name may be another file's by now).
+            if let Some(m) = p.meta.filter(|m| m.kind == ObjectKind::File) {
+                let root = rustix::process::geteuid().is_root();
+                rustix::fs::fchmod(&self.file, Mode::from_raw_mode(restored_mode(m.mode, root)))
+                    .map_err(|e| format!("{}: chmod: {e}", self.dest.display()))?;
+            }
         }
         result
     }
@@ -554,7 +557,7 @@ impl Partial {
                 Overwrite::Always => {}
             }
         }
-        let flags = if existing.is_none() && p.overwrite == Overwrite::Never {
+        let flags = if existing.is_none() && p.overwrite != Overwrite::Always {
             // Nothing there: and nothing may appear there meanwhile and be replaced.
             RenameFlags::NOREPLACE
         } else {
@@ -569,14 +572,32 @@ impl Partial {
         ) {
             Ok(()) => Ok(Placed::Written),
             Err(Errno::EXIST) => Err(format!(
-                "{shown} appeared while the object was recalled and is not replaced (overwrite policy `never`)"
+                "{shown} appeared while the object was recalled and is not replaced (overwrite policy `{}`)",
+                p.overwrite.as_str()
             )),
-            // A filesystem without RENAME_NOREPLACE: the check above is what there is.
-            Err(Errno::INVAL) if !flags.is_empty() => {
-                rustix::fs::renameat(&*self.dir, from, &self.parent, self.final_name.as_os_str())
-                    .map(|()| Placed::Written)
-                    .map_err(|e| format!("{shown}: {e}"))
-            }
+            // A filesystem without RENAME_NOREPLACE (NFS, CIFS, some FUSE): a hard link is made
+            // just as atomically (it fails if the name exists; a symbolic link is linked itself,
+            // not its target), then the private name goes.
+            Err(Errno::INVAL) if !flags.is_empty() => match rustix::fs::linkat(
+                &*self.dir,
+                from,
+                &self.parent,
+                self.final_name.as_os_str(),
+                AtFlags::empty(),
+            ) {
+                Ok(()) => {
+                    let _ = rustix::fs::unlinkat(&*self.dir, from, AtFlags::empty());
+                    Ok(Placed::Written)
+                }
+                Err(Errno::EXIST) => Err(format!(
+                    "{shown} appeared while the object was recalled and is not replaced (overwrite policy `{}`)",
+                    p.overwrite.as_str()
+                )),
+                Err(e) => Err(format!(
+                    "{shown}: this filesystem can neither rename without replacing nor link ({e}), so overwrite policy `{}` cannot be kept; recall with overwrite `always`, or into another filesystem",
+                    p.overwrite.as_str()
+                )),
+            },
             Err(Errno::ISDIR | Errno::NOTEMPTY) => Err(format!(
                 "{shown} is a directory; a file cannot replace it (remove it, or recall into another directory)"
             )),
@@ -584,11 +605,20 @@ impl Partial {
         }
     }
 
-    /// Whether what is at the final name (`st`) already holds the object.
+    /// Whether what is at the final name (`st`) already holds the object: for a link, a link
+    /// with the same target (and, as root, owner); for a file, a regular file with one name,
+    /// the object's length and SHA-256, and the mode (and, as root, owner) recall would give
+    /// it. Anything else is another file, which the policy decides about.
     fn is_identical(&self, st: &rustix::fs::Stat, link: bool, p: &Placement) -> bool {
         let ft = FileType::from_raw_mode(st.st_mode);
+        let root = rustix::process::geteuid().is_root();
+        let owner_ok = |st: &rustix::fs::Stat| {
+            !root
+                || p.meta
+                    .is_none_or(|m| st.st_uid == m.uid && st.st_gid == m.gid)
+        };
         if link {
-            if ft != FileType::Symlink {
+            if ft != FileType::Symlink || !owner_ok(st) {
                 return false;
             }
             let Ok(theirs) =
@@ -599,7 +629,13 @@ impl Partial {
             let digest: [u8; 32] = Sha256::digest(theirs.as_bytes()).into();
             return digest == p.sha256;
         }
-        if ft != FileType::RegularFile || u64::try_from(st.st_size).ok() != Some(p.length) {
+        if ft != FileType::RegularFile
+            || st.st_nlink != 1
+            || u64::try_from(st.st_size).ok() != Some(p.length)
+            || !owner_ok(st)
+            || p.meta
+                .is_some_and(|m| st.st_mode & 0o7777 != restored_mode(m.mode, root))
+        {
             return false;
         }
         let Ok(fd) = rustix::fs::openat(
@@ -610,7 +646,12 @@ impl Partial {
         ) else {
             return false;
         };
-        let mut f = File::from(fd);
+        // What was opened is what was looked at (not a FIFO or device swapped in meanwhile).
+        match rustix::fs::fstat(&fd) {
+            Ok(o) if o.st_dev == st.st_dev && o.st_ino == st.st_ino => {}
+            _ => return false,
+        }
+        let mut f = std::io::Read::take(File::from(fd), p.length.saturating_add(1));
         let mut h = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut n_total = 0u64;
@@ -1183,6 +1224,51 @@ mod tests {
         // Nothing left behind in the private directory.
         drop(st);
         assert!(!root.path().join(PARTIAL_DIR).exists());
+    }
+
+    #[test]
+    fn identical_means_bytes_and_metadata_and_modes_apply_once_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempfile::tempdir().unwrap();
+        let st = Staging::open(root.path()).unwrap();
+        let ro = ObjectMeta {
+            mode: 0o444,
+            ..file_meta(1_000_000_000)
+        };
+        // The partial file keeps a mode reel can open; the object's mode comes once in place.
+        let mut p = st.create(Path::new("ro")).unwrap();
+        p.file().write_all(b"read only").unwrap();
+        p.set_meta(&ro).unwrap();
+        let partial_mode = rustix::fs::fstat(&*p.file()).unwrap().st_mode & 0o777;
+        assert_ne!(
+            partial_mode, 0o444,
+            "the partial file took the object's mode early"
+        );
+        assert_eq!(
+            p.commit_as(&Placement {
+                overwrite: Overwrite::Never,
+                meta: Some(&ro),
+                sha256: Sha256::digest(b"read only").into(),
+                length: 9,
+            })
+            .unwrap(),
+            Placed::Written
+        );
+        let f = root.path().join("ro");
+        assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o444);
+        // The same bytes under another mode are another file: `never` keeps it and says so.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = place(&st, "ro", b"read only", Overwrite::Never, Some(ro)).unwrap_err();
+        assert!(e.contains("not replaced"), "{e}");
+        // With the object's mode back, it is the object.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
+        assert_eq!(
+            place(&st, "ro", b"read only", Overwrite::Never, Some(ro)).unwrap(),
+            Placed::Identical
+        );
+        // A second name of the file makes it another file too.
+        std::fs::hard_link(&f, root.path().join("ro2")).unwrap();
+        assert!(place(&st, "ro", b"read only", Overwrite::Never, Some(ro)).is_err());
     }
 
     #[test]

@@ -748,6 +748,19 @@ fn start_file(
     let stage = stage
         .as_ref()
         .map_err(|e| RecallFailure::Destination(e.clone()))?;
+    // A link's bytes are its target: refused before anything is streamed if they cannot be.
+    if it
+        .meta
+        .is_some_and(|m| m.kind == crate::format::ObjectKind::Symlink)
+        && !(1..=super::source::MAX_LINK_TARGET).contains(&it.length)
+    {
+        return Err(RecallFailure::Destination(format!(
+            "{}: the catalogue records a symbolic link of {} bytes; a link target is 1 to {} bytes",
+            it.dest.display(),
+            it.length,
+            super::source::MAX_LINK_TARGET
+        )));
+    }
     let rel = it.dest.strip_prefix(&it.root).map_err(|_| {
         RecallFailure::Destination(format!(
             "{} is not under the destination {}",

@@ -11,8 +11,9 @@
 //!
 //! A symbolic link planned as one ([`ObjectKind::Symlink`]) is archived as a link, never
 //! followed: its bytes are its target as `readlink` returns it, stamped with `lstat` before and
-//! after. Every source's metadata (kind, permission bits, owner, mtime) is taken from the same
-//! `fstat`/`lstat` as its first stamp, so what is recorded is what was read.
+//! after. Every source's metadata (kind, permission bits, owner, mtime) is taken from the open
+//! descriptor (a link's from its first `lstat`); a change of it before the read ends changes the
+//! ctime the stamps compare, so what is recorded is what was read.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io;
