@@ -30,6 +30,24 @@ fn show(dir: &Path, id: &str) -> serde_json::Value {
 
 fn wait(dir: &Path, id: &str) -> (i32, serde_json::Value) {
     let (code, v, err) = reel(dir, &["jobs", "wait", id, "--timeout", "180"]);
+    if code == 2 {
+        // What the workers were doing, for the report.
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("worker-") && name.ends_with(".log") {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(80)..];
+                eprintln!(
+                    "--- {name} (last {} lines)\n{}",
+                    tail.len(),
+                    tail.join("\n")
+                );
+            }
+        }
+        let (_, requests, _) = reel(dir, &["jobs", "show", id]);
+        eprintln!("--- the job: {requests}");
+    }
     assert_ne!(code, 2, "job {id} timed out: {v} {err}");
     (code, show(dir, id))
 }
