@@ -417,6 +417,11 @@ pub fn reel(data_dir: &Path, args: &[&str]) -> (i32, serde_json::Value, String) 
     )
 }
 
+/// `reel jobs show ID`: the job as JSON (whatever the exit status).
+pub fn show_job(data_dir: &Path, id: &str) -> serde_json::Value {
+    reel(data_dir, &["jobs", "show", id]).1
+}
+
 /// The job id in `reel --json` output: a job, or the first of a list of jobs.
 pub fn job_id(v: &serde_json::Value) -> String {
     v.get("id")

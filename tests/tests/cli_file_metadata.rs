@@ -12,10 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use reel_tests::*;
 
-fn show(dir: &Path, id: &str) -> serde_json::Value {
-    let (_, v, _) = reel(dir, &["jobs", "show", id]);
-    v
-}
+use reel_tests::show_job as show;
 
 fn mtime_ns(m: &std::fs::Metadata) -> i64 {
     m.mtime() * 1_000_000_000 + m.mtime_nsec()

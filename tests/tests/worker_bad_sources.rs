@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 
 use reel_tests::*;
 
-fn show(dir: &Path, id: &str) -> serde_json::Value {
-    let (_, v, _) = reel(dir, &["jobs", "show", id]);
-    v
-}
+use reel_tests::show_job as show;
 
 fn wait(dir: &Path, id: &str) -> (i32, serde_json::Value) {
     let (code, v, err) = reel(dir, &["jobs", "wait", id, "--timeout", "120"]);

@@ -23,10 +23,7 @@ use reel_tests::*;
 /// A liveness bound, not a timing claim.
 const BOUND: Duration = Duration::from_secs(120);
 
-fn show(dir: &Path, id: &str) -> serde_json::Value {
-    let (_, v, _) = reel(dir, &["jobs", "show", id]);
-    v
-}
+use reel_tests::show_job as show;
 
 fn wait(dir: &Path, id: &str) -> (i32, serde_json::Value) {
     let (code, v, err) = reel(dir, &["jobs", "wait", id, "--timeout", "180"]);

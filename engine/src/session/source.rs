@@ -11,9 +11,8 @@
 //!
 //! A symbolic link planned as one ([`ObjectKind::Symlink`]) is archived as a link, never
 //! followed: its bytes are its target as `readlink` returns it, stamped with `lstat` before and
-//! after. Every source's metadata (kind, permission bits, owner, mtime) is taken from the open
-//! descriptor (a link's from its first `lstat`); a change of it before the read ends changes the
-//! ctime the stamps compare, so what is recorded is what was read.
+//! after. Every source's metadata (kind, permission bits, owner, mtime) comes from the same
+//! `fstat` (a link's: `lstat`) as its first stamp, so what is recorded is what was read.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io;
@@ -193,15 +192,11 @@ pub fn open_as(
 ) -> Result<Opened, SourceFault> {
     match kind {
         ObjectKind::File => {
-            let (f, stamp) = open(path, size, planned)?;
-            let meta = f
-                .metadata()
-                .map(|m| ObjectMeta::of(ObjectKind::File, &m))
-                .map_err(|e| SourceFault::unreadable(path, &e))?;
+            let (f, m, stamp) = open_regular(path, size, planned)?;
             Ok(Opened {
                 bytes: SourceBytes::File(f),
                 stamp,
-                meta,
+                meta: ObjectMeta::of(ObjectKind::File, &m),
             })
         }
         ObjectKind::Symlink => open_link(path, size, planned),
@@ -304,6 +299,16 @@ pub fn open(
     size: u64,
     planned: Option<&SourceStamp>,
 ) -> Result<(File, SourceStamp), SourceFault> {
+    open_regular(path, size, planned).map(|(f, _, stamp)| (f, stamp))
+}
+
+/// [`open`], also returning the descriptor's `fstat` (the one the stamp and the recorded
+/// metadata both come from).
+fn open_regular(
+    path: &Path,
+    size: u64,
+    planned: Option<&SourceStamp>,
+) -> Result<(File, Metadata, SourceStamp), SourceFault> {
     let shown = || path.display().to_string();
     let f = OpenOptions::new()
         .read(true)
@@ -334,7 +339,7 @@ pub fn open(
     if let Some(how) = expected.difference(&now) {
         return Err(SourceFault::ChangedSincePlanned { path: shown(), how });
     }
-    Ok((f, now))
+    Ok((f, meta, now))
 }
 
 /// After the read: `read` bytes came out of `f`, opened with stamp `before`. Anything other
