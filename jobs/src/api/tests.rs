@@ -234,6 +234,11 @@ async fn api_bad_input_is_400_and_unknown_is_404() {
             json!({"keys": [], "to": "/o"}),
             "at least one key",
         ),
+        (
+            "/v1/jobs/recall",
+            json!({"keys": ["a"], "to": "/o", "overwrite": "sometimes"}),
+            "if-newer",
+        ),
         ("/v1/jobs/verify", json!({}), "exactly one"),
         (
             "/v1/jobs/verify",
