@@ -10,7 +10,8 @@
 //! - [`session`]: what one drive does with one mounted cartridge (write, verify, recall,
 //!   intake, recovery, rebuild).
 //! - [`service`]: one host's tape service: whole archive, recall, verify, intake and rebuild
-//!   operations over its drives, with drive hand-out and cartridge leases.
+//!   operations over its drives, with drive hand-out (a cartridge belongs to whoever holds the
+//!   drive it is in).
 
 pub mod catalogue;
 pub mod device;

@@ -3,9 +3,11 @@
 //! fallback to other copies, verify, intake, recovery and rebuild.
 //!
 //! Drives are handed out here: a job that needs a cartridge gets the drive that already holds
-//! it, else an idle empty drive, else an idle drive whose cartridge is put back. Across hosts,
-//! cartridge ownership goes through [`CartridgeLeases`] (the jobs layer implements it with its
-//! lease tables and fencing epochs); in one process [`LocalLeases`] is enough.
+//! it, else an idle empty drive, else an idle drive whose cartridge is put back. There is no
+//! cartridge lease: a cartridge belongs to whoever holds the drive it is in (across hosts, the
+//! jobs layer's drive lease, whose fence a held drive carries, and its drive board), and the
+//! library itself refuses to move a cartridge out of a drive another host uses
+//! (docs/DECISIONS.md, "One authority for a cartridge").
 //!
 //! Hosts that share one library (each using some of its drives) see each other's drives in the
 //! library's inventory. A cartridge loaded in a drive this host does not use is in use there:
@@ -15,9 +17,7 @@
 //! host unloaded it, or died) is moved from there by the robot.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,38 +43,6 @@ use crate::session::{
     CancelToken, Fence, NoFence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
     destination,
 };
-
-/// A boxed future, for the object-safe lease trait.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Cartridge ownership across worker processes.
-pub trait CartridgeLeases: Send + Sync {
-    /// Take the cartridge for this worker; the fence fails once the lease is lost.
-    fn acquire<'a>(
-        &'a self,
-        barcode: &'a str,
-        drive: u32,
-    ) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>>;
-    /// Give it back.
-    fn release<'a>(&'a self, barcode: &'a str) -> BoxFuture<'a, ()>;
-}
-
-/// Leases for a single process: always granted.
-#[derive(Default)]
-pub struct LocalLeases;
-
-impl CartridgeLeases for LocalLeases {
-    fn acquire<'a>(
-        &'a self,
-        _barcode: &'a str,
-        _drive: u32,
-    ) -> BoxFuture<'a, Result<Arc<dyn Fence>, SessionError>> {
-        Box::pin(async { Ok(Arc::new(NoFence) as Arc<dyn Fence>) })
-    }
-    fn release<'a>(&'a self, _barcode: &'a str) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
-    }
-}
 
 #[derive(Default)]
 struct DriveState {
@@ -182,7 +150,6 @@ pub struct TapeService {
     library: Library,
     drives: Vec<DriveSlot>,
     options: ServiceOptions,
-    leases: Arc<dyn CartridgeLeases>,
     /// Drive index → barcode mounted, kept beside the per-drive locks.
     mounted: std::sync::Mutex<HashMap<u32, String>>,
     /// Held while a writer picks (and perhaps labels) a cartridge, so two copies or two jobs
@@ -225,7 +192,6 @@ impl TapeService {
         plugin_path: &Path,
         plugin_config: &str,
         options: ServiceOptions,
-        leases: Arc<dyn CartridgeLeases>,
     ) -> Result<TapeService, SessionError> {
         options.session.validate()?;
         let plugin = crate::device::load_plugin(plugin_path)?;
@@ -264,7 +230,6 @@ impl TapeService {
             library,
             drives,
             options,
-            leases,
             mounted: Default::default(),
             allocation: Mutex::new(()),
             mounting: Default::default(),
@@ -455,11 +420,12 @@ impl TapeService {
     ) -> Result<HeldDrive, SessionError> {
         if let Some(m) = g.mounted.as_ref().filter(|m| m.barcode != barcode).cloned() {
             mount::unmount(&self.library, &d.drive, Some(m.source_slot)).await?;
-            self.leases.release(&m.barcode).await;
             g.mounted = None;
             self.set_mounted(d.drive.index(), None);
         }
-        let fence = self.leases.acquire(barcode, d.drive.index()).await?;
+        // No lease of its own: whoever holds the drive holds what is in it (the jobs layer
+        // gives this held drive its drive lease's fence).
+        let fence: Arc<dyn Fence> = Arc::new(NoFence);
         let m = match g.mounted.clone() {
             // Already in this drive: no robot move, no load.
             Some(m) => Mount {
@@ -474,13 +440,7 @@ impl TapeService {
                 {
                     mount::unmount(&self.library, &d.drive, None).await?;
                 }
-                let m = match mount::mount(&self.library, &d.drive, barcode).await {
-                    Ok(m) => m,
-                    Err(e) => {
-                        self.leases.release(barcode).await;
-                        return Err(e);
-                    }
-                };
+                let m = mount::mount(&self.library, &d.drive, barcode).await?;
                 self.catalogue.add_mount(barcode).await?;
                 if d.drive.plugin().has_cap(reel_plugin_abi::REEL_CAP_LBP)
                     && self.options.session.lbp
@@ -514,10 +474,7 @@ impl TapeService {
     /// drive was replaced or the library reset).
     pub async fn reset_mounts(&self) {
         for d in &self.drives {
-            let mut g = d.state.lock().await;
-            if let Some(m) = g.mounted.take() {
-                self.leases.release(&m.barcode).await;
-            }
+            d.state.lock().await.mounted = None;
             self.set_mounted(d.drive.index(), None);
             if let Ok(Some(_)) = mount::mounted_barcode(&self.library, &d.drive).await
                 && let Err(e) = mount::unmount(&self.library, &d.drive, None).await
@@ -596,7 +553,8 @@ impl TapeService {
             Err(e) => return (Some(held), Err(HeldWriteError::Failed(e.into()))),
         };
         let ctx = WriteContext {
-            catalogue: self.catalogue.clone(),
+            // Its closes and durable/verified transitions hold only under the lease.
+            catalogue: self.catalogue.fenced_by(held.fence.writer_lease()),
             drive: held.drive.clone(),
             config: self.options.session.clone(),
             fence: held.fence.clone(),
@@ -773,22 +731,18 @@ impl TapeService {
 
     /// Unload the held drive and put its cartridge back.
     pub async fn unmount_held(&self, mut held: HeldDrive) -> Result<(), SessionError> {
-        let barcode = held.mount.barcode.clone();
         held.guard.mounted = None;
         self.set_mounted(held.drive.index(), None);
-        let r = mount::unmount(&self.library, &held.drive, Some(held.mount.source_slot)).await;
-        self.leases.release(&barcode).await;
-        r.map(|_| ())
+        mount::unmount(&self.library, &held.drive, Some(held.mount.source_slot))
+            .await
+            .map(|_| ())
     }
 
     /// Forget what this service believes drive `index` holds (after it was emptied from
     /// outside the held-drive path).
     pub async fn reset_mounts_of(&self, index: u32) {
         if let Some(d) = self.drives.iter().find(|d| d.drive.index() == index) {
-            let mut g = d.state.lock().await;
-            if let Some(m) = g.mounted.take() {
-                self.leases.release(&m.barcode).await;
-            }
+            d.state.lock().await.mounted = None;
             self.set_mounted(index, None);
         }
     }
@@ -800,7 +754,6 @@ impl TapeService {
             if let Some(m) = g.mounted.take() {
                 self.set_mounted(d.drive.index(), None);
                 mount::unmount(&self.library, &d.drive, Some(m.source_slot)).await?;
-                self.leases.release(&m.barcode).await;
             } else if mount::mounted_barcode(&self.library, &d.drive)
                 .await?
                 .is_some()
@@ -877,7 +830,6 @@ impl TapeService {
         held.guard.mounted = None;
         self.set_mounted(held.drive.index(), None);
         mount::unmount(&self.library, &held.drive, Some(source)).await?;
-        self.leases.release(&target.barcode).await;
         Ok(Some(target.barcode.clone()))
     }
 

@@ -4,13 +4,11 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use reel_engine::catalogue::Catalogue;
 use reel_engine::service::{
-    ArchiveReport, LocalLeases, RecallBatchReport, RecallRequest, ServiceOptions, TapeService,
-    recall_options,
+    ArchiveReport, RecallBatchReport, RecallRequest, ServiceOptions, TapeService, recall_options,
 };
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::{CancelToken, SessionConfig, no_progress};
@@ -133,7 +131,7 @@ impl Engine {
                 default_capacity_bytes: ctx.model.capacity_bytes,
                 ..Default::default()
             };
-            TapeService::open(cat, &ctx.plugin_path, &config, opts, Arc::new(LocalLeases))
+            TapeService::open(cat, &ctx.plugin_path, &config, opts)
                 .await
                 .map_err(|e| anyhow!("opening the tape service: {e}"))
         })?;

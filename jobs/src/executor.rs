@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
 use reel_engine::format::ObjectKind;
-use reel_engine::service::{
-    HeldWriteError, LocalLeases, ServiceOptions, TapeService, recall_options,
-};
+use reel_engine::service::{HeldWriteError, ServiceOptions, TapeService, recall_options};
 use reel_engine::session::destination::Overwrite;
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
@@ -102,7 +100,6 @@ pub async fn open_service(config: &Config) -> Result<TapeService> {
         Path::new(&config.library.plugin),
         &config.library.plugin_config,
         options,
-        Arc::new(LocalLeases),
     )
     .await
     .map_err(tape)
@@ -120,6 +117,18 @@ impl session::Fence for LeaseFence {
         self.rt
             .block_on(self.fence.check())
             .map_err(|e| e.to_string())
+    }
+
+    fn within_term(&self) -> bool {
+        self.fence.within_term()
+    }
+
+    fn writer_lease(&self) -> Option<reel_engine::catalogue::WriterLease> {
+        Some(reel_engine::catalogue::WriterLease {
+            resource: self.fence.resource.clone(),
+            holder: self.fence.holder.clone(),
+            epoch: self.fence.epoch,
+        })
     }
 }
 
@@ -483,6 +492,34 @@ impl TapeExecutor for EngineExecutor {
                     }),
             });
             by_key.insert(r.object_key.clone(), r.id);
+        }
+        // An object whose copy in this pool already counts was written by an earlier attempt
+        // that could not acknowledge it (its worker frozen or killed after the copy became
+        // live, its claim then taken over): done, not written twice. Under read-back only
+        // verified copies count, since a durable one may still die unverified.
+        let wanted: Vec<(String, u64)> = items
+            .iter()
+            .map(|it| (it.key.clone(), it.generation))
+            .collect();
+        let verified_only = self.service.session_config().verify != session::VerifyMode::None;
+        let present = self
+            .service
+            .catalogue()
+            .copies_in_pool(&pool, &wanted, verified_only)
+            .await
+            .map_err(tape)?;
+        if !present.is_empty() {
+            items.retain(|it| {
+                if present.contains(&(it.key.clone(), it.generation)) {
+                    if let Some(id) = by_key.get(&it.key) {
+                        out.done.push(*id);
+                    }
+                    false
+                } else {
+                    true
+                }
+            });
+            info!(drive, pool = %pool, objects = present.len(), "objects already copied in this pool by an earlier attempt: done without writing them again");
         }
         if items.is_empty() {
             return Ok(out);

@@ -441,6 +441,16 @@ pub fn terminate(child: &mut std::process::Child) -> i32 {
     child.wait().map(|s| s.code().unwrap_or(-1)).unwrap_or(-1)
 }
 
+/// Simulator settings (for a plugin config string, TOML-escaped line breaks) of a slow drive
+/// on a real-time clock: 2 MB/s through a 1 MiB buffer, with short mechanical delays, so a
+/// session's write and read-back windows last seconds.
+pub const SLOW_SIM: &str = "sim.clock=scaled\\nsim.time_scale=1\\nsim.stream_bytes_per_sec=2000000\\n\
+     sim.min_stream_bytes_per_sec=1000000\\nsim.buffer_bytes=1048576\\n\
+     sim.start_bytes=262144\\nsim.robot_ms=20\\nsim.load_ms=20\\nsim.unload_ms=20\\n\
+     sim.rewind_min_ms=20\\nsim.rewind_max_ms=50\\nsim.locate_settle_ms=5\\n\
+     sim.locate_full_pass_ms=100\\nsim.reposition_ms=5\\nsim.backhitch_ms=5\\n\
+     sim.first_load_ms=20";
+
 /// A `reel worker` child process, killed (SIGKILL) on drop unless stopped.
 pub struct Worker {
     /// The child.
@@ -477,6 +487,16 @@ impl Worker {
         let code = terminate(&mut self.child);
         std::mem::forget(self);
         code
+    }
+
+    /// Send a signal by name (`STOP`, `CONT`, `TERM`) and return at once.
+    pub fn signal(&self, name: &str) {
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{name} {} failed", self.child.id());
     }
 
     /// SIGKILL at once (a crash).

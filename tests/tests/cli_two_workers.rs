@@ -25,9 +25,25 @@ fn shared_sim_config(lib: &Path) -> String {
 
 /// A `reel.toml` for one host: the shared library, only drive `drive`.
 fn host_config(data_dir: &Path, store_url: &str, lib: &Path, drive: u32) {
+    host_config_with(data_dir, store_url, lib, drive, "", 1 << 20);
+}
+
+/// [`host_config`] with more simulator settings (`sim_extra`, TOML-escaped, each line after
+/// `\\n`) and a group commit every `barrier_bytes`.
+fn host_config_with(
+    data_dir: &Path,
+    store_url: &str,
+    lib: &Path,
+    drive: u32,
+    sim_extra: &str,
+    barrier_bytes: u64,
+) {
     let cfg = write_config(data_dir, store_url, lib, 2, "");
     let text = std::fs::read_to_string(&cfg).unwrap();
-    let text = text.replace("sim.cartridges=10", "sim.cartridges=10\\nsim.shared=true");
+    let text = text.replace(
+        "sim.cartridges=10",
+        &format!("sim.cartridges=10\\nsim.shared=true{sim_extra}"),
+    );
     let text = text.replacen(
         "\n[archive]\n",
         &format!("drives = [\"{drive}\"]\n\n[archive]\n"),
@@ -36,7 +52,7 @@ fn host_config(data_dir: &Path, store_url: &str, lib: &Path, drive: u32) {
     // Small group commits, so an archive is many batches and both hosts take part in one.
     let text = text.replacen(
         "barrier_seconds = 5\n",
-        "barrier_seconds = 5\nbarrier_bytes = 1048576\n",
+        &format!("barrier_seconds = 5\nbarrier_bytes = {barrier_bytes}\n"),
         1,
     );
     assert!(
@@ -239,4 +255,135 @@ async fn two_workers_share_postgres_and_survive_a_kill() {
         }
         eprintln!("===== counters {c}");
     }
+}
+
+/// Objects with more than one copy that counts (in a durable or verified container), and the
+/// containers left durable, never verified, as the shared catalogue holds them.
+async fn extra_copies(url: &str) -> (Vec<(String, i64)>, i64) {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let extra: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT o.key, COUNT(*) FROM objects o JOIN copies c ON c.object_id = o.id \
+         JOIN containers k ON k.id = c.container_id \
+         WHERE k.state IN ('durable', 'verified') GROUP BY o.key HAVING COUNT(*) > 1 ORDER BY o.key",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let durable: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM containers WHERE state = 'durable'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    (extra, durable)
+}
+
+/// How many containers are in `state` (`pending`: being written; `durable`: written and, under
+/// FULL verify, being read back).
+async fn containers_in(url: &str, state: &str) -> i64 {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM containers WHERE state = $1")
+        .bind(state)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    n
+}
+
+/// Fencing that holds (issue #15 item 4): a worker frozen with SIGSTOP past its lease, once in
+/// the middle of writing a container and once in the middle of reading one back, while a second
+/// worker takes its requests over; then continued. Whatever it finishes after waking, no object
+/// ends up with a copy more than its storage class asks for, nothing is left durable and never
+/// verified, every object recalls intact, and no write lands short of end of data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
+    let Some(base) = postgres_url("frozen_worker") else {
+        return;
+    };
+    let db = PgDatabase::create(&base).await;
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let lib = tempfile::tempdir().unwrap();
+    // Slow drives (2 MB/s) and 4 MiB group commits: a batch writes for about two seconds and
+    // reads back for as long, so the freezes land inside those windows.
+    let slow = format!("\\n{SLOW_SIM}");
+    host_config_with(d1.path(), &db.url, lib.path(), 0, &slow, 4 << 20);
+    host_config_with(d2.path(), &db.url, lib.path(), 1, &slow, 4 << 20);
+    let w1 = Worker::start(d1.path(), 1);
+    let src = tempfile::tempdir().unwrap();
+    let mut sums = std::collections::BTreeMap::new();
+    // The test config's lease is 4 s; claims move 2 s after it lapses. Frozen three times that.
+    let frozen_for = Duration::from_secs(18);
+    for (round, window) in [(0u32, "pending"), (1, "durable")] {
+        let dir = src.path().join(format!("r{round}"));
+        for i in 0..24u64 {
+            let rel = format!("r{round}/f{i}");
+            sums.insert(
+                format!("s/{rel}"),
+                write_random_file(&src.path().join(&rel), 512 << 10, 100 * round as u64 + i),
+            );
+        }
+        let (code, v, err) = reel(
+            d1.path(),
+            &[
+                "archive",
+                dir.to_str().unwrap(),
+                "--key-prefix",
+                &format!("s/r{round}/"),
+            ],
+        );
+        assert_eq!(code, 0, "{v} {err}");
+        let id = job_id(&v);
+        // Only worker 1 runs: the first container in `window` is its own.
+        let t0 = Instant::now();
+        while containers_in(&db.url, window).await == 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "round {round}: no container became {window}:\n{}",
+                worker_log(d1.path(), 1)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        w1.signal("STOP");
+        // A second host comes up while it is frozen and takes the orphaned requests over.
+        let w2 = Worker::start(d2.path(), 2 + round);
+        tokio::time::sleep(frozen_for).await;
+        w1.signal("CONT");
+        let (code, v, err) = reel(d1.path(), &["jobs", "wait", &id, "--timeout", "180"]);
+        assert_eq!(
+            code,
+            0,
+            "round {round}: the archive did not complete: {v} {err}\n--- worker 1\n{}\n--- worker {}\n{}",
+            worker_log(d1.path(), 1),
+            2 + round,
+            worker_log(d2.path(), 2 + round)
+        );
+        // Let worker 1 finish whatever it still does after waking before counting copies.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (extra, durable) = extra_copies(&db.url).await;
+        assert!(
+            extra.is_empty() && durable == 0,
+            "round {round} (frozen while a container was {window}): objects with extra copies {extra:?}, \
+             {durable} container(s) durable and never verified\n--- worker 1\n{}\n--- worker {}\n{}",
+            worker_log(d1.path(), 1),
+            2 + round,
+            worker_log(d2.path(), 2 + round)
+        );
+        assert!(
+            worker_log(d2.path(), 2 + round).contains("write batch"),
+            "round {round}: worker {} took the frozen one's requests over",
+            2 + round
+        );
+        assert_eq!(w2.stop(), 0);
+    }
+    let l1 = worker_log(d1.path(), 1);
+    assert!(
+        l1.contains("lease lost") || l1.contains("lost the lease"),
+        "worker 1 noticed it had lost its lease on waking:\n{l1}"
+    );
+    // Every object recalls intact, and no process wrote short of end of data.
+    recall_all(d1.path(), &sums).await;
+    let c = library_counters(lib.path()).await;
+    assert_eq!(c["library"]["violations"], 0, "writes short of EOD: {c}");
+    assert_eq!(w1.stop(), 0);
 }

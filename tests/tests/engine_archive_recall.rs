@@ -5,13 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use reel_engine::catalogue::Catalogue;
-use reel_engine::service::{
-    LocalLeases, RecallRequest, ServiceOptions, TapeService, recall_options,
-};
+use reel_engine::service::{RecallRequest, ServiceOptions, TapeService, recall_options};
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::{CancelToken, SessionConfig, VerifyMode, no_progress};
 use reel_tests::*;
@@ -87,15 +84,9 @@ async fn service(url: &str, lib_dir: &Path, capacity: u64) -> TapeService {
         default_capacity_bytes: capacity,
         ..ServiceOptions::default()
     };
-    TapeService::open(
-        catalogue,
-        &plugin_path("reel_plugin_sim"),
-        &cfg,
-        opts,
-        Arc::new(LocalLeases),
-    )
-    .await
-    .unwrap()
+    TapeService::open(catalogue, &plugin_path("reel_plugin_sim"), &cfg, opts)
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,12 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue};
-use reel_engine::service::{
-    LocalLeases, RecallRequest, ServiceOptions, TapeService, recall_options,
-};
+use reel_engine::service::{RecallRequest, ServiceOptions, TapeService, recall_options};
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::{CancelToken, SessionConfig, VerifyMode, no_progress};
 use reel_tests::*;
@@ -79,7 +76,6 @@ async fn open(url: &str, lib: &Path, verify: VerifyMode) -> TapeService {
             &plugin_path("reel_plugin_sim"),
             &cfg,
             options(verify),
-            Arc::new(LocalLeases),
         )
         .await
         {

@@ -3,10 +3,8 @@
 //! a cartridge labelled by another application is refused and never overwritten; calibrated
 //! spares are kept ready only with two or more drives.
 
-use std::sync::Arc;
-
 use reel_engine::catalogue::{CartridgeState, Catalogue};
-use reel_engine::service::{LocalLeases, ServiceOptions, TapeService};
+use reel_engine::service::{ServiceOptions, TapeService};
 use reel_engine::session::intake::IntakeOutcome;
 use reel_tests::*;
 
@@ -21,7 +19,6 @@ async fn open(url: &str, lib: &std::path::Path, drives: u32, calibrated: bool) -
         &plugin_path("reel_plugin_sim"),
         &cfg,
         ServiceOptions::default(),
-        Arc::new(LocalLeases),
     )
     .await
     .unwrap()

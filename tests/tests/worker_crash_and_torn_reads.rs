@@ -57,14 +57,8 @@ fn sim(lib: &Path, slow: bool) -> String {
         lib.display()
     );
     if slow {
-        s.push_str(
-            "\\nsim.clock=scaled\\nsim.time_scale=1\\nsim.stream_bytes_per_sec=2000000\\n\
-             sim.min_stream_bytes_per_sec=1000000\\nsim.buffer_bytes=1048576\\n\
-             sim.start_bytes=262144\\nsim.robot_ms=20\\nsim.load_ms=20\\nsim.unload_ms=20\\n\
-             sim.rewind_min_ms=20\\nsim.rewind_max_ms=50\\nsim.locate_settle_ms=5\\n\
-             sim.locate_full_pass_ms=100\\nsim.reposition_ms=5\\nsim.backhitch_ms=5\\n\
-             sim.first_load_ms=20",
-        );
+        s.push_str("\\n");
+        s.push_str(SLOW_SIM);
     } else {
         s.push_str("\\nsim.clock=instant");
     }

@@ -10,6 +10,7 @@ use super::Catalogue;
 use super::backend::{Backend, in_write_tx, now_unix, to_db};
 use super::error::{CatalogueError, DbContext, Result, shorten};
 use super::object::{MetaColumns, NewCopy, validate_key};
+use super::writer_lease::check_writer;
 
 /// Rows per multi-row statement on SQLite: 400 objects × 11 values stays far below SQLite's
 /// 32 766 bound variables and keeps each statement small.
@@ -311,6 +312,9 @@ impl Catalogue {
     /// its last block, data length, SHA-256, its objects (new generations are added; known ones
     /// must have the same size and hash) and its copies, all in ONE transaction.
     ///
+    /// Fenced by the handle's writer lease ([`Catalogue::fenced_by`]): refused with
+    /// [`CatalogueError::Fenced`] once it is not current.
+    ///
     /// Only a pending container not yet closed can be closed. Its objects stay invisible until
     /// it becomes durable ([`Catalogue::set_container_state`]). Refused, with nothing written: a
     /// bad key, generation 0, a copy listed twice or running past `bytes` or overlapping another,
@@ -342,7 +346,9 @@ impl Catalogue {
         let bytes_db = to_db("bytes", bytes)?;
         let prepared = prepare(id, bytes, copies)?;
         let now = now_unix();
+        let for_share = matches!(self.backend, Backend::Postgres(_));
         let statements = in_write_tx!(&self.backend, OP, |tx| {
+            check_writer!(self, tx, OP, for_share);
             let mut statements = 0usize;
             let closed = sqlx::query(
                 "UPDATE containers SET last_block = $1, bytes = $2, sha256 = $3, closed_unix = $4, \

@@ -10,8 +10,9 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::Catalogue;
-use super::backend::{from_db, in_write_tx, now_unix, on_pool, sha_from_db, to_db};
+use super::backend::{Backend, from_db, in_write_tx, now_unix, on_pool, sha_from_db, to_db};
 use super::error::{CatalogueError, DbContext, Result, shorten};
+use super::writer_lease::check_writer;
 
 /// Where a container is in its life. The only moves are
 /// pending → durable → verified, pending → verified (read back before a barrier was recorded,
@@ -289,7 +290,8 @@ impl Catalogue {
     ///
     /// Allowed: pending → durable / verified (the container must be closed), durable →
     /// verified, any → dead, and a state to itself. Anything else, or an unknown id, refuses the
-    /// whole call and changes nothing.
+    /// whole call and changes nothing. Durable and verified are fenced by the handle's writer
+    /// lease ([`Catalogue::fenced_by`]); dead is not.
     pub async fn set_container_state(&self, ids: &[i64], state: ContainerState) -> Result<()> {
         const OP: &str = "set_container_state";
         let ids: Vec<i64> = ids
@@ -303,7 +305,13 @@ impl Catalogue {
         }
         let now = now_unix();
         let needs_closed = matches!(state, ContainerState::Durable | ContainerState::Verified);
+        let for_share = matches!(self.backend, Backend::Postgres(_));
         in_write_tx!(&self.backend, OP, |tx| {
+            // Making copies count is the writer's to do only while it holds its lease; a
+            // death is recorded whoever records it.
+            if needs_closed {
+                check_writer!(self, tx, OP, for_share);
+            }
             for chunk in ids.chunks(IDS_PER_STATEMENT) {
                 let mut qb = QueryBuilder::new("UPDATE containers SET state = ");
                 qb.push_bind(state.as_str());

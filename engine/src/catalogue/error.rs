@@ -189,6 +189,22 @@ pub enum CatalogueError {
         expected: &'static str,
     },
 
+    /// The writer's lease is no longer current: another worker may have taken its work over,
+    /// so nothing it wrote may become a live copy (see `writer_lease`). Not retryable by this
+    /// writer; the work is redone under a current lease.
+    #[error(
+        "the writer's lease {resource} (epoch {epoch}) is no longer held: {reason}; nothing it \
+         wrote becomes live, and its requests go to a worker that holds a lease"
+    )]
+    Fenced {
+        /// The leased resource.
+        resource: String,
+        /// The epoch the writer held.
+        epoch: i64,
+        /// What the lease row says now.
+        reason: String,
+    },
+
     /// A stored value is impossible (negative size, bad hash length, unknown state).
     #[error(
         "the catalogue holds an impossible value: {what}; the database was changed outside reel \

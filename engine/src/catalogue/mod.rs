@@ -38,6 +38,7 @@ mod tcp_nodelay;
 mod test_support;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod writer_lease;
 
 pub use backend::{
     MIGRATIONS_TABLE, discard_unclean_sqlite, postgres_pool_options, postgres_session,
@@ -52,6 +53,7 @@ pub use object::{
 };
 pub use open_lock::{OPEN_LOCK_WAIT, SqliteOpenLock, lock_sqlite_open, open_lock_path};
 pub use pool::StorageClass;
+pub use writer_lease::WriterLease;
 
 use backend::Backend;
 
@@ -60,6 +62,8 @@ use backend::Backend;
 pub struct Catalogue {
     backend: Backend,
     statistics: statistics::Statistics,
+    /// Fences container closes and durable/verified transitions (`writer_lease`).
+    writer: Option<std::sync::Arc<WriterLease>>,
 }
 
 impl Catalogue {
@@ -72,6 +76,7 @@ impl Catalogue {
         Ok(Catalogue {
             backend: backend::connect(url).await?,
             statistics: statistics::Statistics::default(),
+            writer: None,
         })
     }
 
@@ -189,12 +194,12 @@ mod tests {
             }
             _ => return Err("no pool".into()),
         };
-        // 0001 and 0003 (object metadata); PostgreSQL has one more: copies' references
-        // checked per statement (0002).
+        // 0001, 0003 (object metadata) and 0004 (the writer lease table); PostgreSQL has one
+        // more: copies' references checked per statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            3
+            4
         } else {
-            2
+            3
         };
         assert_eq!(applied, expected);
         again.close().await;

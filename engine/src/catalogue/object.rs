@@ -486,6 +486,58 @@ impl Catalogue {
         rows.into_iter().map(CopyLocation::try_from).collect()
     }
 
+    /// Which of `wanted` (key, generation) already have a copy in `pool` that counts: in a
+    /// verified container (or, unless `verified_only`, a durable one) on an active or full
+    /// cartridge. A writer asked to write such an object again has nothing to do: its copy was
+    /// made by an earlier attempt whose acknowledgement was lost (a worker frozen or killed
+    /// between making the copy live and completing the request).
+    pub async fn copies_in_pool(
+        &self,
+        pool: &str,
+        wanted: &[(String, u64)],
+        verified_only: bool,
+    ) -> Result<std::collections::HashSet<(String, u64)>> {
+        const OP: &str = "copies_in_pool";
+        let mut found = std::collections::HashSet::new();
+        for chunk in wanted.chunks(400) {
+            let gens = chunk
+                .iter()
+                .map(|(_, g)| to_db("generation", *g))
+                .collect::<Result<Vec<i64>>>()?;
+            let rows: Vec<(String, i64)> = on_pool!(&self.backend, |pool_| {
+                let mut qb = QueryBuilder::new(
+                    "SELECT DISTINCT o.key, o.generation FROM objects o \
+                     JOIN copies c ON c.object_id = o.id \
+                     JOIN containers k ON k.id = c.container_id \
+                     JOIN cartridges t ON t.barcode = k.barcode \
+                     WHERE t.pool = ",
+                );
+                qb.push_bind(pool);
+                qb.push(" AND t.state IN ('active', 'full') AND k.state IN (");
+                qb.push(if verified_only {
+                    "'verified'"
+                } else {
+                    "'durable', 'verified'"
+                });
+                qb.push(") AND (o.key, o.generation) IN (");
+                let mut list = qb.separated(", ");
+                for ((key, _), g) in chunk.iter().zip(&gens) {
+                    list.push("(");
+                    list.push_bind_unseparated(key.clone());
+                    list.push_unseparated(", ");
+                    list.push_bind_unseparated(*g);
+                    list.push_unseparated(")");
+                }
+                qb.push(")");
+                qb.build_query_as().fetch_all(pool_).await.ctx(OP)?
+            });
+            for (key, g) in rows {
+                found.insert((key, from_db("generation", g)?));
+            }
+        }
+        Ok(found)
+    }
+
     /// Archived keys starting with `prefix` (empty: all), in key order (UTF-8 bytes), at most
     /// `limit`: for each key, its latest generation that has a durable or verified copy.
     pub async fn list_objects(&self, prefix: &str, limit: u64) -> Result<Vec<Object>> {

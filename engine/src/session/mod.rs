@@ -273,6 +273,20 @@ impl CancelToken {
 pub trait Fence: Send + Sync {
     /// Ok if the lease is still ours; the error explains who took it.
     fn check(&self) -> Result<(), String>;
+
+    /// The lease as the catalogue checks it inside the transactions that make copies live
+    /// ([`crate::catalogue::Catalogue::fenced_by`]); `None` (the default) when there is no
+    /// lease row to check.
+    fn writer_lease(&self) -> Option<crate::catalogue::WriterLease> {
+        None
+    }
+
+    /// A check with no I/O, made before every record: `false` once the lease has lapsed for
+    /// certain by this host's clock (a process frozen past its term sees it on waking, before
+    /// it writes another record). `true` (the default) when there is no term.
+    fn within_term(&self) -> bool {
+        true
+    }
 }
 
 /// A fence that always holds (single process, no leases).

@@ -40,7 +40,7 @@ use super::{
     CancelToken, Fence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
     VerifyMode, secs, unix_now,
 };
-use crate::catalogue::{Cartridge, Catalogue, ContainerState, NewCopy};
+use crate::catalogue::{Cartridge, Catalogue, CatalogueError, ContainerState, NewCopy};
 use crate::device::{DeviceError, Drive};
 use crate::format::{ContainerHeader, ExternalHashBuilder, ObjectKind};
 
@@ -364,26 +364,49 @@ async fn run(
                     Err(e) => {
                         warn!(container = c.id, barcode = %barcode, error = %e, "the catalogue refused the container's close; the session stops");
                         abort.store(true, Ordering::SeqCst);
-                        stopped_by.get_or_insert(SessionError::Catalogue(e));
+                        stopped_by.get_or_insert(match e {
+                            CatalogueError::Fenced { .. } => SessionError::Fenced(e.to_string()),
+                            e => SessionError::Catalogue(e),
+                        });
                     }
                 }
             }
             Event::Barrier { block, file } => {
                 let ids: Vec<i64> = written_not_durable.iter().map(|c| c.id).collect();
+                let mut live = true;
                 if !ids.is_empty() {
-                    ctx.catalogue
+                    match ctx
+                        .catalogue
                         .set_container_state(&ids, ContainerState::Durable)
-                        .await?;
+                        .await
+                    {
+                        Ok(()) => {}
+                        // The lease lapsed: these containers never count (dead below, as
+                        // begun and not durable); the tape's end of data still moves past them.
+                        Err(e @ CatalogueError::Fenced { .. }) => {
+                            warn!(barcode = %barcode, error = %e, "lease lost before the barrier's containers became durable; they are dead space and the session stops");
+                            abort.store(true, Ordering::SeqCst);
+                            stopped_by.get_or_insert(SessionError::Fenced(e.to_string()));
+                            live = false;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                 }
-                for c in &written_not_durable {
-                    used += c.bytes;
-                    if ctx.config.verify == VerifyMode::None {
-                        progress.objects += c.items.len() as u64;
-                        progress.bytes += c.bytes;
+                if live {
+                    for c in &written_not_durable {
+                        used += c.bytes;
+                        if ctx.config.verify == VerifyMode::None {
+                            progress.objects += c.items.len() as u64;
+                            progress.bytes += c.bytes;
+                        }
                     }
                 }
                 ctx.catalogue.set_eod(&barcode, block, file, used).await?;
-                durable.append(&mut written_not_durable);
+                if live {
+                    durable.append(&mut written_not_durable);
+                } else {
+                    written_not_durable.clear();
+                }
                 (ctx.progress)(progress);
             }
             Event::EarlyWarning => {
@@ -508,9 +531,25 @@ async fn run(
             }
         }
         if !ok_ids.is_empty() {
-            ctx.catalogue
+            match ctx
+                .catalogue
                 .set_container_state(&ok_ids, ContainerState::Verified)
-                .await?;
+                .await
+            {
+                Ok(()) => {}
+                // The lease lapsed during the read-back: another worker may be writing these
+                // objects again, so this writer's durable copies die rather than linger as
+                // extra, never-verified copies.
+                Err(e @ CatalogueError::Fenced { .. }) => {
+                    warn!(barcode = %barcode, error = %e, containers = ok_ids.len(), "lease lost during the read-back; the containers it read back are dead, their objects are written again under a current lease");
+                    stopped_by.get_or_insert(SessionError::Fenced(e.to_string()));
+                    ctx.catalogue
+                        .set_container_state(&ok_ids, ContainerState::Dead)
+                        .await?;
+                    failed_verify.extend(ok_ids.iter().copied());
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         let bad: Vec<i64> = failed_verify.iter().copied().collect();
         if !bad.is_empty() {
@@ -1081,6 +1120,17 @@ fn drain(
                     stop(SessionError::Cancelled);
                     return tally;
                 }
+                // Woken past the lease's term (frozen, paused): not one more record of data.
+                // The tape is still in this drive, so its end is closed with a filemark, as
+                // after a cancel; the open container is dead space the catalogue never counts.
+                if !fence.within_term() {
+                    close_tail(h, &ev, &mut tally, open_container);
+                    stop(SessionError::Fenced(
+                        "the lease's term ran out on this host's clock before the next record"
+                            .into(),
+                    ));
+                    return tally;
+                }
                 if let Some(past) = past_ew
                     && past + len > margin
                     && !room.is_some_and(|r| r.fits(written, len))
@@ -1155,6 +1205,7 @@ fn drain(
             }
             Out::End { closed, sync } => {
                 if let Err(who) = fence.check() {
+                    close_tail(h, &ev, &mut tally, open_container);
                     stop(SessionError::Fenced(who));
                     return tally;
                 }

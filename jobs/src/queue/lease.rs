@@ -1,8 +1,22 @@
-//! Drive and cartridge leases with heartbeats and a fencing epoch.
+//! Drive and job leases with heartbeats and a fencing epoch. There are no cartridge leases: a
+//! cartridge belongs to whoever holds the drive it is in (docs/DECISIONS.md).
 //!
 //! Taking a lease increments its epoch. A worker keeps the epoch it got in a [`Fence`] and calls
-//! [`Fence::check`] before every write (each record boundary); the check re-reads the row, so a
-//! worker whose lease expired or was taken over gets [`JobsError::Fenced`] and must stop.
+//! [`Fence::check`] before every container and barrier it writes; the check re-reads the row, so
+//! a worker whose lease expired or was taken over gets [`JobsError::Fenced`] and must stop.
+//!
+//! Three rules make the fence hold for a worker frozen past its lease (SIGSTOP, a paused VM)
+//! and then woken:
+//! - an expired lease is never renewed ([`LeaseManager::heartbeat`]), even if nobody took it:
+//!   its claims may already be back in the queue, so waking up means taking a new epoch;
+//! - [`Fence::within_term`] knows, from this host's monotonic clock and no database round trip,
+//!   when the lease has lapsed for certain; the write path asks it before every record, so a
+//!   woken writer does not write one more;
+//! - the catalogue re-checks the lease row inside the transactions that close a container and
+//!   make it durable or verified (`reel_engine::catalogue::WriterLease`), and claims move to
+//!   another worker only a grace period after the expiry
+//!   ([`crate::queue::requests::ORPHAN_GRACE_MS`]), so copies made live under the lease are
+//!   committed before anyone else can take the requests over.
 
 use std::time::Duration;
 
@@ -23,10 +37,6 @@ pub fn job_resource(job_id: &str) -> String {
     format!("job:{job_id}")
 }
 
-/// Lease resource name of a cartridge.
-pub fn cartridge_resource(barcode: &str) -> String {
-    format!("cartridge:{barcode}")
-}
 
 /// Proof of holding a lease at one epoch.
 #[derive(Debug, Clone)]
@@ -38,6 +48,11 @@ pub struct Fence {
     pub holder: String,
     /// The epoch this holder got.
     pub epoch: i64,
+    /// When the lease lapses at the latest, on this host's monotonic clock: the instant
+    /// before the last acquire or renewal was sent, plus the ttl (the database's expiry is
+    /// no earlier). Shared by clones, moved on by every renewal. A process frozen past it
+    /// (SIGSTOP, a paused VM) sees so on waking without asking the database.
+    valid_until: std::sync::Arc<std::sync::Mutex<std::time::Instant>>,
 }
 
 /// One lease row, for display.
@@ -54,6 +69,22 @@ pub struct LeaseInfo {
 }
 
 impl Fence {
+    /// Whether the lease can still be current by this host's clock (no database round trip:
+    /// cheap enough for every record written). `false` means it has lapsed for certain;
+    /// `true` still needs [`Fence::check`] to know nobody took it.
+    pub fn within_term(&self) -> bool {
+        self.valid_until
+            .lock()
+            .map(|t| std::time::Instant::now() < *t)
+            .unwrap_or(false)
+    }
+
+    fn extend_term(&self, sent: std::time::Instant, ttl: Duration) {
+        if let Ok(mut t) = self.valid_until.lock() {
+            *t = sent + ttl;
+        }
+    }
+
     /// Fail with [`JobsError::Fenced`] unless this holder still holds the lease at this epoch
     /// and the lease has not expired. Call before every write to tape or catalogue.
     pub async fn check(&self) -> Result<()> {
@@ -67,7 +98,17 @@ impl Fence {
                     && l.holder.as_deref() == Some(&self.holder)
                     && l.expires_ms >= now =>
             {
-                Ok(())
+                if self.within_term() {
+                    Ok(())
+                } else {
+                    // The database's clock may not have caught up; this host's has.
+                    Err(JobsError::Fenced {
+                        resource: self.resource.clone(),
+                        held: self.epoch,
+                        current: l.epoch,
+                        holder: format!("{} (its term ran out on this host's clock)", self.holder),
+                    })
+                }
             }
             Some(l) => Err(JobsError::Fenced {
                 resource: self.resource.clone(),
@@ -103,6 +144,7 @@ impl LeaseManager {
 
     /// Take the lease if it is free, expired, or already ours; the epoch increments.
     pub async fn acquire(&self, resource: &str, holder: &str, ttl: Duration) -> Result<Fence> {
+        let sent = std::time::Instant::now();
         let now = now_ms();
         let expires = now + ttl.as_millis() as i64;
         let epoch: Option<i64> = on_db!(&self.db, |p| {
@@ -134,6 +176,7 @@ impl LeaseManager {
                 resource: resource.into(),
                 holder: holder.into(),
                 epoch,
+                valid_until: std::sync::Arc::new(std::sync::Mutex::new(sent + ttl)),
             }),
             None => {
                 let holder = self
@@ -149,11 +192,17 @@ impl LeaseManager {
         }
     }
 
-    /// Extend the lease; fails with [`JobsError::Fenced`] when the epoch moved on.
+    /// Extend the lease; fails with [`JobsError::Fenced`] when the epoch moved on **or the
+    /// lease has expired**. An expired lease is never renewed, even when nobody took it over
+    /// meanwhile: its claims may already be back in the queue and another worker writing
+    /// them, so a holder that wakes up past its expiry (frozen, paused, starved) has lost it
+    /// and must take a new epoch.
     pub async fn heartbeat(&self, fence: &Fence, ttl: Duration) -> Result<()> {
+        let sent = std::time::Instant::now();
         let now = now_ms();
         let n = on_db!(&self.db, |p| sqlx::query(
-            "UPDATE reel_leases SET expires_ms = $4, heartbeat_ms = $5 WHERE resource = $1 AND holder = $2 AND epoch = $3"
+            "UPDATE reel_leases SET expires_ms = $4, heartbeat_ms = $5 \
+             WHERE resource = $1 AND holder = $2 AND epoch = $3 AND expires_ms >= $5"
         )
         .bind(&fence.resource)
         .bind(&fence.holder)
@@ -165,6 +214,7 @@ impl LeaseManager {
         .map(|r| r.rows_affected()))
         .map_err(self.db.err("renewing a lease"))?;
         if n == 1 {
+            fence.extend_term(sent, ttl);
             Ok(())
         } else {
             fence.check().await.and(Err(JobsError::Fenced {
@@ -259,6 +309,15 @@ mod tests {
             matches!(a.check().await, Err(JobsError::Fenced { .. })),
             "an expired lease must fence"
         );
+        // Nobody took it yet, and still an expired lease does not come back to life.
+        assert!(
+            matches!(
+                m.heartbeat(&a, Duration::from_secs(60)).await,
+                Err(JobsError::Fenced { .. })
+            ),
+            "an expired lease was renewed"
+        );
+        assert!(a.check().await.is_err(), "the failed renewal revived it");
         let b = m
             .acquire(&r, "worker-b", Duration::from_secs(60))
             .await

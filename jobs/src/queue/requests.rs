@@ -158,6 +158,11 @@ pub struct ClaimLimit {
 /// Rows per `INSERT` on PostgreSQL (one array per column, so the statement has ten parameters
 /// whatever its size).
 pub const PG_ROWS_PER_INSERT: usize = 10_000;
+
+/// How long after its lease's expiry a claim waits before it goes back to the queue
+/// ([`TapeRequests::requeue_orphaned_claims`]): longer than a catalogue transaction takes
+/// between its lease check and its commit.
+pub const ORPHAN_GRACE_MS: i64 = 2_000;
 /// Rows per `INSERT` on SQLite: 11 bound values a row stays below SQLite's 32 766 variables.
 pub const SQLITE_ROWS_PER_INSERT: usize = 2_000;
 
@@ -577,14 +582,19 @@ impl TapeRequests {
         self.finish(ids, fence, "failed", Some("cancelled")).await
     }
 
-    /// Put back in the queue every claim whose lease is gone (holder died, epoch moved on).
+    /// Put back in the queue every claim whose lease is gone (holder died, epoch moved on),
+    /// or expired at least [`ORPHAN_GRACE_MS`] ago. The grace covers a writer's transaction
+    /// that checked the lease just before it expired and has not committed yet (the catalogue
+    /// fences container closes by the lease, `reel_engine::catalogue::WriterLease`): its copies
+    /// are committed before the claims move, so whoever takes them over sees those copies.
     pub async fn requeue_orphaned_claims(&self) -> Result<u64> {
         let sql = "UPDATE reel_tape_requests SET state = 'queued', claimed_by = NULL, claim_epoch = NULL, updated_ms = $1 \
                    WHERE state = 'claimed' AND NOT EXISTS (SELECT 1 FROM reel_leases l WHERE l.resource = reel_tape_requests.claimed_by \
-                   AND l.epoch = reel_tape_requests.claim_epoch AND l.holder IS NOT NULL AND l.expires_ms >= $1)";
+                   AND l.epoch = reel_tape_requests.claim_epoch AND l.holder IS NOT NULL AND l.expires_ms >= $2)";
         let now = now_ms();
         crate::on_db!(&self.db, |p| sqlx::query(sql)
             .bind(now)
+            .bind(now - ORPHAN_GRACE_MS)
             .execute(p)
             .await
             .map(|r| r.rows_affected()))
@@ -1276,5 +1286,80 @@ mod tests {
             return;
         };
         reroute_rules(t.db.clone()).await;
+    }
+
+    /// A claim whose lease lapsed moves back to the queue only [`ORPHAN_GRACE_MS`] after the
+    /// expiry (a writer's fenced transaction may still be committing); one whose lease was
+    /// released or taken again moves at once.
+    async fn orphan_grace_rules(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let id = job(&store).await;
+        reqs.add(
+            &id,
+            &[read_req("C0", "k0", 10, 50), read_req("C0", "k1", 10, 50)],
+        )
+        .await
+        .unwrap();
+        let leases = LeaseManager::new(db.clone());
+        let fence = leases
+            .acquire(&drive_resource("d0"), "w", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let target = MountTarget::Read {
+            barcode: "C0".into(),
+        };
+        let all = ClaimLimit {
+            max_files: 1000,
+            max_bytes: u64::MAX,
+        };
+        assert_eq!(reqs.claim(&target, &fence, all).await.unwrap().len(), 2);
+        let expire = |ago_ms: i64| {
+            let db = db.clone();
+            async move {
+                crate::on_db!(&db, |p| sqlx::query(
+                    "UPDATE reel_leases SET expires_ms = $1 WHERE resource = 'drive:d0'"
+                )
+                .bind(now_ms() - ago_ms)
+                .execute(p)
+                .await
+                .map(|_| ()))
+                .unwrap();
+            }
+        };
+        expire(ORPHAN_GRACE_MS / 2).await;
+        assert_eq!(
+            reqs.requeue_orphaned_claims().await.unwrap(),
+            0,
+            "within the grace"
+        );
+        expire(ORPHAN_GRACE_MS + 1_000).await;
+        assert_eq!(
+            reqs.requeue_orphaned_claims().await.unwrap(),
+            2,
+            "past the grace"
+        );
+        // Released: at once.
+        let fence = leases
+            .acquire(&drive_resource("d0"), "w", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(reqs.claim(&target, &fence, all).await.unwrap().len(), 2);
+        leases.release(&fence).await.unwrap();
+        assert_eq!(reqs.requeue_orphaned_claims().await.unwrap(), 2, "released");
+    }
+
+    #[tokio::test]
+    async fn orphan_grace_sqlite() {
+        let t = testdb::sqlite().await;
+        orphan_grace_rules(t.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn orphan_grace_postgres() {
+        let Some(t) = testdb::postgres("orphan_grace_postgres").await else {
+            return;
+        };
+        orphan_grace_rules(t.db.clone()).await;
     }
 }
