@@ -521,6 +521,28 @@ impl TapeService {
                 return (Some(held), Err(e.into()));
             }
         };
+        if let Err(e) = self.settle_unverified(&held, &cart, cancel).await {
+            if matches!(e, SessionError::Device(_)) {
+                self.eject(held).await;
+                return (None, Err(e.into()));
+            }
+            return (Some(held), Err(e.into()));
+        }
+        // Objects whose copy in this pool already counts were written by an earlier attempt
+        // that could not acknowledge them (its worker frozen, killed or fenced after the copy
+        // became live, or its read-back settled just above): written, not written twice.
+        let (already, items) = match self.already_copied(&cart, items).await {
+            Ok(split) => split,
+            Err(e) => return (Some(held), Err(HeldWriteError::Failed(e))),
+        };
+        if items.is_empty() {
+            return (
+                Some(held),
+                Ok(crate::session::write::WriteOutcome::nothing_to_write(
+                    already,
+                )),
+            );
+        }
         if let Err(e) = check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
             warn!(barcode = %cart.barcode, error = %e, "cartridge disabled");
             if let Err(e) = self
@@ -562,7 +584,10 @@ impl TapeService {
             progress,
         };
         let out = match write_session(&ctx, &cart, items).await {
-            Ok(o) => o,
+            Ok(mut o) => {
+                o.written.extend(already);
+                o
+            }
             Err(e) => {
                 if matches!(e, SessionError::Device(_)) {
                     self.eject(held).await;
@@ -1099,6 +1124,106 @@ impl TapeService {
                     cart.barcode
                 ))
             })
+    }
+
+    /// Settle what a lost read-back left. Under FULL verify a session's durable containers
+    /// exist only between its barrier and its read-back, and the held cartridge is in this
+    /// host's drive, so any durable container on it belongs to no session: its worker was
+    /// killed or fenced during the read-back, or the database went away at the verified
+    /// commit. Each is settled before the cartridge takes more: dead when every object in it
+    /// already has a verified copy elsewhere in the pool (written again meanwhile), else read
+    /// back now, verified or dead. Fenced by the held drive's lease, like the session's own
+    /// transitions.
+    async fn settle_unverified(
+        &self,
+        held: &HeldDrive,
+        cart: &Cartridge,
+        cancel: &CancelToken,
+    ) -> Result<(), SessionError> {
+        if self.options.session.verify != crate::session::VerifyMode::Full {
+            return Ok(());
+        }
+        let Some(pool) = cart.pool.as_deref() else {
+            return Ok(());
+        };
+        let catalogue = self.catalogue.fenced_by(held.fence.writer_lease());
+        let mut targets = Vec::new();
+        let mut surplus = Vec::new();
+        for c in catalogue.containers_on(&cart.barcode).await? {
+            let (ContainerState::Durable, Some(last_block), Some(sha256)) =
+                (c.state, c.last_block, c.sha256)
+            else {
+                continue;
+            };
+            let objects = catalogue.container_objects(c.id).await?;
+            let elsewhere = catalogue.copies_in_pool(pool, &objects, true).await?;
+            if !objects.is_empty() && objects.iter().all(|o| elsewhere.contains(o)) {
+                surplus.push(c.id);
+            } else {
+                targets.push(VerifyTarget {
+                    id: c.id,
+                    first_block: c.first_block,
+                    last_block,
+                    sha256,
+                    objects: objects.len(),
+                });
+            }
+        }
+        if !surplus.is_empty() {
+            warn!(barcode = %cart.barcode, containers = ?surplus, "containers left durable and never verified, whose objects were written and verified again elsewhere: dead");
+            catalogue
+                .set_container_state(&surplus, ContainerState::Dead)
+                .await?;
+        }
+        if targets.is_empty() {
+            return Ok(());
+        }
+        warn!(barcode = %cart.barcode, containers = targets.len(), "containers left durable and never verified by an interrupted read-back: reading them back now");
+        let rep = read_back(&held.drive, &cart.barcode, &targets, cancel).await?;
+        let (ok, bad): (Vec<_>, Vec<_>) = rep.results.iter().partition(|(_, r)| r.is_ok());
+        let ok: Vec<i64> = ok.into_iter().map(|(id, _)| *id).collect();
+        let bad: Vec<i64> = bad.into_iter().map(|(id, _)| *id).collect();
+        if !ok.is_empty() {
+            catalogue
+                .set_container_state(&ok, ContainerState::Verified)
+                .await?;
+        }
+        if !bad.is_empty() {
+            warn!(barcode = %cart.barcode, containers = ?bad, "read-back of containers left unverified failed: dead, their objects are written again");
+            catalogue
+                .set_container_state(&bad, ContainerState::Dead)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Split `items` into those with a copy in `cart`'s pool that already counts (verified,
+    /// or durable when nothing is read back) and those still to write.
+    async fn already_copied(
+        &self,
+        cart: &Cartridge,
+        items: Vec<ArchiveItem>,
+    ) -> Result<(Vec<ArchiveItem>, Vec<ArchiveItem>), SessionError> {
+        let Some(pool) = cart.pool.as_deref() else {
+            return Ok((Vec::new(), items));
+        };
+        let wanted: Vec<(String, u64)> = items
+            .iter()
+            .map(|it| (it.key.clone(), it.generation))
+            .collect();
+        let verified_only = self.options.session.verify != crate::session::VerifyMode::None;
+        let present = self
+            .catalogue
+            .copies_in_pool(pool, &wanted, verified_only)
+            .await?;
+        if present.is_empty() {
+            return Ok((Vec::new(), items));
+        }
+        let (already, rest): (Vec<_>, Vec<_>) = items
+            .into_iter()
+            .partition(|it| present.contains(&(it.key.clone(), it.generation)));
+        info!(barcode = %cart.barcode, pool, objects = already.len(), "objects already copied in this pool by an earlier attempt: done without writing them again");
+        Ok((already, rest))
     }
 
     /// Recover every cartridge with pending containers (start-up after a crash).

@@ -264,7 +264,9 @@ pub struct SchedulerConfig {
     pub min_files: u64,
     /// …or its oldest request is this old (seconds).
     pub max_age_seconds: u64,
-    /// A drive keeps its cartridge at least this long while other queues wait (seconds).
+    /// A busy drive is not pre-empted by a higher-priority queue, and an idle one is not
+    /// unloaded for nothing, before it has held its cartridge this long (seconds). An idle
+    /// drive still gives way at once to any waiting queue.
     pub min_mount_seconds: u64,
     /// Drive caps per group of pools.
     pub groups: BTreeMap<String, GroupConfig>,

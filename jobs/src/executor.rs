@@ -493,34 +493,6 @@ impl TapeExecutor for EngineExecutor {
             });
             by_key.insert(r.object_key.clone(), r.id);
         }
-        // An object whose copy in this pool already counts was written by an earlier attempt
-        // that could not acknowledge it (its worker frozen or killed after the copy became
-        // live, its claim then taken over): done, not written twice. Under read-back only
-        // verified copies count, since a durable one may still die unverified.
-        let wanted: Vec<(String, u64)> = items
-            .iter()
-            .map(|it| (it.key.clone(), it.generation))
-            .collect();
-        let verified_only = self.service.session_config().verify != session::VerifyMode::None;
-        let present = self
-            .service
-            .catalogue()
-            .copies_in_pool(&pool, &wanted, verified_only)
-            .await
-            .map_err(tape)?;
-        if !present.is_empty() {
-            items.retain(|it| {
-                if present.contains(&(it.key.clone(), it.generation)) {
-                    if let Some(id) = by_key.get(&it.key) {
-                        out.done.push(*id);
-                    }
-                    false
-                } else {
-                    true
-                }
-            });
-            info!(drive, pool = %pool, objects = present.len(), "objects already copied in this pool by an earlier attempt: done without writing them again");
-        }
         if items.is_empty() {
             return Ok(out);
         }

@@ -224,9 +224,12 @@ fn order(a: &QueueSummary, b: &QueueSummary) -> Ordering {
 /// 1. A mounted drive whose queue still has work stays (a read cartridge keeps all its
 ///    requests, from every job) unless a queue of strictly higher priority has no other
 ///    drive and this mount is older than `min_mount`.
-/// 2. Remaining worthy queues, by priority, then age, then size, go to free drives (empty
-///    first, then mounted ones with no work), respecting per-group caps; a cartridge is in
-///    one drive at most; a pool may get several drives (thresholds divide by its mounts).
+/// 2. Remaining worthy queues, by priority, then age, then size, go to free drives: the one
+///    already holding the queue's cartridge (a read of the cartridge it holds, a write to the
+///    pool of the cartridge it holds: the mode changes without an unload), else empty ones
+///    first, then mounted ones with no work of their own, at once (a waiting request never
+///    waits on an idle drive); respecting per-group caps; a cartridge is in one drive at most;
+///    a pool may get several drives (thresholds divide by its mounts).
 /// 3. A drive with nothing to do unloads once it has been mounted `min_mount`, else waits.
 pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec<Decision> {
     let by_target: BTreeMap<&MountTarget, &QueueSummary> =
@@ -281,12 +284,22 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
         }
     }
 
+    // Cartridges in this decision's drives that have no work of their own: queued work for the
+    // same cartridge (or, for a write, the same pool) takes that drive at once, switching
+    // between reading and writing without an unload.
+    let idle_holding: BTreeMap<&str, &DriveState> = drives
+        .iter()
+        .filter(|d| !d.unavailable && !decided.contains_key(&d.name))
+        .filter_map(|d| d.mounted.as_ref().map(|m| (m.barcode.as_str(), d)))
+        .collect();
+
     // 2. Candidates not yet served (or writes that may take one more drive).
     let mut candidates: Vec<&QueueSummary> = queues
         .iter()
         .filter(|q| match &q.target {
             MountTarget::Read { barcode } => {
-                !in_drives.contains(barcode) && !mounts_of.contains_key(&q.target)
+                (!in_drives.contains(barcode) || idle_holding.contains_key(barcode.as_str()))
+                    && !mounts_of.contains_key(&q.target)
             }
             MountTarget::Write { .. } => true,
         })
@@ -319,11 +332,27 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
                 continue;
             }
         }
-        // A free drive; failing that, pre-empt a busy one of lower priority mounted long enough.
-        let pick = free.iter().position(|d| match &d.mounted {
-            None => true,
-            Some(m) => m.mounted_for >= p.min_mount || !by_target.contains_key(&m.target),
-        });
+        // The free drive that already holds this queue's cartridge (a read of it, or a write
+        // to its pool); else any free drive: an empty one, or one whose mount has no work of
+        // its own (a waiting request never waits on an idle drive; `min_mount` only guards
+        // busy drives against pre-emption and idle ones against unloading for nothing).
+        // Failing that, pre-empt a busy one of lower priority mounted long enough.
+        let holds_it = |d: &DriveState| {
+            d.mounted.as_ref().is_some_and(|m| match &q.target {
+                MountTarget::Read { barcode } => &m.barcode == barcode,
+                MountTarget::Write { pool } => {
+                    m.pool.as_ref() == Some(pool) || m.target == q.target
+                }
+            })
+        };
+        let pick = free
+            .iter()
+            .position(|d| holds_it(d))
+            .or_else(|| match &q.target {
+                // A cartridge in a drive is read there or nowhere.
+                MountTarget::Read { barcode } if in_drives.contains(barcode) => None,
+                _ => (!free.is_empty()).then_some(0),
+            });
         let drive = match pick {
             Some(i) => free.remove(i).name.clone(),
             None => {
@@ -640,6 +669,88 @@ mod tests {
         assert_eq!(
             decide(&p, &[], &[holding("d0", t, 400)])[0],
             Decision::Unmount { drive: "d0".into() }
+        );
+    }
+
+    fn holding_cartridge(name: &str, target: MountTarget, barcode: &str, pool: &str) -> DriveState {
+        DriveState {
+            name: name.into(),
+            mounted: Some(Mounted {
+                barcode: barcode.into(),
+                target,
+                pool: Some(pool.into()),
+                mounted_for: Duration::from_secs(10),
+            }),
+            unavailable: false,
+        }
+    }
+
+    /// Issue #15 item 3: a 3-byte recall of an object on the cartridge just written waited out
+    /// `min_mount` (300 s) and then unloaded and reloaded that cartridge.
+    #[test]
+    fn an_idle_mount_serves_its_own_cartridge_in_the_other_mode_at_once() {
+        let p = policy();
+        let w = MountTarget::Write { pool: "P".into() };
+        let r = MountTarget::Read {
+            barcode: "C1".into(),
+        };
+        // Written, nothing more to write: a read of that cartridge takes the drive now.
+        let d = decide(
+            &p,
+            &[read("C1", 3, 1, 700, 50)],
+            &[holding_cartridge("d0", w.clone(), "C1", "P"), empty("d1")],
+        );
+        assert_eq!(
+            d[0],
+            Decision::Mount {
+                drive: "d0".into(),
+                target: r.clone(),
+                reason: "age"
+            },
+            "{d:?}"
+        );
+        assert_eq!(d[1], Decision::Idle { drive: "d1".into() }, "{d:?}");
+        // Read, nothing more to read: a write to its pool takes the drive now.
+        let d = decide(
+            &p,
+            &[write("P", 3, 1, 700, 50)],
+            &[empty("d1"), holding_cartridge("d0", r.clone(), "C1", "P")],
+        );
+        assert!(
+            matches!(&d[1], Decision::Mount { drive, target, .. } if drive == "d0" && *target == w),
+            "{d:?}"
+        );
+        // While the write mount still has work, the read waits for it (one mount, one mode),
+        // and no other drive loads that cartridge.
+        let d = decide(
+            &p,
+            &[write("P", 1_500_000, 150, 5, 50), read("C1", 3, 1, 700, 50)],
+            &[holding_cartridge("d0", w.clone(), "C1", "P"), empty("d1")],
+        );
+        assert_eq!(
+            d,
+            vec![
+                Decision::Stay {
+                    drive: "d0".into(),
+                    target: w
+                },
+                Decision::Idle { drive: "d1".into() }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_waiting_request_never_waits_on_an_idle_drive() {
+        let p = policy();
+        let a = MountTarget::Read {
+            barcode: "A".into(),
+        };
+        // Mounted 10 s, nothing to do: another cartridge's read takes it without waiting out
+        // min_mount (300 s).
+        let d = decide(&p, &[read("B", 3, 1, 700, 50)], &[holding("d0", a, 10)]);
+        assert!(
+            matches!(&d[0], Decision::Mount { target: MountTarget::Read { barcode }, .. } if barcode == "B"),
+            "{d:?}"
         );
     }
 

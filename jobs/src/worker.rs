@@ -1095,8 +1095,21 @@ async fn drive_step<E: TapeExecutor>(
                 idle(rt, rt.poll()).await;
                 return Ok(());
             }
-            if mounted.take().is_some() {
+            // The same cartridge for the other mode (a read of it, a write to its pool): no
+            // unload; the executor finds it in the drive (a write session still starts at end
+            // of data). Anything else is unloaded first.
+            let keeps = mounted.as_ref().is_some_and(|h| match &target {
+                MountTarget::Read { barcode } => &h.barcode == barcode,
+                MountTarget::Write { pool } => h.pool.as_ref() == Some(pool),
+            });
+            if mounted.take().is_some() && !keeps {
                 rt.executor.unmount(drive, fence).await?;
+            } else if keeps {
+                tracing::info!(
+                    drive,
+                    ?target,
+                    "switching the mounted cartridge to the new mode without an unload"
+                );
             }
             tracing::info!(drive, ?target, reason, "mounting");
             let barcode = match rt.executor.mount(drive, &target, fence, cancel).await {

@@ -451,6 +451,60 @@ pub const SLOW_SIM: &str = "sim.clock=scaled\\nsim.time_scale=1\\nsim.stream_byt
      sim.locate_full_pass_ms=100\\nsim.reposition_ms=5\\nsim.backhitch_ms=5\\n\
      sim.first_load_ms=20";
 
+/// Rows of (text, integer) from a query on the catalogue of a data directory, read-only:
+/// `store_url` as its config has it (`sqlite:reel.db` is relative to `data_dir`).
+pub async fn catalogue_rows(data_dir: &Path, store_url: &str, sql: &str) -> Vec<(String, i64)> {
+    if let Some(file) = store_url.strip_prefix("sqlite:") {
+        let url = format!("sqlite:{}?mode=ro", data_dir.join(file).display());
+        let pool = sqlx::SqlitePool::connect(&url)
+            .await
+            .expect("open the catalogue");
+        let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&pool)
+            .await
+            .expect("catalogue query");
+        pool.close().await;
+        rows
+    } else {
+        let pool = sqlx::PgPool::connect(store_url)
+            .await
+            .expect("open the catalogue");
+        let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&pool)
+            .await
+            .expect("catalogue query");
+        pool.close().await;
+        rows
+    }
+}
+
+/// Objects with more than one copy that counts (in a durable or verified container), with
+/// their count, and the number of containers left durable (never verified).
+pub async fn extra_copies(data_dir: &Path, store_url: &str) -> (Vec<(String, i64)>, i64) {
+    let extra = catalogue_rows(
+        data_dir,
+        store_url,
+        "SELECT o.key, COUNT(*) FROM objects o JOIN copies c ON c.object_id = o.id \
+         JOIN containers k ON k.id = c.container_id \
+         WHERE k.state IN ('durable', 'verified') GROUP BY o.key HAVING COUNT(*) > 1 ORDER BY o.key",
+    )
+    .await;
+    let durable = containers_in(data_dir, store_url, "durable").await;
+    (extra, durable)
+}
+
+/// How many containers are in `state` (`pending`: being written; `durable`: written and,
+/// under FULL verify, being read back).
+pub async fn containers_in(data_dir: &Path, store_url: &str, state: &str) -> i64 {
+    assert!(state.chars().all(|c| c.is_ascii_lowercase()), "{state}");
+    let sql =
+        format!("SELECT state, COUNT(*) FROM containers WHERE state = '{state}' GROUP BY state");
+    catalogue_rows(data_dir, store_url, &sql)
+        .await
+        .first()
+        .map_or(0, |r| r.1)
+}
+
 /// A `reel worker` child process, killed (SIGKILL) on drop unless stopped.
 pub struct Worker {
     /// The child.

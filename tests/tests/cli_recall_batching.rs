@@ -160,3 +160,74 @@ async fn recalls_of_fifty_jobs_on_five_cartridges_take_at_most_five_mounts() {
         );
     }
 }
+
+/// No needless remount (issue #15 item 3): with `min_mount_seconds = 300`, a recall of an object
+/// on the cartridge just written is served by the drive that holds it, switching from writing
+/// to reading without an unload (it took 304 s and a reload before: the idle write mount
+/// waited out min_mount, then unloaded and loaded the same cartridge). Then an archive to the
+/// same pool writes on, again without an unload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recall_of_what_was_just_written_takes_no_remount() {
+    for store in stores("recall_after_write_no_remount").await {
+        let name = store.name();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        let cfg = write_config(dir.path(), &store.url(), lib.path(), 1, "");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        assert!(text.contains("min_mount_seconds = 0"), "{text}");
+        std::fs::write(
+            &cfg,
+            text.replace("min_mount_seconds = 0", "min_mount_seconds = 300"),
+        )
+        .unwrap();
+        let w = Worker::start(dir.path(), 1);
+        let src = tempfile::tempdir().unwrap();
+        let mut sums = BTreeMap::new();
+        for i in 0..2 {
+            let f = src.path().join(format!("tiny{i}"));
+            std::fs::write(&f, format!("{i}ab")).unwrap();
+            let (code, v, err) = reel(
+                dir.path(),
+                &[
+                    "archive",
+                    f.to_str().unwrap(),
+                    "--key-prefix",
+                    "t/",
+                    "--wait",
+                ],
+            );
+            assert_eq!(code, 0, "{name}: archive {i}: {v} {err}");
+            sums.insert(format!("t/tiny{i}"), sha256_file(&f));
+            let before = mounts(dir.path());
+            // Well inside min_mount: the drive still holds the cartridge it wrote, idle.
+            let dst = tempfile::tempdir().unwrap();
+            let key = format!("t/tiny{i}");
+            let (code, v, err) = reel(
+                dir.path(),
+                &["recall", &key, "--to", dst.path().to_str().unwrap()],
+            );
+            assert_eq!(code, 0, "{name}: recall {i}: {v} {err}");
+            // 60 s is a liveness bound far below the 300 s the idle mount used to hold out.
+            let id = job_id(&v);
+            let (code, v, err) = reel(dir.path(), &["jobs", "wait", &id, "--timeout", "60"]);
+            assert_eq!(
+                code,
+                0,
+                "{name}: the recall of {key} waited on the idle write mount: {v} {err}\n{}",
+                std::fs::read_to_string(dir.path().join("worker-1.log")).unwrap_or_default()
+            );
+            assert_eq!(sha256_file(&dst.path().join(&key)), sums[&key], "{name}");
+            assert_eq!(
+                mounts(dir.path()),
+                before,
+                "{name}: the cartridge was loaded again to read what it had just written"
+            );
+        }
+        let log = std::fs::read_to_string(dir.path().join("worker-1.log")).unwrap_or_default();
+        assert!(
+            log.contains("switching the mounted cartridge to the new mode without an unload"),
+            "{name}:\n{log}"
+        );
+        assert_eq!(w.stop(), 0);
+    }
+}

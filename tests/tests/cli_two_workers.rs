@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 
 use reel_tests::*;
 
+/// The tests here run one at a time: each runs two or three worker processes on PostgreSQL
+/// (a frozen one keeps its connections open), and together they would pass the server's
+/// connection limit.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn worker_log(dir: &Path, n: u32) -> String {
     std::fs::read_to_string(dir.join(format!("worker-{n}.log"))).unwrap_or_default()
 }
@@ -113,6 +118,7 @@ async fn two_workers_share_postgres_and_survive_a_kill() {
     let Some(base) = postgres_url("two_workers_share_postgres") else {
         return;
     };
+    let _one = ONE_AT_A_TIME.lock().await;
     let db = PgDatabase::create(&base).await;
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let lib = tempfile::tempdir().unwrap();
@@ -257,40 +263,6 @@ async fn two_workers_share_postgres_and_survive_a_kill() {
     }
 }
 
-/// Objects with more than one copy that counts (in a durable or verified container), and the
-/// containers left durable, never verified, as the shared catalogue holds them.
-async fn extra_copies(url: &str) -> (Vec<(String, i64)>, i64) {
-    let pool = sqlx::PgPool::connect(url).await.unwrap();
-    let extra: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT o.key, COUNT(*) FROM objects o JOIN copies c ON c.object_id = o.id \
-         JOIN containers k ON k.id = c.container_id \
-         WHERE k.state IN ('durable', 'verified') GROUP BY o.key HAVING COUNT(*) > 1 ORDER BY o.key",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    let durable: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM containers WHERE state = 'durable'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    pool.close().await;
-    (extra, durable)
-}
-
-/// How many containers are in `state` (`pending`: being written; `durable`: written and, under
-/// FULL verify, being read back).
-async fn containers_in(url: &str, state: &str) -> i64 {
-    let pool = sqlx::PgPool::connect(url).await.unwrap();
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM containers WHERE state = $1")
-        .bind(state)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    n
-}
-
 /// Fencing that holds (issue #15 item 4): a worker frozen with SIGSTOP past its lease, once in
 /// the middle of writing a container and once in the middle of reading one back, while a second
 /// worker takes its requests over; then continued. Whatever it finishes after waking, no object
@@ -301,6 +273,7 @@ async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
     let Some(base) = postgres_url("frozen_worker") else {
         return;
     };
+    let _one = ONE_AT_A_TIME.lock().await;
     let db = PgDatabase::create(&base).await;
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let lib = tempfile::tempdir().unwrap();
@@ -336,7 +309,7 @@ async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
         let id = job_id(&v);
         // Only worker 1 runs: the first container in `window` is its own.
         let t0 = Instant::now();
-        while containers_in(&db.url, window).await == 0 {
+        while containers_in(d1.path(), &db.url, window).await == 0 {
             assert!(
                 t0.elapsed() < Duration::from_secs(120),
                 "round {round}: no container became {window}:\n{}",
@@ -360,7 +333,7 @@ async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
         );
         // Let worker 1 finish whatever it still does after waking before counting copies.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let (extra, durable) = extra_copies(&db.url).await;
+        let (extra, durable) = extra_copies(d1.path(), &db.url).await;
         assert!(
             extra.is_empty() && durable == 0,
             "round {round} (frozen while a container was {window}): objects with extra copies {extra:?}, \

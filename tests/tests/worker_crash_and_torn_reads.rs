@@ -333,6 +333,85 @@ async fn a_file_rewritten_while_archived_is_never_catalogued_torn() {
     }
 }
 
+/// Recovery leaves no half state (issue #15 item 9): a worker killed with kill -9 in the middle
+/// of a FULL read-back leaves its containers durable, never verified. The next worker settles
+/// them before the cartridge takes more (read back: verified, or dead), and the requests it
+/// takes over find their objects copied: no object has two copies that count, no container
+/// stays durable, and every object recalls intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_back_killed_midway_leaves_no_unverified_copy() {
+    for store in stores("worker_killed_read_back").await {
+        let name = store.name();
+        let url = store.url();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        configure(dir.path(), &store, lib.path(), false);
+        let w = Worker::start(dir.path(), 1);
+        let (code, v, err) = reel(dir.path(), &["intake", "--all-new", "--wait"]);
+        assert_eq!(code, 0, "{name}: intake: {v} {err}");
+        assert_eq!(w.stop(), 0);
+
+        // On the slow drive a 6 MiB batch writes for 3 s and reads back for as long.
+        configure(dir.path(), &store, lib.path(), true);
+        let w = Worker::start(dir.path(), 2);
+        let src = tempfile::tempdir().unwrap();
+        let sums: Vec<(String, [u8; 32])> = (0..12u64)
+            .map(|i| {
+                let n = format!("f{i}");
+                (
+                    n.clone(),
+                    write_random_file(&src.path().join(&n), 512 << 10, 700 + i),
+                )
+            })
+            .collect();
+        let s = src.path().display().to_string();
+        let (code, v, err) = reel(dir.path(), &["archive", &s, "--key-prefix", "k/"]);
+        assert_eq!(code, 0, "{name}: submit: {v} {err}");
+        let id = job_id(&v);
+        let t0 = Instant::now();
+        while containers_in(dir.path(), &url, "durable").await == 0 {
+            assert!(t0.elapsed() < BOUND, "{name}: no container became durable");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        w.kill();
+        let (_, durable) = extra_copies(dir.path(), &url).await;
+        assert!(durable > 0, "{name}: killed after the read-back had ended");
+
+        let w = Worker::start(dir.path(), 3);
+        let (code, v) = wait(dir.path(), &id);
+        assert_eq!(
+            (code, v["state"].as_str()),
+            (0, Some("done")),
+            "{name}: {v}"
+        );
+        let (extra, durable) = extra_copies(dir.path(), &url).await;
+        assert!(
+            extra.is_empty() && durable == 0,
+            "{name}: objects with extra copies {extra:?}, {durable} container(s) durable and never verified"
+        );
+        let log = std::fs::read_to_string(dir.path().join("worker-3.log")).unwrap_or_default();
+        assert!(
+            log.contains("left durable and never verified"),
+            "{name}: the new worker settled the containers the killed one left:\n{log}"
+        );
+        let dst = tempfile::tempdir().unwrap();
+        let d = dst.path().display().to_string();
+        let (code, v, err) = reel(
+            dir.path(),
+            &["recall", "--prefix", "k/", "--to", &d, "--wait"],
+        );
+        assert_eq!(code, 0, "{name}: recall: {v} {err}");
+        for (n, sum) in &sums {
+            assert_eq!(
+                sha256_file(&dst.path().join("k").join(n)),
+                *sum,
+                "{name}: {n}"
+            );
+        }
+        assert_eq!(w.stop(), 0);
+    }
+}
+
 /// A record size the drives cannot take is refused when the worker opens them: the worker does
 /// not start, and says which drive, its limit and which key to change.
 #[test]

@@ -416,6 +416,24 @@ impl Catalogue {
         });
         from_db("copy count", n)
     }
+
+    /// The objects (key, generation) the container holds copies of, in key order.
+    pub async fn container_objects(&self, id: i64) -> Result<Vec<(String, u64)>> {
+        const OP: &str = "container_objects";
+        let rows: Vec<(String, i64)> = on_pool!(&self.backend, |pool| {
+            sqlx::query_as(
+                "SELECT o.key, o.generation FROM copies c JOIN objects o ON o.id = c.object_id \
+                 WHERE c.container_id = $1 ORDER BY o.key, o.generation",
+            )
+            .bind(id)
+            .fetch_all(pool)
+            .await
+            .ctx(OP)?
+        });
+        rows.into_iter()
+            .map(|(k, g)| Ok((k, from_db("generation", g)?)))
+            .collect()
+    }
 }
 
 /// The error for the first id in `chunk` that could not move to `to`.

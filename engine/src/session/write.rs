@@ -66,7 +66,8 @@ pub struct ArchiveItem {
 /// What a write session achieved on one cartridge.
 #[derive(Debug)]
 pub struct WriteOutcome {
-    /// Items now durable (and read back, as the verify mode asks) on this cartridge.
+    /// Items now durable (and read back, as the verify mode asks) on this cartridge, and
+    /// items found already copied in its pool by an earlier attempt (not written again).
     pub written: Vec<ArchiveItem>,
     /// Items not durable here: write them to another cartridge (or again).
     pub remaining: Vec<ArchiveItem>,
@@ -85,6 +86,22 @@ pub struct WriteOutcome {
     pub summary: SessionSummary,
     /// Why the session stopped early, if it did (device error, cancel, lost lease).
     pub stopped_by: Option<SessionError>,
+}
+
+impl WriteOutcome {
+    /// No session ran: every item was found already copied in the pool.
+    pub fn nothing_to_write(already: Vec<ArchiveItem>) -> WriteOutcome {
+        WriteOutcome {
+            written: already,
+            remaining: Vec::new(),
+            failed: Vec::new(),
+            cartridge_full: false,
+            no_room: None,
+            containers: Vec::new(),
+            summary: SessionSummary::default(),
+            stopped_by: None,
+        }
+    }
 }
 
 /// Everything a write session needs besides the cartridge and the items.

@@ -37,7 +37,6 @@ pub fn job_resource(job_id: &str) -> String {
     format!("job:{job_id}")
 }
 
-
 /// Proof of holding a lease at one epoch.
 #[derive(Debug, Clone)]
 pub struct Fence {

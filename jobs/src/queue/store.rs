@@ -271,7 +271,11 @@ impl JobStore {
     }
 
     /// Start an attempt on `worker`: atomically checks cancel, final state and retry time.
-    /// `task_id` is the apalis task delivering it: a delivery of any other task is stale.
+    /// `task_id` is the apalis task delivering it: a delivery of any other task is stale. A job
+    /// with no task linked yet takes this one: a submission pushes its ticket before it links
+    /// it, and a worker quick enough to receive the ticket in between used to drop it as
+    /// stale, leaving the job queued until the stale-ticket sweep re-pushed it (seen under
+    /// load as a recall queued for two minutes).
     pub async fn start(&self, id: &str, worker: &str, task_id: &str) -> Result<StartOutcome> {
         let now = now_ms();
         // Cancel requested before start: cancel now.
@@ -290,8 +294,10 @@ impl JobStore {
         let n = self
             .exec(
                 "starting a job",
-                "UPDATE reel_jobs SET state = 'running', attempts = attempts + 1, worker = $2, updated_ms = $3 \
-                 WHERE id = $1 AND state IN ('queued','running') AND not_before <= $3 AND apalis_task_id = $4",
+                "UPDATE reel_jobs SET state = 'running', attempts = attempts + 1, worker = $2, updated_ms = $3, \
+                 apalis_task_id = $4 \
+                 WHERE id = $1 AND state IN ('queued','running') AND not_before <= $3 \
+                 AND (apalis_task_id = $4 OR apalis_task_id IS NULL)",
                 id,
                 |q| q.bind_str(worker).bind_i64(now).bind_str(task_id),
             )
@@ -584,5 +590,49 @@ impl Binds {
     fn bind_str(mut self, v: &str) -> Self {
         self.0.push(Bind::Str(v.to_string()));
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::testdb;
+    use crate::job::{JobSpec, RecallJob, RecallSelection};
+
+    /// A ticket delivered between the submission's push and its link starts the job (it was
+    /// dropped as stale); once linked, another task's delivery is stale.
+    async fn start_rules(db: Db) {
+        let store = JobStore::new(db);
+        let spec = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Prefix("x".into()),
+            destination: "/tmp/d".into(),
+            overwrite: Default::default(),
+        });
+        let id = store.insert(&spec, 50, 3).await.unwrap().id;
+        let run = store.start(&id, "w", "t1").await.unwrap();
+        assert!(matches!(run, StartOutcome::Run { .. }), "{run:?}");
+        assert!(
+            !store.link_apalis_task(&id, "t1").await.unwrap(),
+            "the late link finds the task linked by the start"
+        );
+        let stale = store.start(&id, "w", "t2").await.unwrap();
+        assert!(matches!(stale, StartOutcome::Stale), "{stale:?}");
+        // The same task again (apalis re-delivers after a crash) resumes it.
+        let again = store.start(&id, "w", "t1").await.unwrap();
+        assert!(matches!(again, StartOutcome::Run { .. }), "{again:?}");
+    }
+
+    #[tokio::test]
+    async fn start_sqlite() {
+        let t = testdb::sqlite().await;
+        start_rules(t.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn start_postgres() {
+        let Some(t) = testdb::postgres("store_start_postgres").await else {
+            return;
+        };
+        start_rules(t.db.clone()).await;
     }
 }
