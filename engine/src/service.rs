@@ -521,12 +521,24 @@ impl TapeService {
                 return (Some(held), Err(e.into()));
             }
         };
-        if let Err(e) = self.settle_unverified(&held, &cart, cancel).await {
-            if matches!(e, SessionError::Device(_)) {
+        match self.settle_unverified(&held, &cart, cancel).await {
+            Ok(()) => {}
+            Err(e @ SessionError::Device(_)) => {
                 self.eject(held).await;
                 return (None, Err(e.into()));
             }
-            return (Some(held), Err(e.into()));
+            Err(SessionError::Catalogue(crate::catalogue::CatalogueError::Fenced {
+                resource,
+                epoch,
+                reason,
+            })) => {
+                let e = SessionError::Fenced(format!("{resource} (epoch {epoch}): {reason}"));
+                return (Some(held), Err(e.into()));
+            }
+            // Nothing is lost by leaving them for later: the write goes on.
+            Err(e) => {
+                warn!(barcode = %cart.barcode, error = %e, "cannot settle the containers an interrupted read-back left; they stay durable and the write goes on");
+            }
         }
         // Objects whose copy in this pool already counts were written by an earlier attempt
         // that could not acknowledge them (its worker frozen, killed or fenced after the copy
@@ -1128,12 +1140,18 @@ impl TapeService {
 
     /// Settle what a lost read-back left. Under FULL verify a session's durable containers
     /// exist only between its barrier and its read-back, and the held cartridge is in this
-    /// host's drive, so any durable container on it belongs to no session: its worker was
-    /// killed or fenced during the read-back, or the database went away at the verified
-    /// commit. Each is settled before the cartridge takes more: dead when every object in it
-    /// already has a verified copy elsewhere in the pool (written again meanwhile), else read
-    /// back now, verified or dead. Fenced by the held drive's lease, like the session's own
-    /// transitions.
+    /// host's drive, so durable containers after the cartridge's last verified one belong to
+    /// no session: its worker was killed or fenced during the read-back, the database went
+    /// away at the verified commit, or a drive fault ended the session before it. They are
+    /// settled before the cartridge takes more: one whose every object already has a verified
+    /// copy elsewhere in the pool (written again meanwhile) is dead; the others are read back
+    /// now and the good ones become verified. A container is never killed for a failed
+    /// read-back here: some of them were acknowledged (a drive fault after a barrier still
+    /// reports what was durable), so one that does not read back stays durable, with a
+    /// warning, until its objects are copied elsewhere or `reel verify` reads it. Containers
+    /// before the last verified one (written before the pool was read back, say) are left to
+    /// `reel verify`: settling is bounded by one interrupted session's worth. Fenced by the held
+    /// drive's lease, like the session's own transitions.
     async fn settle_unverified(
         &self,
         held: &HeldDrive,
@@ -1147,17 +1165,25 @@ impl TapeService {
             return Ok(());
         };
         let catalogue = self.catalogue.fenced_by(held.fence.writer_lease());
+        let containers = catalogue.containers_on(&cart.barcode).await?;
+        let after = containers
+            .iter()
+            .filter(|c| c.state == ContainerState::Verified)
+            .map(|c| c.file_number)
+            .max();
         let mut targets = Vec::new();
         let mut surplus = Vec::new();
-        for c in catalogue.containers_on(&cart.barcode).await? {
+        for c in containers {
             let (ContainerState::Durable, Some(last_block), Some(sha256)) =
                 (c.state, c.last_block, c.sha256)
             else {
                 continue;
             };
+            if after.is_some_and(|f| c.file_number < f) {
+                continue;
+            }
             let objects = catalogue.container_objects(c.id).await?;
-            let elsewhere = catalogue.copies_in_pool(pool, &objects, true).await?;
-            if !objects.is_empty() && objects.iter().all(|o| elsewhere.contains(o)) {
+            if all_copied_elsewhere(&catalogue, pool, &objects).await? {
                 surplus.push(c.id);
             } else {
                 targets.push(VerifyTarget {
@@ -1180,19 +1206,21 @@ impl TapeService {
         }
         warn!(barcode = %cart.barcode, containers = targets.len(), "containers left durable and never verified by an interrupted read-back: reading them back now");
         let rep = read_back(&held.drive, &cart.barcode, &targets, cancel).await?;
-        let (ok, bad): (Vec<_>, Vec<_>) = rep.results.iter().partition(|(_, r)| r.is_ok());
-        let ok: Vec<i64> = ok.into_iter().map(|(id, _)| *id).collect();
-        let bad: Vec<i64> = bad.into_iter().map(|(id, _)| *id).collect();
+        let ok: Vec<i64> = rep
+            .results
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(id, _)| *id)
+            .collect();
         if !ok.is_empty() {
             catalogue
                 .set_container_state(&ok, ContainerState::Verified)
                 .await?;
         }
-        if !bad.is_empty() {
-            warn!(barcode = %cart.barcode, containers = ?bad, "read-back of containers left unverified failed: dead, their objects are written again");
-            catalogue
-                .set_container_state(&bad, ContainerState::Dead)
-                .await?;
+        for (id, r) in &rep.results {
+            if let Err(reason) = r {
+                warn!(barcode = %cart.barcode, container = id, %reason, "a container left unverified does not read back; it stays durable (it may hold acknowledged objects) until they are copied elsewhere or `reel verify` reads it");
+            }
         }
         Ok(())
     }
@@ -1211,7 +1239,8 @@ impl TapeService {
             .iter()
             .map(|it| (it.key.clone(), it.generation))
             .collect();
-        let verified_only = self.options.session.verify != crate::session::VerifyMode::None;
+        // Under sampled verify an acknowledged copy may stay durable for good; it counts.
+        let verified_only = self.options.session.verify == crate::session::VerifyMode::Full;
         let present = self
             .catalogue
             .copies_in_pool(pool, &wanted, verified_only)
@@ -1219,9 +1248,14 @@ impl TapeService {
         if present.is_empty() {
             return Ok((Vec::new(), items));
         }
-        let (already, rest): (Vec<_>, Vec<_>) = items
-            .into_iter()
-            .partition(|it| present.contains(&(it.key.clone(), it.generation)));
+        // The same generation number with other content (two planners raced for it, or the
+        // file changed between them) is not the same object: it is written, and the
+        // catalogue's close refuses the conflict.
+        let (already, rest): (Vec<_>, Vec<_>) = items.into_iter().partition(|it| {
+            present
+                .get(&(it.key.clone(), it.generation))
+                .is_some_and(|found| same_object(found, it))
+        });
         info!(barcode = %cart.barcode, pool, objects = already.len(), "objects already copied in this pool by an earlier attempt: done without writing them again");
         Ok((already, rest))
     }
@@ -1591,5 +1625,69 @@ pub fn recall_options(cfg: &SessionConfig, policy: OrderPolicy) -> RecallOptions
         writer_threads: cfg.writer_threads,
         read_ahead_records: cfg.read_ahead_records,
         fsync: cfg.fsync,
+    }
+}
+
+/// Whether a catalogued object found in the pool is the item to write: the same size and, when
+/// both are known, the same modification time as planned.
+fn same_object(found: &crate::catalogue::CopiedObject, it: &ArchiveItem) -> bool {
+    found.size == it.size
+        && match (found.mtime_ns, it.planned) {
+            (Some(m), Some(p)) => m == p.mtime_ns,
+            _ => true,
+        }
+}
+
+/// Whether every one of `objects` (at least one) has a verified copy in `pool` on another
+/// container than the one asking.
+async fn all_copied_elsewhere(
+    catalogue: &Catalogue,
+    pool: &str,
+    objects: &[(String, u64)],
+) -> Result<bool, SessionError> {
+    if objects.is_empty() {
+        return Ok(false);
+    }
+    let found = catalogue.copies_in_pool(pool, objects, true).await?;
+    Ok(objects.iter().all(|o| found.contains_key(o)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::CopiedObject;
+    use crate::session::source::SourceStamp;
+
+    /// A copy found under the same key and generation counts as the item only with the same
+    /// size and (when both are known) the same planned mtime: another content that two
+    /// planners gave the same generation is written, not skipped.
+    #[test]
+    fn a_found_copy_is_the_item_only_with_its_size_and_mtime() {
+        let item = |size, mtime: Option<i64>| ArchiveItem {
+            key: "k".into(),
+            generation: 1,
+            path: "/src/k".into(),
+            size,
+            kind: crate::format::ObjectKind::File,
+            planned: mtime.map(|mtime_ns| SourceStamp {
+                size,
+                mtime_ns,
+                ctime_ns: 0,
+            }),
+        };
+        let found = CopiedObject {
+            size: 10,
+            mtime_ns: Some(5),
+        };
+        assert!(same_object(&found, &item(10, Some(5))));
+        assert!(!same_object(&found, &item(10, Some(6))), "another mtime");
+        assert!(!same_object(&found, &item(11, Some(5))), "another size");
+        // Nothing planned (old requests) or nothing recorded (version 1 tapes): size decides.
+        assert!(same_object(&found, &item(10, None)));
+        let unrecorded = CopiedObject {
+            size: 10,
+            mtime_ns: None,
+        };
+        assert!(same_object(&unrecorded, &item(10, Some(6))));
     }
 }

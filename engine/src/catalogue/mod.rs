@@ -48,8 +48,8 @@ pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EO
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result, StoreFault};
 pub use object::{
-    CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT, validate_key,
-    validate_key_prefix,
+    CopiedObject, CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT,
+    validate_key, validate_key_prefix,
 };
 pub use open_lock::{OPEN_LOCK_WAIT, SqliteOpenLock, lock_sqlite_open, open_lock_path};
 pub use pool::StorageClass;

@@ -11,6 +11,15 @@ use super::container::ContainerState;
 use super::error::{CatalogueError, DbContext, Result, shorten};
 use crate::format::{ObjectKind, ObjectMeta};
 
+/// What the catalogue holds of an object found by [`Catalogue::copies_in_pool`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopiedObject {
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its modification time, when recorded (format version 2).
+    pub mtime_ns: Option<i64>,
+}
+
 /// Keys bound in one `IN (...)` list (well under SQLite's 32 766 parameters).
 const KEYS_PER_STATEMENT: usize = 1000;
 
@@ -491,22 +500,25 @@ impl Catalogue {
     /// cartridge. A writer asked to write such an object again has nothing to do: its copy was
     /// made by an earlier attempt whose acknowledgement was lost (a worker frozen or killed
     /// between making the copy live and completing the request).
+    ///
+    /// Returns, for each such object, what the catalogue holds of it, so the caller can tell
+    /// the same object from another content planned under the same generation.
     pub async fn copies_in_pool(
         &self,
         pool: &str,
         wanted: &[(String, u64)],
         verified_only: bool,
-    ) -> Result<std::collections::HashSet<(String, u64)>> {
+    ) -> Result<std::collections::HashMap<(String, u64), CopiedObject>> {
         const OP: &str = "copies_in_pool";
-        let mut found = std::collections::HashSet::new();
+        let mut found = std::collections::HashMap::new();
         for chunk in wanted.chunks(400) {
             let gens = chunk
                 .iter()
                 .map(|(_, g)| to_db("generation", *g))
                 .collect::<Result<Vec<i64>>>()?;
-            let rows: Vec<(String, i64)> = on_pool!(&self.backend, |pool_| {
+            let rows: Vec<(String, i64, i64, Option<i64>)> = on_pool!(&self.backend, |pool_| {
                 let mut qb = QueryBuilder::new(
-                    "SELECT DISTINCT o.key, o.generation FROM objects o \
+                    "SELECT DISTINCT o.key, o.generation, o.size, o.mtime_ns FROM objects o \
                      JOIN copies c ON c.object_id = o.id \
                      JOIN containers k ON k.id = c.container_id \
                      JOIN cartridges t ON t.barcode = k.barcode \
@@ -531,8 +543,14 @@ impl Catalogue {
                 qb.push(")");
                 qb.build_query_as().fetch_all(pool_).await.ctx(OP)?
             });
-            for (key, g) in rows {
-                found.insert((key, from_db("generation", g)?));
+            for (key, g, size, mtime_ns) in rows {
+                found.insert(
+                    (key, from_db("generation", g)?),
+                    CopiedObject {
+                        size: from_db("size", size)?,
+                        mtime_ns,
+                    },
+                );
             }
         }
         Ok(found)

@@ -592,6 +592,18 @@ impl TapeRequests {
                    WHERE state = 'claimed' AND NOT EXISTS (SELECT 1 FROM reel_leases l WHERE l.resource = reel_tape_requests.claimed_by \
                    AND l.epoch = reel_tape_requests.claim_epoch AND l.holder IS NOT NULL AND l.expires_ms >= $2)";
         let now = now_ms();
+        // First retire the leases past their grace. A writer's fenced catalogue transaction
+        // holds its lease row FOR SHARE until it commits (on SQLite it holds the write lock),
+        // so this waits for one in flight, and any that starts later finds the lease gone:
+        // the claims below move only after every copy made under the old lease is committed.
+        crate::on_db!(&self.db, |p| sqlx::query(
+            "UPDATE reel_leases SET holder = NULL WHERE holder IS NOT NULL AND expires_ms < $1"
+        )
+        .bind(now - ORPHAN_GRACE_MS)
+        .execute(p)
+        .await
+        .map(|_| ()))
+        .map_err(self.db.err("retiring lapsed leases"))?;
         crate::on_db!(&self.db, |p| sqlx::query(sql)
             .bind(now)
             .bind(now - ORPHAN_GRACE_MS)
