@@ -224,6 +224,18 @@ async fn a_recall_killed_with_kill_9_resumes_without_partial_files() {
     }
 }
 
+/// Intake the library on the INSTANT clock (worker 1), then start worker 2 on the slow drive.
+fn slow_worker_after_intake(dir: &Path, store: &Store, lib: &Path) -> Worker {
+    let name = store.name();
+    configure(dir, store, lib, false);
+    let w = Worker::start(dir, 1);
+    let (code, v, err) = reel(dir, &["intake", "--all-new", "--wait"]);
+    assert_eq!(code, 0, "{name}: intake: {v} {err}");
+    assert_eq!(w.stop(), 0);
+    configure(dir, store, lib, true);
+    Worker::start(dir, 2)
+}
+
 /// Rewrite `path` in place (same size, no truncation) with seeded bytes, 256 KiB at a time with
 /// a pause between pieces, so a reader meanwhile sees old and new bytes mixed. Returns the new
 /// content's SHA-256.
@@ -259,15 +271,8 @@ async fn a_file_rewritten_while_archived_is_never_catalogued_torn() {
         let name = store.name();
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
-        configure(dir.path(), &store, lib.path(), false);
-        let w = Worker::start(dir.path(), 1);
-        let (code, v, err) = reel(dir.path(), &["intake", "--all-new", "--wait"]);
-        assert_eq!(code, 0, "{name}: intake: {v} {err}");
-        assert_eq!(w.stop(), 0);
-
         // The archive runs on a slow drive: about 4 s for the 8 MiB file.
-        configure(dir.path(), &store, lib.path(), true);
-        let w = Worker::start(dir.path(), 2);
+        let w = slow_worker_after_intake(dir.path(), &store, lib.path());
         let mut outcomes = Vec::new();
         for (round, delay_ms) in [0u64, 700, 1500, 3000].into_iter().enumerate() {
             let src = tempfile::tempdir().unwrap();
@@ -345,15 +350,8 @@ async fn a_read_back_killed_midway_leaves_no_unverified_copy() {
         let url = store.url();
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
-        configure(dir.path(), &store, lib.path(), false);
-        let w = Worker::start(dir.path(), 1);
-        let (code, v, err) = reel(dir.path(), &["intake", "--all-new", "--wait"]);
-        assert_eq!(code, 0, "{name}: intake: {v} {err}");
-        assert_eq!(w.stop(), 0);
-
         // On the slow drive a 6 MiB batch writes for 3 s and reads back for as long.
-        configure(dir.path(), &store, lib.path(), true);
-        let w = Worker::start(dir.path(), 2);
+        let w = slow_worker_after_intake(dir.path(), &store, lib.path());
         let src = tempfile::tempdir().unwrap();
         let sums: Vec<(String, [u8; 32])> = (0..12u64)
             .map(|i| {
