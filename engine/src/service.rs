@@ -522,7 +522,12 @@ impl TapeService {
             }
         };
         match self.settle_unverified(&held, &cart, cancel).await {
-            Ok(()) => {}
+            Ok(None) => {}
+            // It does not read back what it holds: it takes no more, and the batch goes to
+            // another cartridge.
+            Ok(Some(reason)) => {
+                return (Some(held), Err(HeldWriteError::Refused { items, reason }));
+            }
             Err(e @ SessionError::Device(_)) => {
                 self.eject(held).await;
                 return (None, Err(e.into()));
@@ -1147,8 +1152,10 @@ impl TapeService {
     /// copy elsewhere in the pool (written again meanwhile) is dead; the others are read back
     /// now and the good ones become verified. A container is never killed for a failed
     /// read-back here: some of them were acknowledged (a drive fault after a barrier still
-    /// reports what was durable), so one that does not read back stays durable, with a
-    /// warning, until its objects are copied elsewhere or `reel verify` reads it. Containers
+    /// reports what was durable), so one that does not read back stays durable until its
+    /// objects are copied elsewhere or `reel verify` reads it, and the cartridge is marked
+    /// full (read only): it takes no more data, and no later write reads the bad container
+    /// again and again. Returns why the cartridge was taken out of writing, if it was. Containers
     /// before the last verified one (written before the pool was read back, say) are left to
     /// `reel verify`: settling is bounded by one interrupted session's worth. Fenced by the held
     /// drive's lease, like the session's own transitions.
@@ -1157,12 +1164,12 @@ impl TapeService {
         held: &HeldDrive,
         cart: &Cartridge,
         cancel: &CancelToken,
-    ) -> Result<(), SessionError> {
+    ) -> Result<Option<String>, SessionError> {
         if self.options.session.verify != crate::session::VerifyMode::Full {
-            return Ok(());
+            return Ok(None);
         }
         let Some(pool) = cart.pool.as_deref() else {
-            return Ok(());
+            return Ok(None);
         };
         let catalogue = self.catalogue.fenced_by(held.fence.writer_lease());
         let containers = catalogue.containers_on(&cart.barcode).await?;
@@ -1202,7 +1209,7 @@ impl TapeService {
                 .await?;
         }
         if targets.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         warn!(barcode = %cart.barcode, containers = targets.len(), "containers left durable and never verified by an interrupted read-back: reading them back now");
         let rep = read_back(&held.drive, &cart.barcode, &targets, cancel).await?;
@@ -1217,12 +1224,26 @@ impl TapeService {
                 .set_container_state(&ok, ContainerState::Verified)
                 .await?;
         }
+        let bad: Vec<i64> = rep
+            .results
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .map(|(id, _)| *id)
+            .collect();
+        if bad.is_empty() {
+            return Ok(None);
+        }
         for (id, r) in &rep.results {
             if let Err(reason) = r {
                 warn!(barcode = %cart.barcode, container = id, %reason, "a container left unverified does not read back; it stays durable (it may hold acknowledged objects) until they are copied elsewhere or `reel verify` reads it");
             }
         }
-        Ok(())
+        self.catalogue
+            .set_cartridge_state(&cart.barcode, CartridgeState::Full)
+            .await?;
+        Ok(Some(format!(
+            "containers {bad:?} left unverified do not read back; the cartridge is marked full (read only): run `reel verify` on it"
+        )))
     }
 
     /// Split `items` into those with a copy in `cart`'s pool that already counts (verified,

@@ -287,10 +287,10 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
     // Cartridges in this decision's drives that have no work of their own: queued work for the
     // same cartridge (or, for a write, the same pool) takes that drive at once, switching
     // between reading and writing without an unload.
-    let idle_holding: BTreeMap<&str, &DriveState> = drives
+    let idle_holding: BTreeSet<&str> = drives
         .iter()
         .filter(|d| !d.unavailable && !decided.contains_key(&d.name))
-        .filter_map(|d| d.mounted.as_ref().map(|m| (m.barcode.as_str(), d)))
+        .filter_map(|d| d.mounted.as_ref().map(|m| m.barcode.as_str()))
         .collect();
 
     // 2. Candidates not yet served (or writes that may take one more drive).
@@ -298,7 +298,7 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
         .iter()
         .filter(|q| match &q.target {
             MountTarget::Read { barcode } => {
-                (!in_drives.contains(barcode) || idle_holding.contains_key(barcode.as_str()))
+                (!in_drives.contains(barcode) || idle_holding.contains(barcode.as_str()))
                     && !mounts_of.contains_key(&q.target)
             }
             MountTarget::Write { .. } => true,

@@ -282,12 +282,14 @@ async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
     let slow = format!("\\n{SLOW_SIM}");
     host_config_with(d1.path(), &db.url, lib.path(), 0, &slow, 4 << 20);
     host_config_with(d2.path(), &db.url, lib.path(), 1, &slow, 4 << 20);
-    let w1 = Worker::start(d1.path(), 1);
     let src = tempfile::tempdir().unwrap();
     let mut sums = std::collections::BTreeMap::new();
     // The test config's lease is 4 s; claims move 2 s after it lapses. Frozen three times that.
     let frozen_for = Duration::from_secs(18);
     for (round, window) in [(0u32, "pending"), (1, "durable")] {
+        // Worker 1 of this round (its own log), alone until it is frozen.
+        let n1 = 10 + round;
+        let w1 = Worker::start(d1.path(), n1);
         let dir = src.path().join(format!("r{round}"));
         for i in 0..24u64 {
             let rel = format!("r{round}/f{i}");
@@ -313,7 +315,7 @@ async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
             assert!(
                 t0.elapsed() < Duration::from_secs(120),
                 "round {round}: no container became {window}:\n{}",
-                worker_log(d1.path(), 1)
+                worker_log(d1.path(), n1)
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -327,18 +329,24 @@ async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
             code,
             0,
             "round {round}: the archive did not complete: {v} {err}\n--- worker 1\n{}\n--- worker {}\n{}",
-            worker_log(d1.path(), 1),
+            worker_log(d1.path(), n1),
             2 + round,
             worker_log(d2.path(), 2 + round)
         );
-        // Let worker 1 finish whatever it still does after waking before counting copies.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Worker 1 finishes whatever it still does after waking (a stop waits for its
+        // running steps) before the copies are counted.
+        assert_eq!(w1.stop(), 0, "round {round}: worker 1 did not stop cleanly");
+        let l1 = worker_log(d1.path(), n1);
+        assert!(
+            l1.contains("lease lost") || l1.contains("lost the lease"),
+            "round {round}: worker 1 noticed it had lost its lease on waking:\n{l1}"
+        );
         let (extra, durable) = extra_copies(d1.path(), &db.url).await;
         assert!(
             extra.is_empty() && durable == 0,
             "round {round} (frozen while a container was {window}): objects with extra copies {extra:?}, \
              {durable} container(s) durable and never verified\n--- worker 1\n{}\n--- worker {}\n{}",
-            worker_log(d1.path(), 1),
+            worker_log(d1.path(), n1),
             2 + round,
             worker_log(d2.path(), 2 + round)
         );
@@ -349,12 +357,8 @@ async fn a_worker_frozen_past_its_lease_makes_no_extra_copy() {
         );
         assert_eq!(w2.stop(), 0);
     }
-    let l1 = worker_log(d1.path(), 1);
-    assert!(
-        l1.contains("lease lost") || l1.contains("lost the lease"),
-        "worker 1 noticed it had lost its lease on waking:\n{l1}"
-    );
     // Every object recalls intact, and no process wrote short of end of data.
+    let w1 = Worker::start(d1.path(), 20);
     recall_all(d1.path(), &sums).await;
     let c = library_counters(lib.path()).await;
     assert_eq!(c["library"]["violations"], 0, "writes short of EOD: {c}");

@@ -106,11 +106,6 @@ impl Catalogue {
         c.writer = lease.map(std::sync::Arc::new);
         c
     }
-
-    /// The writer lease this handle fences by, if any.
-    pub fn writer_lease(&self) -> Option<&WriterLease> {
-        self.writer.as_deref()
-    }
 }
 
 #[cfg(test)]
@@ -163,7 +158,6 @@ mod tests {
         let plain = cat(db);
         labelled(plain, "T1", "p").await?;
         let c = plain.fenced_by(Some(lease()));
-        assert_eq!(c.writer_lease(), Some(&lease()));
         // Current: a container closes and becomes durable and verified.
         set_lease(plain, Some("host-a"), 7, now_ms() + 60_000).await?;
         container_with(&c, "T1", &[copy("a", 1, 0, 4, 1)], ContainerState::Verified).await?;
