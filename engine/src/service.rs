@@ -37,7 +37,7 @@ use crate::session::order::OrderPolicy;
 use crate::session::rebuild::{RebuildReport, rebuild_cartridge};
 use crate::session::recall::{RecallFailure, RecallItem, RecallOptions, recall_session};
 use crate::session::recovery::{RecoveryReport, recover_cartridge};
-use crate::session::verify::{VerifyTarget, read_back};
+use crate::session::verify::{DriveFault, VerifyTarget, read_back};
 use crate::session::write::{ArchiveItem, WriteContext, write_session};
 use crate::session::{
     CancelToken, Fence, NoFence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
@@ -518,6 +518,11 @@ impl TapeService {
                     self.eject(held).await;
                     return (None, Err(e.into()));
                 }
+                // Recovery took it out of writing (broken, or another catalogue's data past
+                // its end): the batch goes to another cartridge without counting an attempt.
+                if let SessionError::Cartridge { reason, .. } = e {
+                    return (Some(held), Err(HeldWriteError::Refused { items, reason }));
+                }
                 return (Some(held), Err(e.into()));
             }
         };
@@ -812,24 +817,40 @@ impl TapeService {
         barcodes: &[String],
         pool: &str,
     ) -> Result<Vec<(String, IntakeOutcome)>, SessionError> {
-        self.catalogue.ensure_pool(pool).await?;
         let list: Vec<String> = if barcodes.is_empty() {
-            self.sync_inventory()
-                .await?
-                .into_iter()
-                .filter(|c| c.state == CartridgeState::New && !c.worm)
-                .map(|c| c.barcode)
-                .collect()
+            self.new_cartridges().await?
         } else {
             barcodes.to_vec()
         };
         let mut out = Vec::new();
         for b in list {
             let held = self.acquire(&b).await?;
-            let r = label_cartridge(&self.catalogue, &held.drive, &b, pool).await?;
+            let r = self.label_held(&held, pool).await?;
             out.push((b, r));
         }
         Ok(out)
+    }
+
+    /// The library's new cartridges (inventory synced first) that intake may label: not WORM,
+    /// not known to reel.
+    pub async fn new_cartridges(&self) -> Result<Vec<String>, SessionError> {
+        Ok(self
+            .sync_inventory()
+            .await?
+            .into_iter()
+            .filter(|c| c.state == CartridgeState::New && !c.worm)
+            .map(|c| c.barcode)
+            .collect())
+    }
+
+    /// Calibrate and label the cartridge mounted in `held` into `pool` (created if missing).
+    pub async fn label_held(
+        &self,
+        held: &HeldDrive,
+        pool: &str,
+    ) -> Result<IntakeOutcome, SessionError> {
+        self.catalogue.ensure_pool(pool).await?;
+        label_cartridge(&self.catalogue, &held.drive, &held.mount.barcode, pool).await
     }
 
     /// Keep `spares` calibrated new cartridges ready: when fewer are ready, calibrate one (its
@@ -1131,6 +1152,16 @@ impl TapeService {
                     ),
                 });
             }
+            if let Some(found) = rep.orphan {
+                return Err(SessionError::Cartridge {
+                    barcode: cart.barcode.clone(),
+                    reason: format!(
+                        "holds data past the catalogue's end of data that this catalogue did not write ({found}); \
+                         nothing was appended and it is marked full: run `reel catalog rebuild {}` to take that data in",
+                        cart.barcode
+                    ),
+                });
+            }
         }
         self.catalogue
             .cartridge(&cart.barcode)
@@ -1212,7 +1243,14 @@ impl TapeService {
             return Ok(None);
         }
         warn!(barcode = %cart.barcode, containers = targets.len(), "containers left durable and never verified by an interrupted read-back: reading them back now");
-        let rep = read_back(&held.drive, &cart.barcode, &targets, cancel).await?;
+        let rep = read_back(
+            &held.drive,
+            &cart.barcode,
+            &targets,
+            DriveFault::Record,
+            cancel,
+        )
+        .await?;
         let ok: Vec<i64> = rep
             .results
             .iter()
@@ -1504,8 +1542,49 @@ impl TapeService {
         only: Option<&[i64]>,
         cancel: &CancelToken,
     ) -> Result<crate::session::verify::VerifyReport, SessionError> {
+        let held = self.acquire(barcode).await?;
+        self.verify_held(&held, only, cancel).await
+    }
+
+    /// Read back the durable and verified containers of the cartridge mounted in `held` (only
+    /// those in `only`, when given), in block order, and mark each verified or dead. A
+    /// container in `only` that is neither durable nor verified is not read: the report gives
+    /// it an error naming its state.
+    pub async fn verify_held(
+        &self,
+        held: &HeldDrive,
+        only: Option<&[i64]>,
+        cancel: &CancelToken,
+    ) -> Result<crate::session::verify::VerifyReport, SessionError> {
+        let barcode = held.mount.barcode.as_str();
         let containers = self.catalogue.containers_on(barcode).await?;
-        let targets: Vec<VerifyTarget> = containers
+        let mut unreadable: Vec<(i64, Result<(), String>)> = Vec::new();
+        if let Some(only) = only {
+            for id in only {
+                match containers.iter().find(|c| c.id == *id) {
+                    None => unreadable.push((
+                        *id,
+                        Err(format!("container {id} is not on cartridge {barcode}")),
+                    )),
+                    Some(c)
+                        if !matches!(
+                            c.state,
+                            ContainerState::Durable | ContainerState::Verified
+                        ) =>
+                    {
+                        unreadable.push((
+                            *id,
+                            Err(format!(
+                                "container {id} on {barcode} is {}: only durable or verified containers are read back",
+                                c.state.as_str()
+                            )),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let mut targets: Vec<VerifyTarget> = containers
             .iter()
             .filter(|c| only.is_none_or(|o| o.contains(&c.id)))
             .filter(|c| matches!(c.state, ContainerState::Durable | ContainerState::Verified))
@@ -1519,12 +1598,10 @@ impl TapeService {
                 })
             })
             .collect();
-        let mut targets = targets;
         for t in targets.iter_mut() {
             t.objects = self.catalogue.container_object_count(t.id).await? as usize;
         }
-        let held = self.acquire(barcode).await?;
-        let rep = read_back(&held.drive, barcode, &targets, cancel).await?;
+        let mut rep = read_back(&held.drive, barcode, &targets, DriveFault::Stop, cancel).await?;
         let ok: Vec<i64> = rep
             .results
             .iter()
@@ -1548,6 +1625,7 @@ impl TapeService {
                 .set_container_state(&bad, ContainerState::Dead)
                 .await?;
         }
+        rep.results.extend(unreadable);
         Ok(rep)
     }
 
@@ -1558,34 +1636,10 @@ impl TapeService {
         barcodes: &[String],
         cancel: &CancelToken,
     ) -> Result<Vec<RebuildReport>, SessionError> {
-        let list: Vec<(String, bool)> = if barcodes.is_empty() {
-            self.library
-                .inventory()
-                .await?
-                .into_iter()
-                .filter(|e| {
-                    e.flags & REEL_ELEMENT_FULL != 0
-                        && !e.barcode.is_empty()
-                        && e.kind == REEL_ELEMENT_SLOT
-                })
-                .map(|e| (e.barcode, e.flags & REEL_ELEMENT_WORM != 0))
-                .collect()
-        } else {
-            barcodes.iter().map(|b| (b.clone(), false)).collect()
-        };
         let mut out = Vec::new();
-        for (b, worm) in list {
+        for (b, worm) in self.rebuild_targets(barcodes).await? {
             let held = self.acquire(&b).await?;
-            match rebuild_cartridge(
-                &self.catalogue,
-                &held.drive,
-                &b,
-                self.options.default_capacity_bytes,
-                worm,
-                cancel,
-            )
-            .await
-            {
+            match self.rebuild_held(&held, worm, cancel).await {
                 Ok(r) => out.push(r),
                 Err(SessionError::Cartridge { barcode, reason }) => {
                     info!(%barcode, %reason, "skipped");
@@ -1594,6 +1648,57 @@ impl TapeService {
             }
         }
         Ok(out)
+    }
+
+    /// The cartridges a rebuild of `barcodes` reads, each with whether the library reports it
+    /// WORM: the named ones, or (when empty) every cartridge with a barcode in a slot or a
+    /// drive of the library.
+    pub async fn rebuild_targets(
+        &self,
+        barcodes: &[String],
+    ) -> Result<Vec<(String, bool)>, SessionError> {
+        let inventory: Vec<(String, bool)> = self
+            .library
+            .inventory()
+            .await?
+            .into_iter()
+            .filter(|e| {
+                e.flags & REEL_ELEMENT_FULL != 0
+                    && !e.barcode.is_empty()
+                    && matches!(e.kind, REEL_ELEMENT_SLOT | REEL_ELEMENT_DRIVE)
+            })
+            .map(|e| (e.barcode, e.flags & REEL_ELEMENT_WORM != 0))
+            .collect();
+        if barcodes.is_empty() {
+            return Ok(inventory);
+        }
+        Ok(barcodes
+            .iter()
+            .map(|b| {
+                let worm = inventory.iter().any(|(i, w)| i == b && *w);
+                (b.clone(), worm)
+            })
+            .collect())
+    }
+
+    /// Rebuild the catalogue entries of the cartridge mounted in `held` from the tape alone.
+    /// A blank or foreign cartridge is [`SessionError::Cartridge`]: nothing to rebuild.
+    pub async fn rebuild_held(
+        &self,
+        held: &HeldDrive,
+        worm: bool,
+        cancel: &CancelToken,
+    ) -> Result<RebuildReport, SessionError> {
+        rebuild_cartridge(
+            &self.catalogue,
+            &held.drive,
+            &held.mount.barcode,
+            self.options.default_capacity_bytes,
+            worm,
+            &self.options.session,
+            cancel,
+        )
+        .await
     }
 }
 

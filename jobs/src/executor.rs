@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
 use reel_engine::format::ObjectKind;
-use reel_engine::service::{HeldWriteError, ServiceOptions, TapeService, recall_options};
+use reel_engine::service::{
+    HeldDrive, HeldWriteError, ServiceOptions, TapeService, recall_options,
+};
 use reel_engine::session::destination::Overwrite;
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
@@ -22,6 +24,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::cartridge_task::CartridgeTask;
 use crate::config::{Config, VerifyMode};
 use crate::error::{JobsError, Result};
 use crate::job::{
@@ -41,6 +44,45 @@ fn config_error(key: &str, reason: impl Into<String>) -> JobsError {
     JobsError::Config {
         origin: "the configuration".to_string(),
         message: format!("{key}: {}", reason.into()),
+    }
+}
+
+/// A job that asks for something that cannot be: refused for good (not retried).
+fn invalid(field: &'static str, value: &str, reason: &str) -> JobsError {
+    JobsError::Invalid(crate::submission::SubmissionError::Invalid {
+        field,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    })
+}
+
+/// Whether a cartridge in this state can be mounted (it is in the library).
+fn mountable(state: CartridgeState) -> bool {
+    state != CartridgeState::Exported
+}
+
+/// Whether a container in this state is read back by a verify.
+fn readable_back(state: ContainerState) -> bool {
+    matches!(state, ContainerState::Durable | ContainerState::Verified)
+}
+
+/// A read request on `barcode` that carries a cartridge task.
+fn task_request(
+    task: CartridgeTask,
+    barcode: &str,
+    pool: Option<String>,
+    bytes: u64,
+) -> NewTapeRequest {
+    NewTapeRequest {
+        target: MountTarget::Read {
+            barcode: barcode.to_string(),
+        },
+        pool,
+        object_key: task.label(barcode),
+        bytes,
+        files: 1,
+        priority: DEFAULT_PRIORITY,
+        detail: task.detail(),
     }
 }
 
@@ -219,6 +261,98 @@ impl EngineExecutor {
     }
 }
 
+impl EngineExecutor {
+    /// Run a batch's cartridge tasks on the cartridge mounted in `held`: labels, then
+    /// rebuilds, then one read-back pass over every container the batch verifies (in block
+    /// order). Each task's outcome goes into `out`; a drive fault or a cancel stops the run and
+    /// is returned, with what was settled before it kept in `out`.
+    async fn run_tasks(
+        &self,
+        held: &HeldDrive,
+        tasks: Vec<(&TapeRequest, &CartridgeTask)>,
+        fence: &Fence,
+        cancel: &CancelToken,
+        out: &mut BatchOutcome,
+    ) -> std::result::Result<(), SessionError> {
+        let barcode = held.mount.barcode.clone();
+        // Container to the requests that verify it (two jobs may ask for the same one).
+        let mut verify: HashMap<i64, Vec<i64>> = HashMap::new();
+        // Labels and rebuilds write the catalogue (a label the tape too): only under the lease.
+        let fenced = || async {
+            fence
+                .check()
+                .await
+                .map_err(|e| SessionError::Fenced(e.to_string()))
+        };
+        for (r, t) in &tasks {
+            if cancel.is_cancelled() {
+                return Err(SessionError::Cancelled);
+            }
+            match t {
+                CartridgeTask::Label { pool } => {
+                    fenced().await?;
+                    match self.service.label_held(held, pool).await {
+                        Ok(outcome) => {
+                            info!(%barcode, ?outcome, "intake");
+                            out.done.push(r.id);
+                            out.results
+                                .push((r.id, task_result(&barcode, json!(outcome))));
+                        }
+                        Err(SessionError::Cartridge { reason, .. }) => {
+                            out.failed.push((r.id, reason));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                CartridgeTask::Rebuild { worm } => {
+                    fenced().await?;
+                    match self.service.rebuild_held(held, *worm, cancel).await {
+                        Ok(report) => {
+                            info!(%barcode, containers = report.containers, objects = report.objects, "rebuilt");
+                            out.done.push(r.id);
+                            out.results.push((r.id, json!(report)));
+                        }
+                        // A blank or foreign cartridge: nothing of reel's to rebuild.
+                        Err(SessionError::Cartridge { reason, .. }) => {
+                            info!(%barcode, %reason, "skipped");
+                            out.done.push(r.id);
+                            out.results
+                                .push((r.id, json!({"barcode": barcode, "skipped": reason})));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                CartridgeTask::Verify { container } => {
+                    verify.entry(*container).or_default().push(r.id);
+                }
+            }
+        }
+        if verify.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = verify.keys().copied().collect();
+        let rep = self.service.verify_held(held, Some(&ids), cancel).await?;
+        for (container, result) in rep.results {
+            for id in verify.get(&container).into_iter().flatten().copied() {
+                match &result {
+                    Ok(()) => out.done.push(id),
+                    Err(m) => out.failed.push((id, m.clone())),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A cartridge task's result: the barcode, then what the task reports.
+fn task_result(barcode: &str, found: serde_json::Value) -> serde_json::Value {
+    let mut v = json!({"barcode": barcode});
+    if let (Some(o), serde_json::Value::Object(f)) = (v.as_object_mut(), found) {
+        o.extend(f);
+    }
+    v
+}
+
 fn read_detail(
     c: &CopyLocation,
     dest: &Path,
@@ -384,6 +518,177 @@ impl TapeExecutor for EngineExecutor {
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
+        }
+        Ok(reqs)
+    }
+
+    async fn plan_verify(&self, _job_id: &str, job: &VerifyJob) -> Result<Vec<NewTapeRequest>> {
+        let mut containers = Vec::new();
+        match &job.target {
+            VerifyTarget::Cartridge(b) => {
+                match self.catalogue().cartridge(b).await? {
+                    None => {
+                        return Err(invalid(
+                            "cartridge",
+                            b,
+                            "is not in the catalogue; list cartridges with `reel library cartridges`",
+                        ));
+                    }
+                    Some(c) if !mountable(c.state) => {
+                        return Err(invalid(
+                            "cartridge",
+                            b,
+                            "is exported (out of the library); bring it back before verifying it",
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                containers.extend(
+                    self.catalogue()
+                        .containers_on(b)
+                        .await?
+                        .into_iter()
+                        .filter(|c| readable_back(c.state)),
+                );
+            }
+            VerifyTarget::Container(id) => {
+                let c = self.catalogue().container(*id).await?.ok_or_else(|| {
+                    invalid(
+                        "container",
+                        &id.to_string(),
+                        "does not exist in the catalogue",
+                    )
+                })?;
+                let on = self.catalogue().cartridge(&c.barcode).await?;
+                if on.is_some_and(|k| !mountable(k.state)) {
+                    return Err(invalid(
+                        "container",
+                        &id.to_string(),
+                        &format!(
+                            "is on cartridge {}, which is exported (out of the library); bring it back before verifying it",
+                            c.barcode
+                        ),
+                    ));
+                }
+                if !readable_back(c.state) {
+                    return Err(invalid(
+                        "container",
+                        &id.to_string(),
+                        &format!(
+                            "is {}: only durable or verified containers are read back",
+                            c.state.as_str()
+                        ),
+                    ));
+                }
+                containers.push(c);
+            }
+            VerifyTarget::Sample { every } => {
+                let every = (*every).max(1);
+                let mut n = 0u64;
+                // Cartridges out of the library are not sampled.
+                for cart in self.catalogue().cartridges().await? {
+                    if !mountable(cart.state) {
+                        continue;
+                    }
+                    for c in self.catalogue().containers_on(&cart.barcode).await? {
+                        if readable_back(c.state) {
+                            if n.is_multiple_of(every) {
+                                containers.push(c);
+                            }
+                            n += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let mut pools: HashMap<String, Option<String>> = HashMap::new();
+        let mut reqs = Vec::with_capacity(containers.len());
+        for c in containers {
+            let pool = match pools.get(&c.barcode) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = self
+                        .catalogue()
+                        .cartridge(&c.barcode)
+                        .await?
+                        .and_then(|k| k.pool);
+                    pools.insert(c.barcode.clone(), p.clone());
+                    p
+                }
+            };
+            let task = CartridgeTask::Verify { container: c.id };
+            reqs.push(task_request(task, &c.barcode, pool, c.bytes));
+        }
+        Ok(reqs)
+    }
+
+    async fn plan_intake(&self, _job_id: &str, job: &IntakeJob) -> Result<Vec<NewTapeRequest>> {
+        let barcodes = match &job.selection {
+            IntakeSelection::Barcodes(b) => {
+                // A barcode the library does not hold is refused now, not mounted in vain
+                // until the attempts run out.
+                let held: HashSet<String> = self
+                    .service
+                    .sync_inventory()
+                    .await
+                    .map_err(tape)?
+                    .into_iter()
+                    .map(|c| c.barcode)
+                    .collect();
+                if let Some(missing) = b.iter().find(|b| !held.contains(*b)) {
+                    return Err(invalid(
+                        "barcodes",
+                        missing,
+                        "is not in the library; `reel library inventory` lists the cartridges it holds",
+                    ));
+                }
+                b.clone()
+            }
+            IntakeSelection::AllNew => self.service.new_cartridges().await.map_err(tape)?,
+        };
+        let pool = job.pool.clone().unwrap_or_else(|| self.default_pool());
+        Ok(barcodes
+            .iter()
+            // The pool it joins: a write to that pool right after finds it in the drive.
+            .map(|b| {
+                task_request(
+                    CartridgeTask::Label { pool: pool.clone() },
+                    b,
+                    Some(pool.clone()),
+                    0,
+                )
+            })
+            .collect())
+    }
+
+    async fn plan_rebuild(&self, _job_id: &str, job: &RebuildJob) -> Result<Vec<NewTapeRequest>> {
+        if !job.cartridges.is_empty() {
+            // A barcode the library does not hold is refused now, not mounted in vain.
+            let held: HashSet<String> = self
+                .service
+                .rebuild_targets(&[])
+                .await
+                .map_err(tape)?
+                .into_iter()
+                .map(|(b, _)| b)
+                .collect();
+            if let Some(missing) = job.cartridges.iter().find(|b| !held.contains(*b)) {
+                return Err(invalid(
+                    "cartridges",
+                    missing,
+                    "is not in the library; `reel library inventory` lists the cartridges it holds",
+                ));
+            }
+        }
+        let targets = self
+            .service
+            .rebuild_targets(&job.cartridges)
+            .await
+            .map_err(tape)?;
+        let mut reqs = Vec::with_capacity(targets.len());
+        for (b, worm) in targets {
+            let pool = self.catalogue().cartridge(&b).await?.and_then(|c| c.pool);
+            reqs.push(task_request(CartridgeTask::Rebuild { worm }, &b, pool, 0));
         }
         Ok(reqs)
     }
@@ -592,13 +897,30 @@ impl TapeExecutor for EngineExecutor {
         drive: &str,
         barcode: &str,
         requests: &[TapeRequest],
-        _fence: &Fence,
+        fence: &Fence,
         cancel: &CancellationToken,
         _progress: &ProgressFn,
     ) -> Result<BatchOutcome> {
         let index = Self::drive_index(drive)?;
+        // Cartridge tasks (verify, label, rebuild) and recall reads share the mount; `reads`
+        // keeps the position in `requests` of each recall item.
+        let mut tasks: Vec<(usize, CartridgeTask)> = Vec::new();
         let mut items = Vec::with_capacity(requests.len());
-        for r in requests {
+        let mut reads: Vec<usize> = Vec::with_capacity(requests.len());
+        let mut out = BatchOutcome::default();
+        for (i, r) in requests.iter().enumerate() {
+            match CartridgeTask::of(r) {
+                Ok(Some(t)) => {
+                    tasks.push((i, t));
+                    continue;
+                }
+                Ok(None) => {}
+                // A request this worker cannot read fails alone, not its batch.
+                Err(e) => {
+                    out.failed.push((r.id, e.to_string()));
+                    continue;
+                }
+            }
             let sha: String = field(r, "sha256")?;
             let sha = hex::decode(&sha)
                 .ok()
@@ -617,28 +939,70 @@ impl TapeExecutor for EngineExecutor {
                 // Requests planned before the policy existed replaced what they found.
                 overwrite: opt_field(r, "overwrite")?.unwrap_or(Overwrite::Always),
             });
+            reads.push(i);
         }
         let held = self
             .service
             .acquire_on(index, barcode)
             .await
             .map_err(tape)?;
+        let cancel = engine_cancel(cancel);
+        if !tasks.is_empty() {
+            let tasks = tasks.iter().map(|(i, t)| (&requests[*i], t)).collect();
+            if let Err(e) = self.run_tasks(&held, tasks, fence, &cancel, &mut out).await {
+                if matches!(e, session::SessionError::Device(_)) {
+                    self.service.eject(held).await;
+                }
+                // What the tasks settled stands; the rest of the batch counts an attempt.
+                let why = e.to_string();
+                let settled: HashSet<i64> = out
+                    .done
+                    .iter()
+                    .chain(out.failed.iter().map(|f| &f.0))
+                    .chain(out.retry.iter().map(|f| &f.0))
+                    .copied()
+                    .collect();
+                // A cancel or a lost lease is no fault of the requests: they go back as they
+                // were.
+                if !matches!(e, SessionError::Cancelled | SessionError::Fenced(_)) {
+                    out.retry.extend(
+                        requests
+                            .iter()
+                            .filter(|r| !settled.contains(&r.id))
+                            .map(|r| (r.id, why.clone())),
+                    );
+                }
+                return Ok(out);
+            }
+        }
+        if items.is_empty() {
+            return Ok(out);
+        }
         // Job progress is counted per finished request by the drive loop.
         let p = session::no_progress();
         let opts = recall_options(self.service.session_config(), OrderPolicy::Auto);
-        let rep = match recall_session(&held.drive, items, &opts, &engine_cancel(cancel), p).await {
+        let rep = match recall_session(&held.drive, items, &opts, &cancel, p).await {
             Ok(r) => r,
             Err(e) => {
                 if matches!(e, session::SessionError::Device(_)) {
                     self.service.eject(held).await;
                 }
-                return Err(tape(e));
+                if out.done.is_empty() && out.failed.is_empty() && out.retry.is_empty() {
+                    return Err(tape(e));
+                }
+                // The tasks' outcomes stand; the recall reads count an attempt, unless a
+                // cancel stopped them (they go back to the queue as they were).
+                if !matches!(e, SessionError::Cancelled) {
+                    let why = e.to_string();
+                    out.retry
+                        .extend(reads.iter().map(|i| (requests[*i].id, why.clone())));
+                }
+                return Ok(out);
             }
         };
         drop(held);
-        let mut out = BatchOutcome::default();
         for res in rep.results {
-            let r = &requests[res.index];
+            let r = &requests[reads[res.index]];
             match res.outcome {
                 Ok(_) => out.done.push(r.id),
                 Err(RecallFailure::Destination(m)) => out.failed.push((r.id, m)),
@@ -676,106 +1040,5 @@ impl TapeExecutor for EngineExecutor {
             }
         }
         Ok(out)
-    }
-
-    async fn verify(
-        &self,
-        _drive: &str,
-        job: &VerifyJob,
-        _fence: &Fence,
-        cancel: &CancellationToken,
-        _progress: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        let cancel = engine_cancel(cancel);
-        let mut targets: Vec<(String, Option<Vec<i64>>)> = Vec::new();
-        match &job.target {
-            VerifyTarget::Cartridge(b) => targets.push((b.clone(), None)),
-            VerifyTarget::Container(id) => {
-                let c = self
-                    .catalogue()
-                    .container(*id)
-                    .await?
-                    .ok_or_else(|| tape(format!("container {id} does not exist")))?;
-                targets.push((c.barcode, Some(vec![*id])));
-            }
-            VerifyTarget::Sample { every } => {
-                let every = (*every).max(1);
-                let mut n = 0u64;
-                for cart in self.catalogue().cartridges().await? {
-                    let mut ids = Vec::new();
-                    for c in self.catalogue().containers_on(&cart.barcode).await? {
-                        if matches!(c.state, ContainerState::Durable | ContainerState::Verified) {
-                            if n.is_multiple_of(every) {
-                                ids.push(c.id);
-                            }
-                            n += 1;
-                        }
-                    }
-                    if !ids.is_empty() {
-                        targets.push((cart.barcode, Some(ids)));
-                    }
-                }
-            }
-        }
-        let mut ok = 0usize;
-        let mut bad = Vec::new();
-        for (barcode, only) in targets {
-            let rep = self
-                .service
-                .verify_containers(&barcode, only.as_deref(), &cancel)
-                .await
-                .map_err(tape)?;
-            for (id, r) in rep.results {
-                match r {
-                    Ok(()) => ok += 1,
-                    Err(m) => bad.push(json!({"container": id, "barcode": barcode, "reason": m})),
-                }
-            }
-        }
-        if !bad.is_empty() {
-            return Err(tape(format!(
-                "{} container(s) failed verification and are marked dead (their objects are read from other copies): {}",
-                bad.len(),
-                serde_json::Value::Array(bad)
-            )));
-        }
-        Ok(json!({"verified": ok}))
-    }
-
-    async fn intake(
-        &self,
-        _drive: &str,
-        job: &IntakeJob,
-        _fence: &Fence,
-        _cancel: &CancellationToken,
-        _progress: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        let barcodes = match &job.selection {
-            IntakeSelection::Barcodes(b) => b.clone(),
-            IntakeSelection::AllNew => Vec::new(),
-        };
-        let pool = job.pool.clone().unwrap_or_else(|| self.default_pool());
-        let out = self.service.intake(&barcodes, &pool).await.map_err(tape)?;
-        Ok(json!(
-            out.into_iter()
-                .map(|(b, o)| json!({"barcode": b, "result": o}))
-                .collect::<Vec<_>>()
-        ))
-    }
-
-    async fn rebuild(
-        &self,
-        _drive: &str,
-        job: &RebuildJob,
-        _fence: &Fence,
-        cancel: &CancellationToken,
-        _progress: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        let reps = self
-            .service
-            .rebuild(&job.cartridges, &engine_cancel(cancel))
-            .await
-            .map_err(tape)?;
-        Ok(json!(reps))
     }
 }

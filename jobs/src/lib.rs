@@ -13,6 +13,7 @@
 //! - [`db`]: the pool on reel's own tables (SQLite or PostgreSQL).
 //! - [`queue`]: job records, the apalis bridge, tape requests and claims, leases and fencing.
 //! - [`scheduler`]: the mount decision, a pure function.
+//! - [`cartridge_task`]: verify, intake and rebuild work queued as tape requests on a cartridge.
 //! - [`worker`]: the worker process and the [`worker::TapeExecutor`] trait the engine implements.
 //! - [`executor`]: the tape executor, built on the engine's service and sessions.
 //! - [`demo`]: `reel demo`, the main job on SQLite and the simulator.
@@ -23,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod cartridge_task;
 pub mod cli;
 pub mod config;
 pub mod db;

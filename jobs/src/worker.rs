@@ -54,12 +54,16 @@ pub struct BatchOutcome {
     /// Reads whose copy was bad, sent to another copy: (request, barcode, pool, new detail).
     /// They go back to the queue on the other cartridge.
     pub reroute: Vec<(i64, String, Option<String>, serde_json::Value)>,
+    /// What done requests found, recorded on them for their job's result (cartridge tasks:
+    /// see [`crate::cartridge_task`]).
+    pub results: Vec<(i64, serde_json::Value)>,
 }
 
 /// The tape side of reel, implemented by the engine's sessions (write, recall, verify, intake,
-/// rebuild). Every method that touches a tape gets the drive's [`Fence`] (call
-/// [`Fence::check`] before each write) and a cancel token (stop at the next record boundary),
-/// and reports progress through the callback.
+/// rebuild). Jobs are planned into tape requests; drive loops run them in batches, one
+/// cartridge mounted at a time. Every method that touches a tape gets the drive's [`Fence`]
+/// (call [`Fence::check`] before each write) and a cancel token (stop at the next record
+/// boundary), and reports progress through the callback.
 pub trait TapeExecutor: Send + Sync + 'static {
     /// Drives this executor can use on this host (names as the plugin reports them).
     fn drives(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
@@ -121,35 +125,29 @@ pub trait TapeExecutor: Send + Sync + 'static {
         progress: &ProgressFn,
     ) -> impl Future<Output = Result<BatchOutcome>> + Send;
 
-    /// Run a verify job on `drive`; returns its result document.
-    fn verify(
+    /// Plan a verify job: one read request per container to read back
+    /// ([`crate::cartridge_task::CartridgeTask::Verify`]).
+    fn plan_verify(
         &self,
-        drive: &str,
+        job_id: &str,
         job: &VerifyJob,
-        fence: &Fence,
-        cancel: &CancellationToken,
-        progress: &ProgressFn,
-    ) -> impl Future<Output = Result<serde_json::Value>> + Send;
+    ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
-    /// Run an intake job on `drive`.
-    fn intake(
+    /// Plan an intake job: one read request per cartridge to label
+    /// ([`crate::cartridge_task::CartridgeTask::Label`]).
+    fn plan_intake(
         &self,
-        drive: &str,
+        job_id: &str,
         job: &IntakeJob,
-        fence: &Fence,
-        cancel: &CancellationToken,
-        progress: &ProgressFn,
-    ) -> impl Future<Output = Result<serde_json::Value>> + Send;
+    ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
-    /// Rebuild catalogue entries from tapes on `drive`.
-    fn rebuild(
+    /// Plan a rebuild job: one read request per cartridge to read
+    /// ([`crate::cartridge_task::CartridgeTask::Rebuild`]).
+    fn plan_rebuild(
         &self,
-        drive: &str,
+        job_id: &str,
         job: &RebuildJob,
-        fence: &Fence,
-        cancel: &CancellationToken,
-        progress: &ProgressFn,
-    ) -> impl Future<Output = Result<serde_json::Value>> + Send;
+    ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 }
 
 /// A worker name unique to this start: `PREFIX-HOST-PID-RANDOM`.
@@ -388,9 +386,7 @@ impl<E: TapeExecutor> Runtime<E> {
         let user_cancel = CancellationToken::new();
         let watcher = self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone());
         let beat = self.spawn_lease_heartbeat(job_fence.clone(), cancel.clone());
-        let ending = self
-            .execute(&record, job_fence, &cancel, &user_cancel)
-            .await;
+        let ending = self.execute(&record, &cancel, &user_cancel).await;
         beat.abort();
         watcher.abort();
         match ending {
@@ -463,23 +459,39 @@ impl<E: TapeExecutor> Runtime<E> {
     async fn execute(
         self: &Arc<Self>,
         rec: &JobRecord,
-        job_fence: &Fence,
         cancel: &CancellationToken,
         user: &CancellationToken,
     ) -> Ending {
-        let result = match &rec.spec {
-            JobSpec::Archive(a) => self
-                .plan_once(rec, self.executor.plan_archive(&rec.id, a))
-                .await
-                .map(|_| None),
-            JobSpec::Recall(r) => self
-                .plan_once(rec, self.executor.plan_recall(&rec.id, r))
-                .await
-                .map(|_| None),
-            JobSpec::Verify(_) | JobSpec::Intake(_) | JobSpec::Rebuild(_) => {
-                self.run_on_drive(rec, job_fence, cancel).await.map(Some)
+        let ex = &self.executor;
+        let planned = match &rec.spec {
+            JobSpec::Archive(a) => {
+                self.plan_once(rec, cancel, ex.plan_archive(&rec.id, a))
+                    .await
+            }
+            JobSpec::Recall(r) => {
+                self.plan_once(rec, cancel, ex.plan_recall(&rec.id, r))
+                    .await
+            }
+            JobSpec::Verify(v) => {
+                self.plan_once(rec, cancel, ex.plan_verify(&rec.id, v))
+                    .await
+            }
+            JobSpec::Intake(i) => {
+                self.plan_once(rec, cancel, ex.plan_intake(&rec.id, i))
+                    .await
+            }
+            JobSpec::Rebuild(r) => {
+                self.plan_once(rec, cancel, ex.plan_rebuild(&rec.id, r))
+                    .await
             }
         };
+        // Nothing to do on tape (no new cartridge to label, say): done now, not at the next
+        // heartbeat.
+        let result = planned.map(|n| {
+            (n == 0).then(|| {
+                crate::cartridge_task::job_result(rec.kind, &Default::default(), Vec::new())
+            })
+        });
         match result {
             Ok(Some(v)) => Ending::Done(v),
             Ok(None) => Ending::Waiting,
@@ -490,14 +502,15 @@ impl<E: TapeExecutor> Runtime<E> {
         }
     }
 
-    /// Archive and recall: plan the tape requests once. The checkpoint records it, so a
-    /// re-delivered attempt does not plan twice. The apalis slot is then free: a job waiting
-    /// for tape holds no worker concurrency; [`Runtime::finalize_waiting`] ends it.
+    /// Plan the job's tape requests once; returns how many there are. The checkpoint records
+    /// it, so a re-delivered attempt does not plan twice. The apalis slot is then free: a job
+    /// waiting for tape holds no worker concurrency; [`Runtime::finalize_waiting`] ends it.
     async fn plan_once(
         &self,
         rec: &JobRecord,
+        cancel: &CancellationToken,
         plan: impl Future<Output = Result<Vec<NewTapeRequest>>>,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let planned = rec
             .checkpoint
             .as_ref()
@@ -505,7 +518,13 @@ impl<E: TapeExecutor> Runtime<E> {
             .and_then(|v| v.as_bool())
             .unwrap_or(false);
         if !planned {
-            let reqs = plan.await?;
+            // A cancel or a shutdown stops the wait for a plan (a long walk of a source tree).
+            let reqs = tokio::select! {
+                r = plan => r?,
+                _ = cancel.cancelled() => {
+                    return Err(JobsError::Cancelled(rec.id.clone()));
+                }
+            };
             let bytes: u64 = reqs.iter().map(|r| r.bytes).sum();
             self.requests.add(&rec.id, &reqs).await?;
             self.store()
@@ -525,128 +544,92 @@ impl<E: TapeExecutor> Runtime<E> {
                     },
                 )
                 .await?;
+            return Ok(reqs.len());
         }
-        Ok(())
+        // Planned by an earlier attempt: the drives have its requests (a checkpoint without a
+        // count, from an older reel, had some).
+        Ok(rec
+            .checkpoint
+            .as_ref()
+            .and_then(|c| c.get("requests"))
+            .and_then(|v| v.as_u64())
+            .map_or(1, |n| n as usize))
     }
 
-    /// Bring every running archive/recall job up to date with its tape requests: progress,
-    /// cancel (drop its queued requests), done when all are done, failed when any failed.
-    /// Runs on every worker (idempotent), after each drive batch and on each heartbeat.
+    /// Bring every running job up to date with its tape requests: progress, cancel (drop its
+    /// queued requests), done when all are done, failed when any failed. Runs on every worker
+    /// (idempotent), after each drive batch and on each heartbeat.
     pub async fn finalize_waiting(&self) -> Result<()> {
         for rec in self
             .store()
             .list(Some(crate::job::JobState::Running), 10_000)
             .await?
         {
-            if !matches!(rec.kind, JobKind::Archive | JobKind::Recall) {
-                continue;
-            }
-            let planned = rec
-                .checkpoint
-                .as_ref()
-                .and_then(|c| c.get("planned"))
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
-            if !planned {
-                continue;
-            }
-            if rec.cancel_requested {
-                self.requests.cancel_job(&rec.id).await?;
-                self.store().mark_cancelled(&rec.id).await?;
-                continue;
-            }
-            let c = self.requests.counts(&rec.id).await?;
-            let p = Progress {
-                objects_done: c.done,
-                objects_total: c.total,
-                bytes_done: c.bytes_done,
-                bytes_total: c.bytes_total,
-            };
-            if p != rec.progress {
-                self.store().set_progress(&rec.id, p).await?;
-            }
-            if c.done + c.failed < c.total {
-                continue;
-            }
-            if c.failed > 0 {
-                let first = self.requests.failures(&rec.id, 3).await?;
-                let reasons: Vec<String> =
-                    first.iter().map(|(k, why)| format!("{k}: {why}")).collect();
-                let msg = format!(
-                    "{} of {} objects failed ({}{}); `reel jobs retry {}` queues the failed ones again",
-                    c.failed,
-                    c.total,
-                    reasons.join("; "),
-                    if c.failed > first.len() as u64 {
-                        "; …"
-                    } else {
-                        ""
-                    },
-                    rec.id
-                );
-                self.store()
-                    .fail_attempt(&rec.id, &msg, false, Duration::ZERO)
-                    .await?;
-            } else {
-                self.store().set_progress(&rec.id, p).await?;
-                self.store()
-                    .finish(
-                        &rec.id,
-                        &serde_json::json!({"objects": c.total, "bytes": c.bytes_total}),
-                    )
-                    .await?;
-            }
+            self.finalize_record(&rec).await?;
         }
         Ok(())
     }
 
-    /// Verify, intake, rebuild: take a free drive of this host, run under its lease, release.
-    async fn run_on_drive(
-        &self,
-        rec: &JobRecord,
-        job_fence: &Fence,
-        cancel: &CancellationToken,
-    ) -> Result<serde_json::Value> {
-        // Verify, intake and rebuild take whichever of this host's drives is free through the
-        // executor, which serialises drive use in-process; the drive loops hold their drive
-        // leases for the whole run, so a second lease on a drive is never taken here. The job
-        // lease guards the job's writes.
-        let _ = cancel;
-        let progress = self.progress_sink(&rec.id);
-        match &rec.spec {
-            JobSpec::Verify(v) => {
-                self.executor
-                    .verify("", v, job_fence, cancel, &*progress)
-                    .await
-            }
-            JobSpec::Intake(i) => {
-                self.executor
-                    .intake("", i, job_fence, cancel, &*progress)
-                    .await
-            }
-            JobSpec::Rebuild(r) => {
-                self.executor
-                    .rebuild("", r, job_fence, cancel, &*progress)
-                    .await
-            }
-            JobSpec::Archive(_) | JobSpec::Recall(_) => Err(JobsError::Tape(
-                "archive and recall run through tape requests".into(),
-            )),
+    async fn finalize_record(&self, rec: &JobRecord) -> Result<()> {
+        let planned = rec
+            .checkpoint
+            .as_ref()
+            .and_then(|c| c.get("planned"))
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if !planned {
+            return Ok(());
         }
-    }
-
-    fn progress_sink(&self, id: &str) -> Box<ProgressFn> {
-        let store = self.store().clone();
-        let id = id.to_string();
-        Box::new(move |p: Progress| {
-            let store = store.clone();
-            let id = id.clone();
-            tokio::spawn(async move {
-                if let Err(e) = store.set_progress(&id, p).await {
-                    tracing::warn!(job = %id, error = %e, "cannot record progress");
-                }
-            });
-        })
+        if rec.cancel_requested {
+            self.requests.cancel_job(&rec.id).await?;
+            self.store().mark_cancelled(&rec.id).await?;
+            return Ok(());
+        }
+        let c = self.requests.counts(&rec.id).await?;
+        let p = Progress {
+            objects_done: c.done,
+            objects_total: c.total,
+            bytes_done: c.bytes_done,
+            bytes_total: c.bytes_total,
+        };
+        if p != rec.progress {
+            self.store().set_progress(&rec.id, p).await?;
+        }
+        if c.done + c.failed < c.total {
+            return Ok(());
+        }
+        let unit = crate::cartridge_task::unit(rec.kind);
+        if c.failed > 0 {
+            let first = self.requests.failures(&rec.id, 3).await?;
+            let reasons: Vec<String> = first.iter().map(|(k, why)| format!("{k}: {why}")).collect();
+            let msg = format!(
+                "{} of {} {unit} failed ({}{}); `reel jobs retry {}` queues the failed ones again",
+                c.failed,
+                c.total,
+                reasons.join("; "),
+                if c.failed > first.len() as u64 {
+                    "; …"
+                } else {
+                    ""
+                },
+                rec.id
+            );
+            self.store()
+                .fail_attempt(&rec.id, &msg, false, Duration::ZERO)
+                .await?;
+        } else {
+            let results = match rec.kind {
+                JobKind::Intake | JobKind::Rebuild => self.requests.results(&rec.id).await?,
+                _ => Vec::new(),
+            };
+            self.store()
+                .finish(
+                    &rec.id,
+                    &crate::cartridge_task::job_result(rec.kind, &c, results),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     fn spawn_lease_heartbeat(
@@ -1116,6 +1099,9 @@ async fn drive_step<E: TapeExecutor>(
                 Ok(b) => b,
                 Err(e) => {
                     let _ = rt.board.publish(fence, None).await;
+                    if matches!(target, MountTarget::Read { .. }) && !cancel.is_cancelled() {
+                        mount_failed(rt, &target, limit, fence, &e).await?;
+                    }
                     return Err(e);
                 }
             };
@@ -1220,6 +1206,31 @@ async fn drive_step<E: TapeExecutor>(
     }
 }
 
+/// A cartridge that could not be mounted for reading (gone from the library, exported, a
+/// load that fails): its queued requests count an attempt and wait out their backoff, so a
+/// job on it ends with the reason after its attempts instead of winning the drive at every
+/// decision.
+async fn mount_failed<E: TapeExecutor>(
+    rt: &Arc<Runtime<E>>,
+    target: &MountTarget,
+    limit: ClaimLimit,
+    fence: &Fence,
+    e: &JobsError,
+) -> Result<()> {
+    let batch = rt.requests.claim(target, fence, limit).await?;
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let why = format!("cannot mount the cartridge: {e}");
+    tracing::warn!(?target, requests = batch.len(), error = %e, "mount failed; its requests count an attempt");
+    let o = BatchOutcome {
+        retry: batch.iter().map(|r| (r.id, why.clone())).collect(),
+        ..BatchOutcome::default()
+    };
+    settle(rt, &batch, o, &std::collections::BTreeSet::new(), fence).await?;
+    rt.finalize_waiting().await
+}
+
 /// Record what a batch did with each of its requests: done, failed, waiting out a retry,
 /// re-routed to another copy, dropped (its job was cancelled), or back in the queue.
 async fn settle<E: TapeExecutor>(
@@ -1236,6 +1247,7 @@ async fn settle<E: TapeExecutor>(
         .map(|r| r.id)
         .collect();
     let of_cancelled = |id: &i64| of_cancelled_jobs.contains(id);
+    rt.requests.record_results(&o.results, fence).await?;
     rt.requests.complete(&o.done, fence).await?;
     for (id, why) in &o.failed {
         rt.requests.fail(&[*id], fence, why).await?;

@@ -15,10 +15,8 @@ use crate::job::{IntakeSelection, RecallSelection};
 enum IntakeMode {
     Succeed,
     Fail,
-    /// Never returns (a hung or killed process).
+    /// Never returns (a hung or killed process, or a long walk of a source tree).
     Hang,
-    /// Returns when cancelled, at the next "record boundary".
-    UntilCancel,
 }
 
 struct Fake {
@@ -33,6 +31,8 @@ struct Fake {
     /// Every read request a batch was given, with when: key `C/bad…` fails its attempt (a
     /// medium error), `C/block…` holds the batch until it is cancelled.
     reads: Mutex<Vec<(String, std::time::Instant)>>,
+    /// Mounts tried of cartridges whose barcode starts with `GONE` (not in the library).
+    failed_mounts: Mutex<u32>,
 }
 
 impl Fake {
@@ -45,6 +45,7 @@ impl Fake {
             loaded: Mutex::new((BTreeMap::new(), 0)),
             read_time: Duration::ZERO,
             reads: Mutex::new(vec![]),
+            failed_mounts: Mutex::new(0),
         })
     }
     fn calls(&self) -> Vec<i64> {
@@ -90,6 +91,12 @@ impl TapeExecutor for Fake {
         let MountTarget::Read { barcode } = target else {
             return Err(JobsError::Tape("read only fake".into()));
         };
+        if barcode.starts_with("GONE") {
+            *self.failed_mounts.lock().unwrap() += 1;
+            return Err(JobsError::Tape(format!(
+                "cartridge {barcode} is not in the library"
+            )));
+        }
         self.mounts.lock().unwrap().push(barcode.clone());
         let mut l = self.loaded.lock().unwrap();
         assert!(
@@ -154,55 +161,25 @@ impl TapeExecutor for Fake {
                 .iter()
                 .map(|r| (r.id, "medium error (simulated)".to_string()))
                 .collect(),
+            results: vec![],
         })
     }
-    async fn verify(
-        &self,
-        _: &str,
-        _: &VerifyJob,
-        _: &Fence,
-        _: &CancellationToken,
-        _: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        Ok(serde_json::json!({}))
+    async fn plan_verify(&self, _: &str, _: &VerifyJob) -> Result<Vec<NewTapeRequest>> {
+        Ok(vec![])
     }
-    async fn intake(
-        &self,
-        _: &str,
-        _: &IntakeJob,
-        fence: &Fence,
-        cancel: &CancellationToken,
-        progress: &ProgressFn,
-    ) -> Result<serde_json::Value> {
+    /// Intake stands for any job's planning step: it succeeds with nothing to do on tape,
+    /// fails, hangs, or waits for a cancel.
+    async fn plan_intake(&self, _: &str, _: &IntakeJob) -> Result<Vec<NewTapeRequest>> {
         self.calls.lock().unwrap().push(now_ms());
-        fence.check().await?;
         match self.intake {
-            IntakeMode::Succeed => {
-                progress(Progress {
-                    objects_done: 1,
-                    objects_total: 1,
-                    bytes_done: 0,
-                    bytes_total: 0,
-                });
-                Ok(serde_json::json!({"cartridges": 0}))
-            }
+            IntakeMode::Succeed => Ok(vec![]),
             IntakeMode::Fail => Err(JobsError::Tape("simulated drive fault".into())),
+            // The worker stops waiting for a plan when the job is cancelled or shut down.
             IntakeMode::Hang => std::future::pending().await,
-            IntakeMode::UntilCancel => {
-                cancel.cancelled().await;
-                Err(JobsError::Cancelled("intake".into()))
-            }
         }
     }
-    async fn rebuild(
-        &self,
-        _: &str,
-        _: &RebuildJob,
-        _: &Fence,
-        _: &CancellationToken,
-        _: &ProgressFn,
-    ) -> Result<serde_json::Value> {
-        Ok(serde_json::json!({}))
+    async fn plan_rebuild(&self, _: &str, _: &RebuildJob) -> Result<Vec<NewTapeRequest>> {
+        Ok(vec![])
     }
 }
 
@@ -532,7 +509,7 @@ async fn pruning_postgres() {
 
 async fn cancel_and_shutdown(e: Env) {
     let q = e.queue().await;
-    let (rt, h) = e.start(Fake::new(IntakeMode::UntilCancel)).await;
+    let (rt, h) = e.start(Fake::new(IntakeMode::Hang)).await;
     // Cancel a running job: it stops at its next boundary and its lease is released.
     let job = q.submit(intake_spec(), None).await.unwrap();
     wait_for(&q, &job.id, "running", |r| r.state == JobState::Running).await;
@@ -750,6 +727,50 @@ async fn failing_requests_back_off_then_fail_postgres() {
         return;
     };
     failing_requests_back_off_then_fail(e).await;
+}
+
+/// Requests on a cartridge that cannot be mounted (gone from the library) count an attempt
+/// per failed mount, wait out the backoff, and fail with the reason after `max_attempts`: the
+/// job ends, its other object is recalled, and the drive is not asked to mount it again.
+async fn an_unmountable_cartridge_fails_its_requests(mut e: Env) {
+    e.config.library.drives = vec!["d0".into()];
+    e.config.scheduler.min_files = 1;
+    e.config.scheduler.max_age_seconds = 0;
+    e.config.scheduler.min_mount_seconds = 0;
+    let q = e.queue().await;
+    let fake = Fake::new(IntakeMode::Succeed);
+    let (rt, h) = e.start(fake.clone()).await;
+    let spec = JobSpec::Recall(RecallJob {
+        selection: RecallSelection::Keys(vec!["GONE1/x".into(), "C1/good".into()]),
+        destination: "/tmp/reel-test-out".into(),
+        overwrite: Default::default(),
+    });
+    let job = q.submit(spec, None).await.unwrap();
+    let r = wait_for(&q, &job.id, "failed", |r| r.state == JobState::Failed).await;
+    let err = r.error.clone().unwrap_or_default();
+    assert!(
+        err.contains("GONE1/x: gave up after 3 attempt(s): cannot mount the cartridge")
+            && err.contains("not in the library"),
+        "{err}"
+    );
+    assert_eq!(r.progress.objects_done, 1, "{r:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    assert_eq!(*fake.failed_mounts.lock().unwrap(), 3, "mounts tried");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmountable_cartridge_fails_its_requests_sqlite() {
+    an_unmountable_cartridge_fails_its_requests(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmountable_cartridge_fails_its_requests_postgres() {
+    let Some(e) = env(Some("an_unmountable_cartridge_fails_its_requests_postgres")).await else {
+        return;
+    };
+    an_unmountable_cartridge_fails_its_requests(e).await;
 }
 
 /// A job cancelled while a drive holds a batch of its requests: the batch stops, the job's

@@ -189,6 +189,35 @@ impl Catalogue {
         first_block: u64,
         record_size: u32,
     ) -> Result<i64> {
+        self.insert_container(uuid, barcode, file_number, first_block, record_size, false)
+            .await
+    }
+
+    /// Record, Pending, a container `catalog rebuild` found on the tape (close it with
+    /// [`Catalogue::close_container`] next). Unlike [`Catalogue::create_container`] nothing is
+    /// written: the cartridge may be in any state and the container anywhere on it, but it
+    /// must not lie inside a live container the catalogue already records there.
+    pub async fn record_found_container(
+        &self,
+        uuid: Uuid,
+        barcode: &str,
+        file_number: u64,
+        first_block: u64,
+        record_size: u32,
+    ) -> Result<i64> {
+        self.insert_container(uuid, barcode, file_number, first_block, record_size, true)
+            .await
+    }
+
+    async fn insert_container(
+        &self,
+        uuid: Uuid,
+        barcode: &str,
+        file_number: u64,
+        first_block: u64,
+        record_size: u32,
+        found_on_tape: bool,
+    ) -> Result<i64> {
         const OP: &str = "create_container";
         let file_db = to_db("file_number", file_number)?;
         let block_db = to_db("first_block", first_block)?;
@@ -226,13 +255,30 @@ impl Catalogue {
             .fetch_one(&mut *tx)
             .await
             .ctx(OP)?;
-            if state != "active" || !labelled {
+            if found_on_tape {
+                let inside: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM containers WHERE barcode = $1 AND state <> 'dead' \
+                     AND (file_number = $2 OR (first_block <= $3 AND COALESCE(last_block, first_block) >= $3))",
+                )
+                .bind(barcode)
+                .bind(file_db)
+                .bind(block_db)
+                .fetch_one(&mut *tx)
+                .await
+                .ctx(OP)?;
+                if inside > 0 {
+                    return Err(refused(format!(
+                        "a container found at file {file_number}, block {first_block} lies inside a live \
+                         container the catalogue records there; mark that one dead first if the tape is right"
+                    )));
+                }
+            } else if state != "active" || !labelled {
                 return Err(refused(format!(
                     "it is {state}{}; containers are written only to active, labelled cartridges",
                     if labelled { "" } else { " and unlabelled" }
                 )));
             }
-            if block_db < eod || file_db < next_file {
+            if !found_on_tape && (block_db < eod || file_db < next_file) {
                 return Err(refused(format!(
                     "a container at file {file_number}, block {first_block} would be before end \
                      of data (file {next_file}, block {eod}); write only at end of data"
@@ -246,7 +292,9 @@ impl Catalogue {
             .fetch_one(&mut *tx)
             .await
             .ctx(OP)?;
-            if last_file.is_some_and(|f| file_db <= f) || last_block.is_some_and(|b| block_db <= b)
+            if !found_on_tape
+                && (last_file.is_some_and(|f| file_db <= f)
+                    || last_block.is_some_and(|b| block_db <= b))
             {
                 return Err(refused(format!(
                     "a container at file {file_number}, block {first_block} would not follow the \

@@ -435,6 +435,22 @@ impl DeviceError {
         }
     }
 
+    /// Whether the fault is the drive's (or its path's), not the medium's: the same cartridge
+    /// may read in another drive or after a reset, so what was being read is not judged by it.
+    pub fn is_drive_fault(&self) -> bool {
+        matches!(
+            self,
+            DeviceError::Hardware { .. }
+                | DeviceError::NotReady { .. }
+                | DeviceError::UnitAttention { .. }
+                | DeviceError::Aborted { .. }
+                | DeviceError::Panicked { .. }
+                | DeviceError::Poisoned { .. }
+                | DeviceError::Transport { .. }
+                | DeviceError::ActorGone { .. }
+        )
+    }
+
     /// The sense key, ASC and ASCQ, for errors that came from a check condition.
     pub fn sense(&self) -> Option<(u8, u8, u8)> {
         use DeviceError::*;

@@ -32,13 +32,26 @@ pub struct VerifyReport {
     pub summary: SessionSummary,
 }
 
+/// What a read-back does when the drive (not the medium) fails under it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriveFault {
+    /// Record it as the failure of the container being read and go on (the write session's
+    /// read-back, whose caller settles what it could not verify).
+    Record,
+    /// Stop the pass with [`SessionError::Device`]: nothing is judged by a failing drive
+    /// (a verify job's pass; its requests are retried on a drive that works).
+    Stop,
+}
+
 /// Read back `targets` (sorted by block) on the mounted cartridge.
 pub async fn read_back(
     drive: &Drive,
     barcode: &str,
     targets: &[VerifyTarget],
+    on_drive_fault: DriveFault,
     cancel: &CancelToken,
 ) -> Result<VerifyReport, SessionError> {
+    let stop = move |e: &DeviceError| on_drive_fault == DriveFault::Stop && e.is_drive_fault();
     let mut targets = targets.to_vec();
     targets.sort_by_key(|t| t.first_block);
     let cancel = cancel.clone();
@@ -61,6 +74,9 @@ pub async fn read_back(
                         }
                         Err(e) => {
                             let e = DeviceError::from_call(e);
+                            if stop(&e) {
+                                return Err(SessionError::Device(e));
+                            }
                             rep.results.push((t.id, Err(format!("cannot locate to block {}: {e}", t.first_block))));
                             at = None;
                             continue;
@@ -92,6 +108,9 @@ pub async fn read_back(
                                 DeviceError::Filemark { .. } => {
                                     block += 1;
                                     break;
+                                }
+                                other if stop(&other) => {
+                                    return Err(SessionError::Device(other));
                                 }
                                 other => {
                                     failure.get_or_insert(format!("block {block}: {other}"));

@@ -533,7 +533,14 @@ async fn run(
                 objects: durable[i].copies.len(),
             })
             .collect();
-        let vr = verify::read_back(&ctx.drive, &barcode, &targets, &ctx.cancel).await?;
+        let vr = verify::read_back(
+            &ctx.drive,
+            &barcode,
+            &targets,
+            verify::DriveFault::Record,
+            &ctx.cancel,
+        )
+        .await?;
         summary.position_s += vr.summary.position_s;
         summary.transfer_s += vr.summary.transfer_s;
         summary.locates += vr.summary.locates;

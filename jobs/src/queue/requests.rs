@@ -421,6 +421,63 @@ impl TapeRequests {
         self.finish(ids, fence, "done", None).await
     }
 
+    /// Record what finished requests found ([`crate::cartridge_task`]), before they are marked
+    /// done. Only requests this claim still holds are written.
+    pub async fn record_results(
+        &self,
+        results: &[(i64, serde_json::Value)],
+        fence: &Fence,
+    ) -> Result<u64> {
+        if results.is_empty() {
+            return Ok(0);
+        }
+        fence.check().await?;
+        let sql = "UPDATE reel_tape_requests SET result = $1 \
+                   WHERE id = $2 AND state = 'claimed' AND claimed_by = $3 AND claim_epoch = $4";
+        crate::on_db!(&self.db, |p| {
+            let mut tx = p
+                .begin()
+                .await
+                .map_err(self.db.err("recording tape request results"))?;
+            let mut n = 0;
+            for (id, result) in results {
+                n += sqlx::query(sql)
+                    .bind(result.to_string())
+                    .bind(id)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db.err("recording tape request results"))?
+                    .rows_affected();
+            }
+            tx.commit()
+                .await
+                .map_err(self.db.err("recording tape request results"))?;
+            Ok(n)
+        })
+    }
+
+    /// The results recorded on a job's done requests, in request order.
+    pub async fn results(&self, job_id: &str) -> Result<Vec<serde_json::Value>> {
+        let sql = "SELECT result FROM reel_tape_requests \
+                   WHERE job_id = $1 AND state = 'done' AND result IS NOT NULL ORDER BY id";
+        crate::on_db!(&self.db, |p| {
+            let rows = sqlx::query(sql)
+                .bind(job_id)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("reading a job's request results"))?;
+            rows.iter()
+                .map(|r| {
+                    let text: String = r.try_get("result")?;
+                    Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+                })
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(self.db.err("reading a job's request results"))
+        })
+    }
+
     /// Mark requests failed with a reason.
     pub async fn fail(&self, ids: &[i64], fence: &Fence, reason: &str) -> Result<u64> {
         self.finish(ids, fence, "failed", Some(reason)).await

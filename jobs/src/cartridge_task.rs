@@ -1,0 +1,169 @@
+//! Cartridge tasks: the tape work of verify, intake and rebuild jobs, queued as tape requests
+//! on one cartridge like a recall's reads.
+//!
+//! A verify job becomes one request per container, an intake job one per cartridge to label, a
+//! rebuild job one per cartridge to read. Each request's target is
+//! [`MountTarget::Read`](crate::scheduler::MountTarget::Read) of its cartridge, so the
+//! scheduler decides when and where it is mounted, the drive board shows the mount, the drive
+//! loop unloads it as it does any other, and a batch on a cartridge serves a recall and a
+//! verify of it in one mount. The task travels in the request's `detail` as `{"op": …}`; a
+//! read request without `op` is a recall read.
+//!
+//! A task's outcome is recorded on its request ([`TaskResult`]) and the job's result is built
+//! from them by [`job_result`] when the last request ends.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{JobsError, Result};
+use crate::job::JobKind;
+use crate::queue::requests::{JobRequestCounts, TapeRequest};
+
+/// What a read request asks of its mounted cartridge besides a recall.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CartridgeTask {
+    /// Read back one container and mark it verified or dead.
+    Verify {
+        /// Catalogue container id.
+        container: i64,
+    },
+    /// Calibrate and label a new cartridge into `pool`.
+    Label {
+        /// The pool it joins.
+        pool: String,
+    },
+    /// Rebuild the cartridge's catalogue entries from the tape.
+    Rebuild {
+        /// Whether the library reports the cartridge WORM.
+        worm: bool,
+    },
+}
+
+impl CartridgeTask {
+    /// The task a request carries; `None` for a recall read (no `op` in its detail).
+    pub fn of(r: &TapeRequest) -> Result<Option<CartridgeTask>> {
+        if r.detail.get("op").is_none() {
+            return Ok(None);
+        }
+        serde_json::from_value(r.detail.clone())
+            .map(Some)
+            .map_err(|e| JobsError::Tape(format!("request {}: bad cartridge task: {e}", r.id)))
+    }
+
+    /// The request detail that carries this task.
+    pub fn detail(&self) -> serde_json::Value {
+        // A plain enum of strings, integers and booleans always serializes.
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The name a request of this task shows where an object key would stand (failures in a
+    /// job's error, `reel jobs show`).
+    pub fn label(&self, barcode: &str) -> String {
+        match self {
+            CartridgeTask::Verify { container } => format!("container {container} on {barcode}"),
+            CartridgeTask::Label { .. } | CartridgeTask::Rebuild { .. } => {
+                format!("cartridge {barcode}")
+            }
+        }
+    }
+}
+
+/// What one finished request reports into its job's result, in request order.
+pub type TaskResult = serde_json::Value;
+
+/// What a job's requests count: objects (archive, recall), containers (verify) or cartridges
+/// (intake, rebuild).
+pub fn unit(kind: JobKind) -> &'static str {
+    match kind {
+        JobKind::Archive | JobKind::Recall => "objects",
+        JobKind::Verify => "containers",
+        JobKind::Intake | JobKind::Rebuild => "cartridges",
+    }
+}
+
+/// The result document of a job whose requests all ended done, from their counts and the
+/// results recorded on them (in request order).
+pub fn job_result(
+    kind: JobKind,
+    counts: &JobRequestCounts,
+    results: Vec<TaskResult>,
+) -> serde_json::Value {
+    match kind {
+        JobKind::Archive | JobKind::Recall => {
+            serde_json::json!({"objects": counts.total, "bytes": counts.bytes_total})
+        }
+        JobKind::Verify => {
+            serde_json::json!({"verified": counts.done, "bytes": counts.bytes_total})
+        }
+        JobKind::Intake | JobKind::Rebuild => serde_json::json!({"cartridges": results}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::MountTarget;
+
+    fn request(detail: serde_json::Value) -> TapeRequest {
+        TapeRequest {
+            id: 7,
+            job_id: "j".into(),
+            target: MountTarget::Read {
+                barcode: "RL0001L9".into(),
+            },
+            pool: None,
+            object_key: "k".into(),
+            bytes: 0,
+            files: 1,
+            priority: 0,
+            detail,
+            state: "claimed".into(),
+            claimed_by: None,
+            claim_epoch: None,
+            error: None,
+            attempts: 0,
+        }
+    }
+
+    #[test]
+    fn a_task_round_trips_through_a_request_detail_and_a_recall_read_has_none() {
+        for t in [
+            CartridgeTask::Verify { container: 12 },
+            CartridgeTask::Label {
+                pool: "main".into(),
+            },
+            CartridgeTask::Rebuild { worm: true },
+        ] {
+            assert_eq!(CartridgeTask::of(&request(t.detail())).unwrap(), Some(t));
+        }
+        let recall = request(serde_json::json!({"sha256": "00", "offset": 0}));
+        assert_eq!(CartridgeTask::of(&recall).unwrap(), None);
+    }
+
+    #[test]
+    fn an_unknown_op_is_an_error_naming_the_request() {
+        let e = CartridgeTask::of(&request(serde_json::json!({"op": "erase"}))).unwrap_err();
+        assert!(e.to_string().contains("request 7"), "{e}");
+    }
+
+    #[test]
+    fn job_results_by_kind() {
+        let c = JobRequestCounts {
+            total: 3,
+            done: 3,
+            failed: 0,
+            bytes_total: 30,
+            bytes_done: 30,
+        };
+        assert_eq!(
+            job_result(JobKind::Verify, &c, vec![]),
+            serde_json::json!({"verified": 3, "bytes": 30})
+        );
+        let r = serde_json::json!({"barcode": "A"});
+        assert_eq!(
+            job_result(JobKind::Intake, &c, vec![r.clone()]),
+            serde_json::json!({"cartridges": [r]})
+        );
+        assert_eq!(unit(JobKind::Rebuild), "cartridges");
+    }
+}
