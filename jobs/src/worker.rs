@@ -384,11 +384,14 @@ impl<E: TapeExecutor> Runtime<E> {
         tracing::info!(worker = %self.name, "job started");
         let cancel = self.shutdown.child_token();
         let user_cancel = CancellationToken::new();
-        let watcher = self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone());
-        let beat = self.spawn_lease_heartbeat(job_fence.clone(), cancel.clone());
+        // Both end with this attempt, however it ends (a dropped attempt must not keep renewing
+        // its job lease: the job would then never run again).
+        let watcher =
+            AbortOnDrop(self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone()));
+        let beat = AbortOnDrop(self.spawn_lease_heartbeat(job_fence.clone(), cancel.clone()));
         let ending = self.execute(&record, &cancel, &user_cancel).await;
-        beat.abort();
-        watcher.abort();
+        drop(beat);
+        drop(watcher);
         match ending {
             Ending::Done(v) => {
                 self.store().finish(&record.id, &v).await?;
@@ -653,14 +656,34 @@ impl<E: TapeExecutor> Runtime<E> {
     }
 }
 
+/// A spawned task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The apalis handler: hand the ticket to the runtime. Always `Ok`, so apalis never retries on
 /// its own (its storage retry has no delay); reel's bookkeeping decides about retries.
+///
+/// The attempt runs in a task of its own: an apalis worker that dies (a failed heartbeat
+/// query ends its fetch loop) drops the handler futures it holds, and an attempt dropped in
+/// the middle would leave its job `running` for good. Spawned, the attempt finishes and
+/// records its outcome in reel's tables; only apalis's acknowledgement is lost, and a
+/// re-delivered ticket finds the job final or its lease taken.
 async fn handle_ticket<E: TapeExecutor>(
     ticket: Ticket,
     task_id: TaskId,
     rt: Data<Arc<Runtime<E>>>,
 ) -> std::result::Result<(), BoxDynError> {
-    rt.0.run_ticket(ticket, task_id.to_string()).await;
+    let rt = rt.0.clone();
+    let task_id = task_id.to_string();
+    let attempt = tokio::spawn(async move { rt.run_ticket(ticket, task_id).await });
+    if let Err(e) = attempt.await {
+        tracing::error!(error = %e, "job attempt task failed; the job is re-delivered after the lease window");
+    }
     Ok(())
 }
 

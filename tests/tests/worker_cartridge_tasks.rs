@@ -19,7 +19,15 @@ fn run_job(dir: &Path, args: &[&str]) -> serde_json::Value {
     assert_eq!(code, 0, "submit {args:?}: {v} {err}");
     let id = job_id(&v);
     let (code, v, err) = reel(dir, &["jobs", "wait", &id, "--timeout", "120"]);
-    assert_eq!(code, 0, "job {args:?} did not end done: {v} {err}");
+    if code != 0 {
+        let log = std::fs::read_to_string(dir.join("worker-1.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!(
+            "job {args:?} did not end done: {v} {err}\nworker log (last lines):\n{}",
+            tail.join("\n")
+        );
+    }
     job_of(&show_job(dir, &id))
 }
 
