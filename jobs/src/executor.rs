@@ -192,6 +192,8 @@ pub struct EngineExecutor {
     config: Config,
     /// Bad copies seen per request (barcodes), so a re-route never goes back to one.
     bad: std::sync::Mutex<HashMap<i64, HashSet<String>>>,
+    /// The library's name, asked of the plugin once ([`EngineExecutor::library_id`]).
+    library_id: tokio::sync::OnceCell<String>,
 }
 
 impl EngineExecutor {
@@ -201,6 +203,7 @@ impl EngineExecutor {
             service,
             config,
             bad: Default::default(),
+            library_id: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -213,13 +216,30 @@ impl EngineExecutor {
         self.service.catalogue()
     }
 
+    /// The library's name in drive names, leases and the drive board: from the serial number
+    /// the plugin reports (`simlib-3F9A0C21B7D4`, `3573_tl-LIB0000001`), so every host
+    /// sharing the library agrees however it installed or configured the plugin; a hash of the
+    /// plugin path and config only when the plugin reports none (docs/DECISIONS.md 26).
+    pub async fn library_id(&self) -> Result<&str> {
+        self.library_id
+            .get_or_try_init(|| async {
+                use sha2::Digest;
+                let lib = &self.config.library;
+                let hash = sha2::Sha256::digest(format!("{}\n{}", lib.plugin, lib.plugin_config));
+                self.service
+                    .library()
+                    .identity(&hex::encode(&hash[..4]))
+                    .await
+                    .map_err(tape)
+            })
+            .await
+            .map(String::as_str)
+    }
+
     /// A drive's name in leases and logs: `<library id>-<index>`, so drive 0 of one library
     /// and drive 0 of another never share a lease, while hosts sharing one library do.
-    fn drive_name(&self, index: u32) -> String {
-        use sha2::Digest;
-        let lib = &self.config.library;
-        let id = sha2::Sha256::digest(format!("{}\n{}", lib.plugin, lib.plugin_config));
-        format!("{}-{index}", hex::encode(&id[..4]))
+    async fn drive_name(&self, index: u32) -> Result<String> {
+        Ok(format!("{}-{index}", self.library_id().await?))
     }
 
     fn drive_index(drive: &str) -> Result<u32> {
@@ -394,12 +414,11 @@ fn field<T: serde::de::DeserializeOwned>(r: &TapeRequest, name: &str) -> Result<
 
 impl TapeExecutor for EngineExecutor {
     async fn drives(&self) -> Result<Vec<String>> {
-        Ok(self
-            .service
-            .drives()
-            .iter()
-            .map(|d| self.drive_name(d.index()))
-            .collect())
+        let mut names = Vec::new();
+        for d in self.service.drives() {
+            names.push(self.drive_name(d.index()).await?);
+        }
+        Ok(names)
     }
 
     async fn plan_archive(&self, _job_id: &str, job: &ArchiveJob) -> Result<Vec<NewTapeRequest>> {

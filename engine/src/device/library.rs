@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use reel_plugin_abi::host::{LibraryHandle, Plugin};
-use reel_plugin_abi::sdk::Element;
+use reel_plugin_abi::sdk::{Element, LibraryInfo};
 
 use super::actor::Actor;
 use super::drive::Drive;
@@ -59,6 +59,36 @@ impl Library {
             .await?
     }
 
+    /// The library's identity as the plugin reports it (ABI 1.1 `library_info`); None when the
+    /// plugin cannot tell (a 1.0 plugin, a configuration without a changer).
+    pub async fn info(&self) -> Result<Option<LibraryInfo>, DeviceError> {
+        match self
+            .actor
+            .run("library_info", |h| h.info().map_err(DeviceError::from_call))
+            .await?
+        {
+            Ok(i) => Ok(Some(i)),
+            Err(DeviceError::Unsupported { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The name every host gives this library in drive names, drive leases and the drive
+    /// board: [`library_name`] of its reported identity, so hosts agree however the plugin is
+    /// installed or configured there; `fallback` (a name from the configuration) when the
+    /// plugin reports none, with a warning, since hosts must then configure it identically.
+    pub async fn identity(&self, fallback: &str) -> Result<String, DeviceError> {
+        if let Some(name) = self.info().await?.as_ref().and_then(library_name) {
+            return Ok(name);
+        }
+        tracing::warn!(
+            plugin = self.plugin.name(),
+            name = fallback,
+            "the plugin reports no library serial number: the library is named from the plugin path and config, so every host sharing it must install and configure the plugin identically"
+        );
+        Ok(fallback.to_owned())
+    }
+
     /// MOVE MEDIUM from element `src` to element `dst`; returns the move's elapsed time (ns).
     pub async fn move_medium(&self, src: u32, dst: u32) -> Result<u64, DeviceError> {
         self.actor
@@ -88,5 +118,65 @@ impl Library {
             })
             .await??;
         Drive::spawn(index, handle)
+    }
+}
+
+/// A library's name from its identity: its product and serial number, with anything but
+/// ASCII letters, digits, `.` and `_` made `_` (the name goes into lease resources and log
+/// lines), e.g. `simlib-3F9A0C21B7D4`. None without a serial number.
+pub fn library_name(info: &LibraryInfo) -> Option<String> {
+    let clean = |s: &str, max: usize| -> String {
+        s.trim()
+            .chars()
+            .take(max)
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    let serial = clean(&info.serial, 64);
+    if serial.is_empty() {
+        return None;
+    }
+    let product = clean(&info.product, 24).to_ascii_lowercase();
+    Some(if product.is_empty() {
+        serial
+    } else {
+        format!("{product}-{serial}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(product: &str, serial: &str) -> LibraryInfo {
+        LibraryInfo {
+            vendor: "V".into(),
+            product: product.into(),
+            serial: serial.into(),
+        }
+    }
+
+    #[test]
+    fn a_library_is_named_by_product_and_serial() {
+        assert_eq!(
+            library_name(&info("SIMLIB", "3F9A0C21B7D4")).as_deref(),
+            Some("simlib-3F9A0C21B7D4")
+        );
+        assert_eq!(
+            library_name(&info("MSL 2024 ", " DEC-123/4 ")).as_deref(),
+            Some("msl_2024-DEC_123_4")
+        );
+        assert_eq!(library_name(&info("", "X1")).as_deref(), Some("X1"));
+    }
+
+    #[test]
+    fn no_serial_no_name() {
+        assert_eq!(library_name(&info("SIMLIB", "  ")), None);
     }
 }

@@ -17,9 +17,9 @@ mod timing;
 
 pub use drive::Drive;
 pub use error::{DeviceError, Kind, Sense, classify};
-pub use library::Library;
+pub use library::{Library, library_name};
 pub use plugin::load_plugin;
 pub use reel_plugin_abi::host::{CallError, DriveHandle, LibraryHandle, LoadError, Plugin};
-pub use reel_plugin_abi::sdk::{DriveInfo, Element, Geometry, ReadRecord};
+pub use reel_plugin_abi::sdk::{DriveInfo, Element, Geometry, LibraryInfo, ReadRecord};
 pub use reel_plugin_abi::types::{ReelDriveStats, ReelExtent, ReelPosition};
 pub use timing::DriveTimings;

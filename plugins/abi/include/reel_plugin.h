@@ -24,7 +24,10 @@ typedef struct ReelDrive ReelDrive;
 #define REEL_ABI_MAJOR 1
 
 // Minor version: bumped when slots are appended to [`ReelPluginV1`].
-#define REEL_ABI_MINOR 0
+//
+// - 1.0: the core table.
+// - 1.1: `library_info` (the library's own identity: vendor, product, serial number).
+#define REEL_ABI_MINOR 1
 
 // The call succeeded. The status may still carry flags (for example early warning on write).
 #define REEL_OK 0
@@ -395,6 +398,23 @@ typedef struct ReelDriveInfo {
     uint64_t max_record_bytes;
 } ReelDriveInfo;
 
+// Library identity (ABI 1.1): for a SCSI library the medium changer's INQUIRY and VPD 80h.
+// The serial number is what the host names the library by (drive leases, the drive board,
+// drive names), so it must be the same on every host that reaches this library, however the
+// plugin is installed or configured there.
+typedef struct ReelLibraryInfo {
+    // Size of this struct as the caller allocated it.
+    uint32_t struct_size;
+    // Reserved, zero.
+    uint32_t reserved;
+    // Vendor, NUL terminated.
+    char vendor[16];
+    // Product, NUL terminated.
+    char product[32];
+    // Serial number, NUL terminated; stable for the life of the library.
+    char serial[64];
+} ReelLibraryInfo;
+
 // The v1 plugin table, returned by the exported `reel_plugin_v1` symbol. Static, immutable.
 //
 // Append-only: new slots go at the end and bump [`REEL_ABI_MINOR`]. A NULL slot is
@@ -475,6 +495,10 @@ typedef struct ReelPluginV1 {
     int32_t (*drive_geometry)(ReelDrive *drive, struct ReelGeometry *out, uint64_t *eowp, uint32_t capacity, struct ReelStatus *status);
     // Native recommended access order: writes a permutation of `0..count` into `out_order`.
     int32_t (*drive_rao)(ReelDrive *drive, const struct ReelExtent *extents, uint32_t count, uint32_t *out_order, struct ReelStatus *status);
+    // ABI 1.1. The library's identity (for a SCSI library, the medium changer's INQUIRY and
+    // unit serial number). NULL (a 1.0 plugin): the host names the library from its
+    // configuration instead.
+    int32_t (*library_info)(ReelLibrary *library, struct ReelLibraryInfo *out, struct ReelStatus *status);
 } ReelPluginV1;
 
 // Signature of the exported entry symbol `reel_plugin_v1`.

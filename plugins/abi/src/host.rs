@@ -17,7 +17,7 @@ use std::ffi::{CStr, CString, c_char};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::sdk::{DriveInfo, Element, Geometry, ReadRecord};
+use crate::sdk::{DriveInfo, Element, Geometry, LibraryInfo, ReadRecord};
 use crate::types::*;
 
 /// Why a plugin could not be loaded. Each names the file and what to do.
@@ -419,6 +419,26 @@ impl LibraryHandle {
     /// Status of the last call (its `elapsed_ns`, flags, message).
     pub fn last_status(&self) -> &ReelStatus {
         &self.last
+    }
+
+    /// The library's identity (ABI 1.1). A 1.0 plugin, or one that cannot tell, answers
+    /// `REEL_E_UNSUPPORTED`.
+    pub fn info(&mut self) -> Result<LibraryInfo, CallError> {
+        let p = self.inner.plugin.clone();
+        let f = slot!(p, library_info);
+        let mut out = ReelLibraryInfo::new();
+        let mut st = ReelStatus::new();
+        let _g = p.serialize();
+        // SAFETY: valid handle, out struct and status for the call.
+        let rc = unsafe { f(self.inner.raw, &mut out, &mut st) };
+        drop(_g);
+        self.last = st;
+        finish("library_info", rc, st)?;
+        Ok(LibraryInfo {
+            vendor: cbuf_to_string(&out.vendor),
+            product: cbuf_to_string(&out.product),
+            serial: cbuf_to_string(&out.serial),
+        })
     }
 
     /// Every changer element.

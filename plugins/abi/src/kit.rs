@@ -111,6 +111,7 @@ const fn check(name: &'static str, needs: u64, run: fn(&mut Ctx) -> Result<(), S
 /// (a loaded scratch cartridge, the reference layout written by `records`).
 const CHECKS: &[Check] = &[
     check("inventory", REEL_CAP_CHANGER, changer::inventory),
+    check("library_info", 0, changer::library_info),
     check("move.errors", REEL_CAP_CHANGER, changer::move_errors),
     check("move", REEL_CAP_CHANGER, changer::move_round_trip),
     check("load_unload", 0, media::load_unload),

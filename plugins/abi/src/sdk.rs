@@ -170,6 +170,17 @@ pub struct DriveInfo {
     pub max_record_bytes: u64,
 }
 
+/// A library's identity (ABI 1.1 `library_info`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LibraryInfo {
+    /// Vendor.
+    pub vendor: String,
+    /// Product.
+    pub product: String,
+    /// Serial number: the same on every host that reaches this library.
+    pub serial: String,
+}
+
 /// A record read from tape: its length and, under LBP, its CRC32C.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadRecord {
@@ -243,6 +254,11 @@ pub trait Library: Sized + Send + 'static {
     /// Plugin-specific action; returns the response text.
     fn control(&mut self, _request: &str, _call: &mut Call) -> Result<String, Fault> {
         Err(Fault::unsupported("control"))
+    }
+    /// The library's identity (ABI 1.1). The default answers "unsupported": the host then
+    /// names the library from its configuration.
+    fn info(&mut self, _call: &mut Call) -> Result<LibraryInfo, Fault> {
+        Err(Fault::unsupported("library_info"))
     }
     /// Open the drive with the given index.
     fn open_drive(&mut self, index: u32, call: &mut Call) -> Result<Self::Drive, Fault>;
@@ -494,6 +510,44 @@ pub mod trampoline {
                     for (i, e) in els.iter().enumerate() {
                         *elements.add(i) = e.to_c();
                     }
+                    Ok(())
+                },
+            )
+        }
+    }
+
+    /// `library_info` (ABI 1.1).
+    ///
+    /// # Safety
+    /// ABI contract.
+    pub unsafe extern "C" fn library_info<L: Library>(
+        lib: *mut ReelLibrary,
+        out: *mut ReelLibraryInfo,
+        status: *mut ReelStatus,
+    ) -> i32 {
+        if out.is_null() {
+            return REEL_E_INVALID_ARG;
+        }
+        // SAFETY: contract of this function.
+        unsafe {
+            with_handle::<L, _>(
+                lib as *mut _,
+                status,
+                |l, c| l.info(c),
+                |i| {
+                    let mut o = ReelLibraryInfo::new();
+                    copy_cstr(&mut o.vendor, &i.vendor);
+                    copy_cstr(&mut o.product, &i.product);
+                    copy_cstr(&mut o.serial, &i.serial);
+                    // Only as much as the caller allocated (an older caller's smaller struct).
+                    let size =
+                        ((*out).struct_size as usize).min(std::mem::size_of::<ReelLibraryInfo>());
+                    o.struct_size = (*out).struct_size;
+                    std::ptr::copy_nonoverlapping(
+                        &o as *const _ as *const u8,
+                        out as *mut u8,
+                        size,
+                    );
                     Ok(())
                 },
             )
@@ -1153,5 +1207,6 @@ pub const fn plugin_table<L: Library>() -> ReelPluginV1 {
         drive_tape_alerts: Some(t::drive_tape_alerts::<L>),
         drive_geometry: Some(t::drive_geometry::<L>),
         drive_rao: Some(t::drive_rao::<L>),
+        library_info: Some(t::library_info::<L>),
     }
 }

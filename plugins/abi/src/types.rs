@@ -12,7 +12,10 @@ use std::ffi::c_char;
 /// Major version of this ABI. A breaking change gets a new entry symbol (`reel_plugin_v2`).
 pub const REEL_ABI_MAJOR: u16 = 1;
 /// Minor version: bumped when slots are appended to [`ReelPluginV1`].
-pub const REEL_ABI_MINOR: u16 = 0;
+///
+/// - 1.0: the core table.
+/// - 1.1: `library_info` (the library's own identity: vendor, product, serial number).
+pub const REEL_ABI_MINOR: u16 = 1;
 /// Name of the exported entry symbol for major version 1.
 pub const REEL_PLUGIN_ENTRY_V1: &str = "reel_plugin_v1";
 
@@ -393,6 +396,44 @@ impl Default for ReelDriveInfo {
     }
 }
 
+/// Library identity (ABI 1.1): for a SCSI library the medium changer's INQUIRY and VPD 80h.
+/// The serial number is what the host names the library by (drive leases, the drive board,
+/// drive names), so it must be the same on every host that reaches this library, however the
+/// plugin is installed or configured there.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ReelLibraryInfo {
+    /// Size of this struct as the caller allocated it.
+    pub struct_size: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Vendor, NUL terminated.
+    pub vendor: [c_char; 16],
+    /// Product, NUL terminated.
+    pub product: [c_char; 32],
+    /// Serial number, NUL terminated; stable for the life of the library.
+    pub serial: [c_char; 64],
+}
+
+impl ReelLibraryInfo {
+    /// A zeroed info struct with `struct_size` set.
+    pub const fn new() -> Self {
+        ReelLibraryInfo {
+            struct_size: std::mem::size_of::<ReelLibraryInfo>() as u32,
+            reserved: 0,
+            vendor: [0; 16],
+            product: [0; 32],
+            serial: [0; 64],
+        }
+    }
+}
+
+impl Default for ReelLibraryInfo {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 // ---- handles ------------------------------------------------------------------------------
 
 /// Opaque library handle, created by `library_open`.
@@ -633,6 +674,17 @@ pub struct ReelPluginV1 {
             extents: *const ReelExtent,
             count: u32,
             out_order: *mut u32,
+            status: *mut ReelStatus,
+        ) -> i32,
+    >,
+
+    /// ABI 1.1. The library's identity (for a SCSI library, the medium changer's INQUIRY and
+    /// unit serial number). NULL (a 1.0 plugin): the host names the library from its
+    /// configuration instead.
+    pub library_info: Option<
+        unsafe extern "C" fn(
+            library: *mut ReelLibrary,
+            out: *mut ReelLibraryInfo,
             status: *mut ReelStatus,
         ) -> i32,
     >,

@@ -119,6 +119,13 @@ fn extent_layout() {
 
 #[test]
 fn drive_info_layout() {
+    layout!(ReelLibraryInfo, size = 120, align = 4, {
+        struct_size: 0,
+        reserved: 4,
+        vendor: 8,
+        product: 24,
+        serial: 56,
+    });
     layout!(ReelDriveInfo, size = 128, align = 8, {
         struct_size: 0,
         reserved: 4,
@@ -137,7 +144,7 @@ fn opaque_handles_have_no_size() {
 
 #[test]
 fn plugin_table_layout() {
-    layout!(ReelPluginV1, size = 256, align = 8, {
+    layout!(ReelPluginV1, size = 264, align = 8, {
         struct_size: 0,
         abi_major: 4,
         abi_minor: 6,
@@ -173,6 +180,7 @@ fn plugin_table_layout() {
         drive_tape_alerts: 232,
         drive_geometry: 240,
         drive_rao: 248,
+        library_info: 256,
     });
 }
 

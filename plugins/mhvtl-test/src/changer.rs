@@ -7,7 +7,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use reel_plugin_abi::sdk::{Element, Fault};
+use reel_plugin_abi::sdk::{Element, Fault, LibraryInfo};
 use reel_plugin_abi::{
     REEL_E_TRANSPORT, REEL_ELEMENT_DRIVE, REEL_ELEMENT_IMPORT_EXPORT, REEL_ELEMENT_PICKER,
     REEL_ELEMENT_SLOT, asc, sense_key,
@@ -25,6 +25,8 @@ pub struct Changer {
     file: File,
     timeout: Duration,
     picker: Option<u16>,
+    /// The changer's identity (INQUIRY, VPD 80h): the library's (ABI 1.1 `library_info`).
+    pub info: LibraryInfo,
 }
 
 /// Open a SCSI node read-write and non-blocking (a node without medium must still open).
@@ -49,6 +51,7 @@ impl Changer {
             file,
             timeout,
             picker: None,
+            info: LibraryInfo::default(),
         };
         let mut inq = [0u8; 96];
         let n = c.command("INQUIRY", &cdb::inquiry(None, 96), Data::In(&mut inq))?;
@@ -61,7 +64,25 @@ impl Changer {
                 c.path.display()
             )));
         }
-        tracing::info!(changer = %c.path.display(), %vendor, %product, "changer open");
+        // The unit serial number names the library on every host; a changer without one is
+        // named from the configuration by the host.
+        let mut vpd = [0u8; 252];
+        let serial = c
+            .command(
+                "INQUIRY VPD 80h",
+                &cdb::inquiry(Some(0x80), 252),
+                Data::In(&mut vpd),
+            )
+            .ok()
+            .and_then(|n| cdb::parse_vpd80(&vpd[..n]).ok())
+            .unwrap_or_default();
+        tracing::info!(changer = %c.path.display(), %vendor, %product, %serial, "changer open");
+        let mut c = c;
+        c.info = LibraryInfo {
+            vendor: vendor.to_string(),
+            product: product.to_string(),
+            serial,
+        };
         Ok(c)
     }
 

@@ -27,7 +27,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use reel_plugin_abi::sdk::{Call, Element, Fault, Library};
+use reel_plugin_abi::sdk::{Call, Element, Fault, Library, LibraryInfo};
 use reel_plugin_abi::{
     REEL_CAP_CHANGER, REEL_CAP_IMMEDIATE_FILEMARKS, REEL_CAP_IMPORT_EXPORT,
     REEL_CAP_SPACE_BACKWARD, REEL_CAP_STATISTICS, REEL_E_TRANSPORT, REEL_ELEMENT_DRIVE,
@@ -131,6 +131,16 @@ impl Library for MhvtlLibrary {
         };
         call.elapsed_ns = t0.elapsed().as_nanos() as u64;
         r
+    }
+
+    fn info(&mut self, _call: &mut Call) -> Result<LibraryInfo, Fault> {
+        match &self.changer {
+            Some(c) if !c.info.serial.is_empty() => Ok(c.info.clone()),
+            Some(_) => Err(Fault::unsupported("a changer serial number (VPD 80h)")),
+            None => Err(Fault::unsupported(
+                "a library identity without a changer (add changer=serial=... to the config)",
+            )),
+        }
     }
 
     fn open_drive(&mut self, index: u32, call: &mut Call) -> Result<StDrive, Fault> {

@@ -20,8 +20,12 @@ pub struct Changer {
     dev: ScsiDevice,
     /// Element address assignment (MODE SENSE page 1Dh), when the changer reports it.
     pub map: Option<mode::ElementAddressAssignment>,
-    /// Serial number (VPD 80h).
+    /// Serial number (VPD 80h): the library's identity (ABI 1.1 `library_info`).
     pub serial: String,
+    /// Vendor (INQUIRY).
+    pub vendor: String,
+    /// Product (INQUIRY).
+    pub product: String,
 }
 
 impl Changer {
@@ -56,7 +60,13 @@ impl Changer {
             }
         };
         tracing::info!(device = %dev.name(), vendor = %inq.vendor, product = %inq.product, %serial, ?map, "changer opened");
-        Ok(Changer { dev, map, serial })
+        Ok(Changer {
+            dev,
+            map,
+            serial,
+            vendor: inq.vendor,
+            product: inq.product,
+        })
     }
 
     /// Wall time of the commands since the last call.
@@ -210,6 +220,8 @@ mod tests {
         let s = Script::new();
         let c = open_changer(&s);
         assert_eq!(c.serial, "LIB0000001");
+        // The library's identity (ABI 1.1 library_info) is the changer's.
+        assert_eq!((c.vendor.as_str(), c.product.as_str()), ("IBM", "3573-TL"));
         assert_eq!(c.map.unwrap().data_transfer, (256, 2));
     }
 

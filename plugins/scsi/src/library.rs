@@ -8,7 +8,7 @@
 
 use std::ffi::CStr;
 
-use reel_plugin_abi::sdk::{Call, Element, Fault, Library};
+use reel_plugin_abi::sdk::{Call, Element, Fault, Library, LibraryInfo};
 use reel_plugin_abi::{
     REEL_CAP_CHANGER, REEL_CAP_GEOMETRY, REEL_CAP_IMMEDIATE_FILEMARKS, REEL_CAP_IMPORT_EXPORT,
     REEL_CAP_LBP, REEL_CAP_MAM, REEL_CAP_RAO, REEL_CAP_SPACE_BACKWARD, REEL_CAP_STATISTICS,
@@ -332,6 +332,16 @@ impl Library for ScsiLibrary {
                 "unknown control request `{other}`; known: {{\"op\":\"initialize_element_status\"}}, {{\"op\":\"drives\"}}"
             ))),
         }
+    }
+
+    fn info(&mut self, _call: &mut Call) -> Result<LibraryInfo, Fault> {
+        // The changer's own identity; a drive-only configuration has none to give.
+        let c = self.changer()?;
+        Ok(LibraryInfo {
+            vendor: c.vendor.clone(),
+            product: c.product.clone(),
+            serial: c.serial.clone(),
+        })
     }
 
     fn open_drive(&mut self, index: u32, call: &mut Call) -> Result<TapeDrive, Fault> {

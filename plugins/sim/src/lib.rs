@@ -21,6 +21,7 @@ pub mod config;
 pub mod control;
 pub mod data_file;
 pub mod drive;
+pub mod identity;
 pub mod library;
 pub mod sense;
 pub mod stream;

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use reel_plugin_abi::sdk::{Call, Element, Fault, Library};
+use reel_plugin_abi::sdk::{Call, Element, Fault, Library, LibraryInfo};
 use reel_plugin_abi::{
     REEL_CAP_CHANGER, REEL_CAP_EARLY_WARNING, REEL_CAP_GEOMETRY, REEL_CAP_IMMEDIATE_FILEMARKS,
     REEL_CAP_IMPORT_EXPORT, REEL_CAP_LBP, REEL_CAP_MAM, REEL_CAP_RAO, REEL_CAP_SPACE_BACKWARD,
@@ -1270,6 +1270,16 @@ impl Library for SimLibrary {
 
     fn control(&mut self, request: &str, call: &mut Call) -> Result<String, Fault> {
         self.timed(call, |s| crate::control::handle(s, request))
+    }
+
+    fn info(&mut self, _call: &mut Call) -> Result<LibraryInfo, Fault> {
+        let serial = crate::identity::serial(&self.shared.cfg.dir)
+            .map_err(|e| crate::sense::io("serial", e))?;
+        Ok(LibraryInfo {
+            vendor: crate::identity::VENDOR.into(),
+            product: crate::identity::PRODUCT.into(),
+            serial,
+        })
     }
 
     fn open_drive(&mut self, index: u32, _call: &mut Call) -> Result<SimDrive, Fault> {

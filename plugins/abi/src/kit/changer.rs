@@ -57,6 +57,39 @@ pub(super) fn inventory(ctx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// `library_info` (ABI 1.1), optional: a plugin that cannot tell answers
+/// `REEL_E_UNSUPPORTED`; one that answers gives a non-empty serial number of printable ASCII,
+/// the same at every call (hosts name the library by it).
+pub(super) fn library_info(ctx: &mut Ctx) -> Result<(), String> {
+    let first = match ctx.library.info() {
+        Ok(i) => i,
+        Err(e) if e.code == REEL_E_UNSUPPORTED => return Ok(()),
+        Err(e) => return Err(format!("library_info: {e}")),
+    };
+    if first.serial.trim().is_empty() {
+        return Err(
+            "library_info succeeded with an empty serial number; answer REEL_E_UNSUPPORTED instead"
+                .into(),
+        );
+    }
+    for (what, v) in [
+        ("vendor", &first.vendor),
+        ("product", &first.product),
+        ("serial", &first.serial),
+    ] {
+        if !v.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
+            return Err(format!("library_info {what} {v:?} is not printable ASCII"));
+        }
+    }
+    let again = ok("library_info", ctx.library.info())?;
+    if again != first {
+        return Err(format!(
+            "library_info changed between two calls: {first:?} then {again:?}"
+        ));
+    }
+    Ok(())
+}
+
 fn find(inv: &[Element], address: u32) -> Result<&Element, String> {
     inv.iter()
         .find(|e| e.address == address)

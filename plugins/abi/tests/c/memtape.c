@@ -23,9 +23,11 @@ _Static_assert(sizeof(ReelPosition) == 32, "ReelPosition size");
 _Static_assert(sizeof(ReelDriveStats) == 136, "ReelDriveStats size");
 _Static_assert(sizeof(ReelGeometry) == 48, "ReelGeometry size");
 _Static_assert(sizeof(ReelDriveInfo) == 128, "ReelDriveInfo size");
-_Static_assert(sizeof(ReelPluginV1) == 256, "ReelPluginV1 size");
+_Static_assert(sizeof(ReelLibraryInfo) == 120, "ReelLibraryInfo size");
+_Static_assert(sizeof(ReelPluginV1) == 264, "ReelPluginV1 size");
 _Static_assert(offsetof(ReelPluginV1, library_open) == 40, "first slot offset");
-_Static_assert(offsetof(ReelPluginV1, drive_rao) == 248, "last slot offset");
+_Static_assert(offsetof(ReelPluginV1, drive_rao) == 248, "last 1.0 slot offset");
+_Static_assert(offsetof(ReelPluginV1, library_info) == 256, "last slot offset (1.1)");
 
 #define N_SLOTS 6
 #define N_CARTS 3
@@ -357,6 +359,21 @@ static void mt_drive_close(ReelDrive *d) { free(d); }
 #define DRIVE_LEAVE()               \
     pthread_mutex_unlock(&l->lock); \
     return rc
+
+/* ABI 1.1: the library's identity; writes at most the caller's struct_size. */
+static int32_t mt_library_info(ReelLibrary *l, ReelLibraryInfo *out, ReelStatus *st) {
+    reset(st);
+    if (!l || !out) return error(st, REEL_E_INVALID_ARG, "null argument");
+    ReelLibraryInfo info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.vendor, sizeof info.vendor, "REEL");
+    snprintf(info.product, sizeof info.product, "MEMTAPE");
+    snprintf(info.serial, sizeof info.serial, "MTLIB0001");
+    uint32_t size = out->struct_size < sizeof info ? out->struct_size : (uint32_t)sizeof info;
+    info.struct_size = out->struct_size;
+    memcpy(out, &info, size);
+    return REEL_OK;
+}
 
 static int32_t mt_drive_info(ReelDrive *d, ReelDriveInfo *out, ReelStatus *st) {
     reset(st);
@@ -701,6 +718,7 @@ static const ReelPluginV1 MEMTAPE = {
     .drive_mam_read = mt_drive_mam_read,
     .drive_mam_write = mt_drive_mam_write,
     .drive_statistics = mt_drive_statistics,
+    .library_info = mt_library_info,
 };
 
 REEL_REGISTER_PLUGIN(MEMTAPE)
