@@ -335,8 +335,12 @@ impl Library for ScsiLibrary {
     }
 
     fn info(&mut self, _call: &mut Call) -> Result<LibraryInfo, Fault> {
-        // The changer's own identity; a drive-only configuration has none to give.
+        // The changer's own identity; a drive-only configuration, or a changer that reports no
+        // serial number, has none to give (the host then names the library from its config).
         let c = self.changer()?;
+        if c.serial.is_empty() {
+            return Err(Fault::unsupported("a changer serial number (VPD 80h)"));
+        }
         Ok(LibraryInfo {
             vendor: c.vendor.clone(),
             product: c.product.clone(),
