@@ -66,16 +66,7 @@ impl Changer {
         }
         // The unit serial number names the library on every host; a changer without one is
         // named from the configuration by the host.
-        let mut vpd = [0u8; 252];
-        let serial = c
-            .command(
-                "INQUIRY VPD 80h",
-                &cdb::inquiry(Some(0x80), 252),
-                Data::In(&mut vpd),
-            )
-            .ok()
-            .and_then(|n| cdb::parse_vpd80(&vpd[..n]).ok())
-            .unwrap_or_default();
+        let serial = sg::unit_serial(|what, cdb, data| c.command(what, cdb, data));
         tracing::info!(changer = %c.path.display(), %vendor, %product, %serial, "changer open");
         let mut c = c;
         c.info = LibraryInfo {

@@ -531,16 +531,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
             let n = d.sg_command("INQUIRY", &cdb::inquiry(None, 96), Data::In(&mut inq))?;
             let (_, vendor, product) = cdb::parse_inquiry(&inq[..n])
                 .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", d.name)))?;
-            let mut vpd = [0u8; 252];
-            let serial = d
-                .sg_command(
-                    "INQUIRY VPD 80h",
-                    &cdb::inquiry(Some(0x80), 252),
-                    Data::In(&mut vpd),
-                )
-                .ok()
-                .and_then(|n| cdb::parse_vpd80(&vpd[..n]).ok())
-                .unwrap_or_default();
+            let serial = sg::unit_serial(|what, cdb, data| d.sg_command(what, cdb, data));
             if d.max_record == 0 {
                 d.max_record = d.block_limits().unwrap_or(0);
             }

@@ -190,3 +190,20 @@ pub fn run(
         }
     }
 }
+
+/// A device's unit serial number (INQUIRY VPD 80h) through `command` (a drive's or the
+/// changer's SG command), trimmed; empty when the device reports none or the command fails:
+/// a serial is an identity to show, never a reason to refuse the device.
+pub fn unit_serial(
+    command: impl FnOnce(&str, &[u8], Data<'_>) -> Result<usize, reel_plugin_abi::sdk::Fault>,
+) -> String {
+    let mut vpd = [0u8; 252];
+    command(
+        "INQUIRY VPD 80h",
+        &crate::cdb::inquiry(Some(0x80), 252),
+        Data::In(&mut vpd),
+    )
+    .ok()
+    .and_then(|n| crate::cdb::parse_vpd80(&vpd[..n.min(vpd.len())]).ok())
+    .unwrap_or_default()
+}
