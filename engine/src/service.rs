@@ -1672,13 +1672,22 @@ impl TapeService {
         if barcodes.is_empty() {
             return Ok(inventory);
         }
-        Ok(barcodes
-            .iter()
-            .map(|b| {
-                let worm = inventory.iter().any(|(i, w)| i == b && *w);
-                (b.clone(), worm)
-            })
-            .collect())
+        // Each named cartridge once, in the order named; one the library does not hold is
+        // refused, not mounted in vain.
+        let mut out: Vec<(String, bool)> = Vec::with_capacity(barcodes.len());
+        for b in barcodes {
+            if out.iter().any(|(o, _)| o == b) {
+                continue;
+            }
+            let Some(found) = inventory.iter().find(|(i, _)| i == b) else {
+                return Err(SessionError::Cartridge {
+                    barcode: b.clone(),
+                    reason: "is not in the library; `reel library inventory` lists the cartridges it holds".into(),
+                });
+            };
+            out.push(found.clone());
+        }
+        Ok(out)
     }
 
     /// Rebuild the catalogue entries of the cartridge mounted in `held` from the tape alone.

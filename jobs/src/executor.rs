@@ -661,6 +661,7 @@ impl TapeExecutor for EngineExecutor {
                         "is not in the library; `reel library inventory` lists the cartridges it holds",
                     ));
                 }
+                // Listed once each: submission refuses a barcode named twice.
                 b.clone()
             }
             IntakeSelection::AllNew => self.service.new_cartridges().await.map_err(tape)?,
@@ -681,29 +682,13 @@ impl TapeExecutor for EngineExecutor {
     }
 
     async fn plan_rebuild(&self, _job_id: &str, job: &RebuildJob) -> Result<Vec<NewTapeRequest>> {
-        if !job.cartridges.is_empty() {
-            // A barcode the library does not hold is refused now, not mounted in vain.
-            let held: HashSet<String> = self
-                .service
-                .rebuild_targets(&[])
-                .await
-                .map_err(tape)?
-                .into_iter()
-                .map(|(b, _)| b)
-                .collect();
-            if let Some(missing) = job.cartridges.iter().find(|b| !held.contains(*b)) {
-                return Err(invalid(
-                    "cartridges",
-                    missing,
-                    "is not in the library; `reel library inventory` lists the cartridges it holds",
-                ));
+        let targets = match self.service.rebuild_targets(&job.cartridges).await {
+            Ok(t) => t,
+            Err(SessionError::Cartridge { barcode, reason }) => {
+                return Err(invalid("cartridges", &barcode, &reason));
             }
-        }
-        let targets = self
-            .service
-            .rebuild_targets(&job.cartridges)
-            .await
-            .map_err(tape)?;
+            Err(e) => return Err(tape(e)),
+        };
         let mut reqs = Vec::with_capacity(targets.len());
         for (b, worm) in targets {
             let pool = self.catalogue().cartridge(&b).await?.and_then(|c| c.pool);

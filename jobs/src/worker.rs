@@ -459,35 +459,25 @@ impl<E: TapeExecutor> Runtime<E> {
         })
     }
 
+    /// The job's tape requests, as its kind's planner makes them.
+    async fn plan(&self, rec: &JobRecord) -> Result<Vec<NewTapeRequest>> {
+        let (ex, id) = (&self.executor, &rec.id);
+        match &rec.spec {
+            JobSpec::Archive(a) => ex.plan_archive(id, a).await,
+            JobSpec::Recall(r) => ex.plan_recall(id, r).await,
+            JobSpec::Verify(v) => ex.plan_verify(id, v).await,
+            JobSpec::Intake(i) => ex.plan_intake(id, i).await,
+            JobSpec::Rebuild(r) => ex.plan_rebuild(id, r).await,
+        }
+    }
+
     async fn execute(
         self: &Arc<Self>,
         rec: &JobRecord,
         cancel: &CancellationToken,
         user: &CancellationToken,
     ) -> Ending {
-        let ex = &self.executor;
-        let planned = match &rec.spec {
-            JobSpec::Archive(a) => {
-                self.plan_once(rec, cancel, ex.plan_archive(&rec.id, a))
-                    .await
-            }
-            JobSpec::Recall(r) => {
-                self.plan_once(rec, cancel, ex.plan_recall(&rec.id, r))
-                    .await
-            }
-            JobSpec::Verify(v) => {
-                self.plan_once(rec, cancel, ex.plan_verify(&rec.id, v))
-                    .await
-            }
-            JobSpec::Intake(i) => {
-                self.plan_once(rec, cancel, ex.plan_intake(&rec.id, i))
-                    .await
-            }
-            JobSpec::Rebuild(r) => {
-                self.plan_once(rec, cancel, ex.plan_rebuild(&rec.id, r))
-                    .await
-            }
-        };
+        let planned = self.plan_once(rec, cancel, self.plan(rec)).await;
         // Nothing to do on tape (no new cartridge to label, say): done now, not at the next
         // heartbeat.
         let result = planned.map(|n| {

@@ -100,6 +100,25 @@ async fn verify_intake_and_rebuild_run_on_the_drive_loops() {
             "{name}: {job}"
         );
 
+        // The same for a rebuild of a barcode the library does not hold.
+        let (code, v, err) = reel(dir.path(), &["catalog", "rebuild", "XX0002L9"]);
+        assert_eq!(code, 0, "{name}: submit: {v} {err}");
+        let bogus = job_id(&v);
+        let (code, _, _) = reel(dir.path(), &["jobs", "wait", &bogus, "--timeout", "60"]);
+        assert_ne!(code, 0, "{name}: a rebuild of a missing barcode succeeded");
+        let job = job_of(&show_job(dir.path(), &bogus));
+        assert_eq!(
+            job["attempts"], 1,
+            "{name}: refused at once, not retried: {job}"
+        );
+        assert!(
+            job["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("XX0002L9"),
+            "{name}: {job}"
+        );
+
         // Intake of two cartridges: one request per cartridge, counted as they end.
         let job = run_job(dir.path(), &["intake", "RL0001L9", "RL0002L9"]);
         assert_eq!(progress(&job), (2, 2), "{name}: intake progress: {job}");
@@ -187,7 +206,8 @@ async fn verify_intake_and_rebuild_run_on_the_drive_loops() {
         );
 
         // Rebuild the written cartridge from the tape: every container is known.
-        let job = run_job(dir.path(), &["catalog", "rebuild", &written]);
+        // (Named twice: read once.)
+        let job = run_job(dir.path(), &["catalog", "rebuild", &written, &written]);
         assert_eq!(progress(&job), (1, 1), "{name}: rebuild progress: {job}");
         let rep = &job["result"]["cartridges"][0];
         assert_eq!(rep["barcode"], written.as_str(), "{name}: {job}");
