@@ -720,6 +720,9 @@ impl TapeService {
             match self.acquire_on(index, &cur).await {
                 Ok(h) => return Ok(h),
                 Err(e) => {
+                    if e.is_drive_failure() {
+                        return Err(e);
+                    }
                     warn!(barcode = %cur, error = %e, "mounted cartridge not available for writing");
                     exclude.push(cur);
                 }
@@ -734,6 +737,9 @@ impl TapeService {
                 match self.acquire_on(index, &c.barcode).await {
                     Ok(h) => return Ok(h),
                     Err(e) => {
+                        if e.is_drive_failure() {
+                            return Err(e);
+                        }
                         warn!(barcode = %c.barcode, error = %e, "writable cartridge not available");
                         exclude.push(c.barcode);
                         continue;
@@ -758,6 +764,9 @@ impl TapeService {
             let held = match self.acquire_on(index, &c.barcode).await {
                 Ok(h) => h,
                 Err(e) => {
+                    if e.is_drive_failure() {
+                        return Err(e);
+                    }
                     warn!(barcode = %c.barcode, error = %e, "new cartridge not available");
                     exclude.push(c.barcode.clone());
                     continue;

@@ -89,9 +89,16 @@ pub fn job_result(
     results: Vec<TaskResult>,
 ) -> serde_json::Value {
     match kind {
-        JobKind::Archive | JobKind::Recall => {
+        JobKind::Archive => {
             serde_json::json!({"objects": counts.total, "bytes": counts.bytes_total})
         }
+        // A recall's request results are the objects read after a bad copy (see the executor).
+        JobKind::Recall if results.is_empty() => {
+            serde_json::json!({"objects": counts.total, "bytes": counts.bytes_total})
+        }
+        JobKind::Recall => serde_json::json!({
+            "objects": counts.total, "bytes": counts.bytes_total, "bad_copies": results
+        }),
         JobKind::Verify => {
             serde_json::json!({"verified": counts.done, "bytes": counts.bytes_total})
         }
@@ -165,5 +172,14 @@ mod tests {
             serde_json::json!({"cartridges": [r]})
         );
         assert_eq!(unit(JobKind::Rebuild), "cartridges");
+        assert_eq!(
+            job_result(JobKind::Recall, &c, vec![]),
+            serde_json::json!({"objects": 3, "bytes": 30})
+        );
+        let bad = serde_json::json!({"key": "k", "bad_copies": ["B"]});
+        assert_eq!(
+            job_result(JobKind::Recall, &c, vec![bad.clone()]),
+            serde_json::json!({"objects": 3, "bytes": 30, "bad_copies": [bad]})
+        );
     }
 }

@@ -5,7 +5,6 @@
 use reel_engine::session::destination::Overwrite;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -20,7 +19,7 @@ use crate::job::{
     RecallJob, RecallSelection, VerifyJob, VerifyTarget,
 };
 use crate::queue::{JobQueue, JobRecord};
-use crate::worker::{self, Runtime};
+use crate::worker;
 
 /// reel: a tape archive job engine.
 #[derive(Debug, Parser)]
@@ -621,23 +620,9 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
 /// `reel worker`: opens the library through the configured plugin, recovers cartridges left
 /// with pending containers by a crash, then runs the job handlers and one drive loop per drive.
 async fn run_worker(loaded: &LoadedConfig) -> Result<Output> {
-    let queue = open_queue(loaded).await?;
+    ensure_data_dir(loaded).await?;
     let shutdown = CancellationToken::new();
-    let service = Arc::new(crate::executor::open_service(&loaded.config).await?);
-    let recovered = service
-        .recover_pending()
-        .await
-        .map_err(|e| JobsError::Tape(format!("recovery at start-up failed: {e}")))?;
-    for (barcode, r) in &recovered {
-        tracing::info!(%barcode, dead = r.dead_containers.len(), closed_tail = r.closed_tail, "recovered at start-up");
-    }
-    let executor = crate::executor::EngineExecutor::new(service.clone(), loaded.config.clone());
-    let rt = Runtime::new(
-        loaded.config.clone(),
-        queue,
-        Arc::new(executor),
-        shutdown.clone(),
-    );
+    let (rt, _service) = crate::embedded::start_runtime(&loaded.config, shutdown.clone()).await?;
     let name = rt.name.clone();
     // The handlers first: a signal sent once it says it is running finds them installed.
     let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone())?);

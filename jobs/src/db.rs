@@ -40,6 +40,44 @@ macro_rules! on_db {
     };
 }
 
+/// A transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: the write lock is taken
+/// at the start (waiting out the busy timeout), so a read followed by a write in it cannot fail
+/// at once with `SQLITE_BUSY` because another writer committed in between (a deferred
+/// transaction's read snapshot cannot be upgraded then). On PostgreSQL it is a plain `BEGIN`
+/// (row locks and the statements' own conditions serialise the writers).
+pub(crate) trait BeginWrite {
+    /// The database.
+    type Database: sqlx::Database;
+    /// Begin the transaction.
+    fn begin_write(
+        &self,
+    ) -> impl std::future::Future<
+        Output = std::result::Result<sqlx::Transaction<'static, Self::Database>, sqlx::Error>,
+    > + Send;
+}
+
+impl BeginWrite for SqlitePool {
+    type Database = sqlx::Sqlite;
+    fn begin_write(
+        &self,
+    ) -> impl std::future::Future<
+        Output = std::result::Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error>,
+    > + Send {
+        self.begin_with("BEGIN IMMEDIATE")
+    }
+}
+
+impl BeginWrite for PgPool {
+    type Database = sqlx::Postgres;
+    fn begin_write(
+        &self,
+    ) -> impl std::future::Future<
+        Output = std::result::Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error>,
+    > + Send {
+        self.begin()
+    }
+}
+
 /// The open lock of the SQLite file of `sqlite:PATH[?options]` (the catalogue's
 /// `open_lock`): one process at a time connects and migrates it.
 pub(crate) async fn sqlite_open_lock(path: &str) -> Result<reel_engine::catalogue::SqliteOpenLock> {

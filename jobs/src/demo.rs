@@ -6,23 +6,20 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::{RngCore, SeedableRng};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::LoadedConfig;
+use crate::embedded::EmbeddedWorker;
 use crate::error::{JobsError, Result};
-use crate::executor::{EngineExecutor, open_service};
 use crate::job::{
     ArchiveJob, ArchiveSource, JobSpec, JobState, RecallJob, RecallSelection, VerifyJob,
     VerifyTarget,
 };
 use crate::queue::{JobQueue, JobRecord};
-use crate::worker::{self, Runtime};
 
 fn io<'a>(doing: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> JobsError + 'a {
     move |source| JobsError::Io {
@@ -202,18 +199,9 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
     let config = loaded.config.clone();
 
     // A worker in this process: job handlers and one drive loop per simulated drive.
-    let service = Arc::new(open_service(&config).await?);
-    let executor = Arc::new(EngineExecutor::new(service.clone(), config.clone()));
-    let shutdown = CancellationToken::new();
-    let rt = Runtime::new(
-        config.clone(),
-        JobQueue::open(&config).await?,
-        executor,
-        shutdown.clone(),
-    );
-    let worker_name = rt.name.clone();
-    let worker = tokio::spawn(worker::run(rt));
-    let queue = JobQueue::open(&config).await?;
+    let worker = EmbeddedWorker::start(&config).await?;
+    let worker_name = worker.name().to_string();
+    let queue = worker.queue().clone();
 
     let t0 = Instant::now();
     let archive = queue
@@ -272,16 +260,15 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
     let verified = wait_done(&queue, &verify.id, "verify").await?;
     let verify_s = t2.elapsed().as_secs_f64();
 
-    let counters: Value = service
+    let counters: Value = worker
+        .service()
         .library()
         .control(r#"{"op":"counters"}"#)
         .await
         .ok()
         .and_then(|c| serde_json::from_str(&c).ok())
         .unwrap_or(Value::Null);
-    shutdown.cancel();
-    let _ = worker.await;
-    let _ = service.unmount_all().await;
+    worker.stop().await?;
 
     let mut lines = vec![
         format!(

@@ -128,6 +128,10 @@ pub enum JobsError {
     /// The tape executor reported a failure.
     #[error("tape work failed: {0}")]
     Tape(String),
+    /// Tape work failed in the engine (a device, medium, catalogue or session error), with its
+    /// type kept, so the worker can tell a failed drive from a refused request.
+    #[error("tape work failed: {0}")]
+    Session(#[from] reel_engine::session::SessionError),
     /// The catalogue failed.
     #[error(transparent)]
     Catalogue(#[from] reel_engine::catalogue::CatalogueError),
@@ -151,8 +155,15 @@ impl JobsError {
             JobsError::Database { source, .. } => StoreFault::of(source),
             JobsError::Queue { message, .. } => StoreFault::in_message(message),
             JobsError::Catalogue(c) => c.store_fault(),
+            JobsError::Session(reel_engine::session::SessionError::Catalogue(c)) => c.store_fault(),
             _ => None,
         }
+    }
+
+    /// Whether a drive itself failed ([`reel_engine::device::DeviceError::is_drive_failure`]):
+    /// the drive needs service; another drive may do the work.
+    pub fn is_drive_failure(&self) -> bool {
+        matches!(self, JobsError::Session(e) if e.is_drive_failure())
     }
 }
 

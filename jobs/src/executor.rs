@@ -710,8 +710,7 @@ impl TapeExecutor for EngineExecutor {
             // The queued requests are not known here: any writable cartridge of the pool; the
             // batch's write picks one with room for its first object.
             MountTarget::Write { pool } => self.service.writable_on(index, pool, &[], 0).await,
-        }
-        .map_err(tape)?;
+        }?;
         let barcode = held.mount.barcode.clone();
         // The cartridge stays in the drive; the drive is free for this host's other work
         // between batches.
@@ -743,8 +742,7 @@ impl TapeExecutor for EngineExecutor {
         let lib = self.service.library().clone();
         reel_engine::session::mount::unmount(&lib, &d, None)
             .await
-            .map(|_| ())
-            .map_err(tape)?;
+            .map(|_| ())?;
         self.service.reset_mounts_of(index).await;
         Ok(())
     }
@@ -1008,7 +1006,15 @@ impl TapeExecutor for EngineExecutor {
         for res in rep.results {
             let r = &requests[reads[res.index]];
             match res.outcome {
-                Ok(_) => out.done.push(r.id),
+                Ok(_) => {
+                    // Read from another copy after a bad one: the job's result names the bad
+                    // copies, for the operator to verify or repack their cartridges.
+                    if let Some(bad) = r.detail.get("bad_copies") {
+                        out.results
+                            .push((r.id, json!({"key": r.object_key, "bad_copies": bad})));
+                    }
+                    out.done.push(r.id)
+                }
                 Err(RecallFailure::Destination(m)) => out.failed.push((r.id, m)),
                 Err(RecallFailure::NotAttempted(_)) => {}
                 Err(RecallFailure::BadCopy(m)) => {

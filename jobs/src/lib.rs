@@ -29,6 +29,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod demo;
+pub mod embedded;
 pub mod error;
 pub mod executor;
 pub mod job;

@@ -612,7 +612,9 @@ impl<E: TapeExecutor> Runtime<E> {
                 .await?;
         } else {
             let results = match rec.kind {
-                JobKind::Intake | JobKind::Rebuild => self.requests.results(&rec.id).await?,
+                JobKind::Intake | JobKind::Rebuild | JobKind::Recall => {
+                    self.requests.results(&rec.id).await?
+                }
                 _ => Vec::new(),
             };
             self.store()
@@ -904,6 +906,10 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
     };
     let mut mounted: Option<Held> = None;
     let mut lease: Option<(Fence, CancellationToken)> = None;
+    // Drive failures in a row (see below).
+    let mut failures: u32 = 0;
+    // The last step failed: it may have left claims.
+    let mut stranded = false;
     while !rt.shutdown.is_cancelled() {
         let (fence, cancel) = match &lease {
             Some((f, c)) if !c.is_cancelled() => (f.clone(), c.clone()),
@@ -929,10 +935,41 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 }
             },
         };
-        if let Err(e) = drive_step(&rt, &drive, &policy, limit, &fence, &cancel, &mut mounted).await
-        {
-            tracing::warn!(drive = %drive, error = %e, "drive step failed");
-            idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+        // Whatever a failed step still held goes back to the queue before the next one.
+        if stranded {
+            match rt.requests.release_claims(&fence).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!(drive = %drive, requests = n, "a failed step's claims are back in the queue");
+                }
+                Err(e) => {
+                    tracing::warn!(drive = %drive, error = %e, "cannot return a failed step's claims yet");
+                    idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+                    continue;
+                }
+            }
+        }
+        let step = drive_step(&rt, &drive, &policy, limit, &fence, &cancel, &mut mounted).await;
+        stranded = step.is_err();
+        match step {
+            Ok(()) => failures = 0,
+            // The drive itself failed: out of service, so it neither loops the robot nor takes
+            // work another drive can do. It is tried again after the job backoff, growing
+            // with each failure in a row ([worker] backoff_base_ms .. backoff_max_ms).
+            Err(e) if e.is_drive_failure() => {
+                failures += 1;
+                mounted = None;
+                let _ = rt.board.publish(&fence, None).await;
+                let pause = rt.queue.backoff().delay(failures);
+                tracing::error!(drive = %drive, error = %e, retry_in_ms = pause.as_millis() as u64,
+                    "the drive has failed; out of service until it answers again (service it, \
+                     then it is tried again by itself)");
+                idle(&rt, pause).await;
+            }
+            Err(e) => {
+                tracing::warn!(drive = %drive, error = %e, "drive step failed");
+                idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+            }
         }
     }
     if let Some((fence, cancel)) = lease {
@@ -1099,7 +1136,10 @@ async fn drive_step<E: TapeExecutor>(
                 MountTarget::Write { pool } => h.pool.as_ref() == Some(pool),
             });
             if mounted.take().is_some() && !keeps {
-                rt.executor.unmount(drive, fence).await?;
+                if let Err(e) = rt.executor.unmount(drive, fence).await {
+                    let _ = rt.board.publish(fence, None).await;
+                    return Err(e);
+                }
             } else if keeps {
                 tracing::info!(
                     drive,
@@ -1111,8 +1151,15 @@ async fn drive_step<E: TapeExecutor>(
             let barcode = match rt.executor.mount(drive, &target, fence, cancel).await {
                 Ok(b) => b,
                 Err(e) => {
-                    let _ = rt.board.publish(fence, None).await;
-                    if matches!(target, MountTarget::Read { .. }) && !cancel.is_cancelled() {
+                    // A cartridge that will not mount for reading costs its requests an
+                    // attempt. A drive that failed does not: it goes out of service (see
+                    // `drive_loop`) and the work waits for another drive. Nor does a pool
+                    // short of cartridges (another drive may be writing its last one).
+                    let counts = match target {
+                        MountTarget::Read { .. } => !e.is_drive_failure(),
+                        MountTarget::Write { .. } => false,
+                    };
+                    if counts && !cancel.is_cancelled() {
                         mount_failed(rt, &target, limit, fence, &e).await?;
                     }
                     return Err(e);

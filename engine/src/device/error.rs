@@ -451,6 +451,21 @@ impl DeviceError {
         )
     }
 
+    /// Whether the drive itself has failed (a hardware error, a dead path or plugin): no other
+    /// cartridge would fare better in it, so a search for one stops here, and the drive needs
+    /// service. Narrower than [`DeviceError::is_drive_fault`]: not ready, a unit attention and
+    /// an abort pass.
+    pub fn is_drive_failure(&self) -> bool {
+        matches!(
+            self,
+            DeviceError::Hardware { .. }
+                | DeviceError::Panicked { .. }
+                | DeviceError::Poisoned { .. }
+                | DeviceError::Transport { .. }
+                | DeviceError::ActorGone { .. }
+        )
+    }
+
     /// The sense key, ASC and ASCQ, for errors that came from a check condition.
     pub fn sense(&self) -> Option<(u8, u8, u8)> {
         use DeviceError::*;

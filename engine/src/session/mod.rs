@@ -247,6 +247,11 @@ impl SessionError {
             source,
         }
     }
+
+    /// Whether the drive itself failed ([`DeviceError::is_drive_failure`]).
+    pub fn is_drive_failure(&self) -> bool {
+        matches!(self, SessionError::Device(d) if d.is_drive_failure())
+    }
 }
 
 /// Cooperative cancellation, checked at record boundaries.

@@ -87,7 +87,8 @@ impl From<JobsError> for ApiError {
             JobsError::Catalogue(c) => return catalogue_error(c),
             JobsError::ConfigRead { .. }
             | JobsError::Payload { .. }
-            | JobsError::Tape(_) => (
+            | JobsError::Tape(_)
+            | JobsError::Session(_) => (
                 S::INTERNAL_SERVER_ERROR,
                 "see the log of reel serve for details".into(),
             ),

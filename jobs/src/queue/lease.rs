@@ -23,6 +23,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sqlx::Row;
 
+use crate::db::BeginWrite;
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
 use crate::on_db;
@@ -147,7 +148,10 @@ impl LeaseManager {
         let now = now_ms();
         let expires = now + ttl.as_millis() as i64;
         let epoch: Option<i64> = on_db!(&self.db, |p| {
-            let mut tx = p.begin().await.map_err(self.db.err("taking a lease"))?;
+            let mut tx = p
+                .begin_write()
+                .await
+                .map_err(self.db.err("taking a lease"))?;
             sqlx::query("INSERT INTO reel_leases (resource, holder, epoch, expires_ms, heartbeat_ms) VALUES ($1, NULL, 0, 0, 0) ON CONFLICT (resource) DO NOTHING")
                 .bind(resource)
                 .execute(&mut *tx)

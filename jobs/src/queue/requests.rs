@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
+use crate::db::BeginWrite;
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
 use crate::queue::backoff::Backoff;
@@ -223,7 +224,7 @@ impl TapeRequests {
         rows.sort_by(|a, b| (a.mode, a.target, a.pool).cmp(&(b.mode, b.target, b.pool)));
         match &self.db {
             Db::Postgres(p) => {
-                let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+                let mut tx = p.begin_write().await.map_err(self.db.err(DOING))?;
                 for chunk in rows.chunks(PG_ROWS_PER_INSERT) {
                     let col =
                         |f: fn(&RequestRow<'_>) -> i64| chunk.iter().map(f).collect::<Vec<_>>();
@@ -250,7 +251,7 @@ impl TapeRequests {
                 tx.commit().await.map_err(self.db.err(DOING))
             }
             Db::Sqlite(p) => {
-                let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+                let mut tx = p.begin_write().await.map_err(self.db.err(DOING))?;
                 for chunk in rows.chunks(SQLITE_ROWS_PER_INSERT) {
                     let mut qb = sqlx::QueryBuilder::new(
                         "INSERT INTO reel_tape_requests (job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, created_ms, updated_ms) ",
@@ -436,7 +437,7 @@ impl TapeRequests {
                    WHERE id = $2 AND state = 'claimed' AND claimed_by = $3 AND claim_epoch = $4";
         crate::on_db!(&self.db, |p| {
             let mut tx = p
-                .begin()
+                .begin_write()
                 .await
                 .map_err(self.db.err("recording tape request results"))?;
             let mut n = 0;
@@ -496,7 +497,7 @@ impl TapeRequests {
         let now = now_ms();
         crate::on_db!(&self.db, |p| {
             let mut tx = p
-                .begin()
+                .begin_write()
                 .await
                 .map_err(self.db.err("finishing tape requests"))?;
             let mut n = 0;
@@ -529,7 +530,10 @@ impl TapeRequests {
                    WHERE id = $2 AND state = 'claimed' AND claimed_by = $3 AND claim_epoch = $4";
         let now = now_ms();
         crate::on_db!(&self.db, |p| {
-            let mut tx = p.begin().await.map_err(self.db.err("returning claims"))?;
+            let mut tx = p
+                .begin_write()
+                .await
+                .map_err(self.db.err("returning claims"))?;
             let mut n = 0;
             for id in ids {
                 n += sqlx::query(sql)
@@ -545,6 +549,23 @@ impl TapeRequests {
             tx.commit().await.map_err(self.db.err("returning claims"))?;
             Ok(n)
         })
+    }
+
+    /// Give back to the queue every request still claimed under `fence`: a drive step that
+    /// failed part-way (its bookkeeping met a database error after the batch ran) leaves none
+    /// stranded while its worker lives. Called between steps, when the drive has no batch.
+    pub async fn release_claims(&self, fence: &Fence) -> Result<u64> {
+        let sql = "UPDATE reel_tape_requests SET state = 'queued', claimed_by = NULL, claim_epoch = NULL, updated_ms = $1 \
+                   WHERE state = 'claimed' AND claimed_by = $2 AND claim_epoch = $3";
+        let now = now_ms();
+        crate::on_db!(&self.db, |p| sqlx::query(sql)
+            .bind(now)
+            .bind(&fence.resource)
+            .bind(fence.epoch)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(self.db.err("returning a failed step's claims"))
     }
 
     /// Claimed requests whose attempt failed in a way another attempt may mend (a drive or
@@ -572,7 +593,7 @@ impl TapeRequests {
                    claimed_by = NULL, claim_epoch = NULL, updated_ms = $5 \
                    WHERE id = $6 AND state = 'claimed' AND claimed_by = $7 AND claim_epoch = $8";
         crate::on_db!(&self.db, |p| {
-            let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+            let mut tx = p.begin_write().await.map_err(self.db.err(DOING))?;
             for (id, why) in failures {
                 let Some(done): Option<i32> = sqlx::query_scalar(get)
                     .bind(id)

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sqlx::Row;
 
+use crate::db::BeginWrite;
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
 use crate::job::{JobKind, JobSpec, JobState};
@@ -449,7 +450,7 @@ impl JobStore {
         // or waiting requests (a batch already holding some drops them at its end).
         const DOING: &str = "requesting cancel";
         on_db!(&self.db, |p| {
-            let mut tx = p.begin().await.map_err(self.db.err(DOING))?;
+            let mut tx = p.begin_write().await.map_err(self.db.err(DOING))?;
             sqlx::query(
                 "UPDATE reel_jobs SET cancel_requested = 1, updated_ms = $2, \
                  state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, \
@@ -534,7 +535,7 @@ impl JobStore {
              (SELECT id FROM reel_jobs WHERE state IN ('done','failed','cancelled') AND finished_ms < $1)";
         let del_jobs = "DELETE FROM reel_jobs WHERE state IN ('done','failed','cancelled') AND finished_ms < $1";
         on_db!(&self.db, |p| {
-            let mut tx = p.begin().await.map_err(self.db.err("pruning jobs"))?;
+            let mut tx = p.begin_write().await.map_err(self.db.err("pruning jobs"))?;
             sqlx::query(del_requests)
                 .bind(cutoff)
                 .execute(&mut *tx)

@@ -154,6 +154,8 @@ fn counters(s: &Shared) -> Result<Value, Fault> {
                 "writes_not_at_eod": st.writes_not_at_eod,
                 "relabels": st.relabels,
                 "owned": s.owns(i as u32),
+                // Died (`drive_dies`) and not yet serviced (`robot_recover`).
+                "failed": s.drive(i as u32).map(|d| d.dead).unwrap_or(false),
             })
         })
         .collect();
