@@ -268,7 +268,9 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
         .ok()
         .and_then(|c| serde_json::from_str(&c).ok())
         .unwrap_or(Value::Null);
+    let service = worker.service().clone();
     worker.stop().await?;
+    let _ = service.unmount_all().await;
 
     let mut lines = vec![
         format!(

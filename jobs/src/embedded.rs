@@ -63,10 +63,11 @@ impl EmbeddedWorker {
         let shutdown = CancellationToken::new();
         let (rt, service) = start_runtime(config, shutdown.clone()).await?;
         let name = rt.name.clone();
+        let queue = rt.queue.clone();
         let task = tokio::spawn(worker::run(rt));
         Ok(EmbeddedWorker {
             service,
-            queue: JobQueue::open(config).await?,
+            queue,
             name,
             shutdown,
             task: Some(task),
@@ -109,21 +110,16 @@ impl EmbeddedWorker {
         }
     }
 
-    /// Stop as SIGTERM stops `reel worker`: the drive loops finish their step and unload, the
-    /// leases are released; then every drive this process holds is unloaded.
+    /// Stop as SIGTERM stops `reel worker`: the drive loops finish their step and unload
+    /// what they mounted, the leases are released. Returns the worker's own error, if any.
     pub async fn stop(mut self) -> Result<()> {
         self.shutdown.cancel();
-        let ran = match self.task.take() {
+        match self.task.take() {
             Some(t) => t
                 .await
                 .map_err(|e| JobsError::Tape(format!("the worker task ended abnormally: {e}")))?,
             None => Ok(()),
-        };
-        self.service
-            .unmount_all()
-            .await
-            .map_err(|e| JobsError::Tape(format!("unloading the drives at stop: {e}")))?;
-        ran
+        }
     }
 }
 

@@ -128,6 +128,14 @@ pub enum JobsError {
     /// The tape executor reported a failure.
     #[error("tape work failed: {0}")]
     Tape(String),
+    /// A drive failed in the middle of a batch (its requests were settled already).
+    #[error("drive {drive} failed: {reason}")]
+    DriveFailed {
+        /// The drive.
+        drive: String,
+        /// The fault.
+        reason: String,
+    },
     /// Tape work failed in the engine (a device, medium, catalogue or session error), with its
     /// type kept, so the worker can tell a failed drive from a refused request.
     #[error("tape work failed: {0}")]
@@ -160,10 +168,29 @@ impl JobsError {
         }
     }
 
+    /// Whether another attempt cannot succeed: a spec the planner refused, a bad config, an
+    /// unreadable payload, or an engine error that says the same (a key that cannot be a path,
+    /// an invalid setting). The worker fails such a job at once with the reason; anything else
+    /// (a drive, medium, database or lease fault, a busy store) is retried with backoff.
+    pub fn is_permanent(&self) -> bool {
+        use reel_engine::session::SessionError as S;
+        matches!(
+            self,
+            JobsError::Payload { .. }
+                | JobsError::Config { .. }
+                | JobsError::Invalid(_)
+                | JobsError::Session(S::Config(_) | S::UnsafeKey { .. })
+        )
+    }
+
     /// Whether a drive itself failed ([`reel_engine::device::DeviceError::is_drive_failure`]):
     /// the drive needs service; another drive may do the work.
     pub fn is_drive_failure(&self) -> bool {
-        matches!(self, JobsError::Session(e) if e.is_drive_failure())
+        match self {
+            JobsError::Session(e) => e.is_drive_failure(),
+            JobsError::DriveFailed { .. } => true,
+            _ => false,
+        }
     }
 }
 

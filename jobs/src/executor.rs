@@ -473,6 +473,9 @@ impl TapeExecutor for EngineExecutor {
     }
 
     async fn plan_recall(&self, _job_id: &str, job: &RecallJob) -> Result<Vec<NewTapeRequest>> {
+        // The submission's checks again (the catalogue may have changed since): a selection
+        // that matches nothing is refused for good, never retried.
+        crate::submission::check_recall_input(job)?;
         let keys: Vec<String> = match &job.selection {
             RecallSelection::Keys(k) => k.clone(),
             RecallSelection::Prefix(p) => self
@@ -483,8 +486,11 @@ impl TapeExecutor for EngineExecutor {
                 .map(|o| o.key)
                 .collect(),
         };
-        if keys.is_empty() {
-            return Err(tape("no object matches the selection"));
+        if let (true, RecallSelection::Prefix(p)) = (keys.is_empty(), &job.selection) {
+            return Err(crate::submission::SubmissionError::PrefixMatchesNothing {
+                prefix: p.clone(),
+            }
+            .into());
         }
         let root = &job.destination;
         std::fs::create_dir_all(root).map_err(|source| JobsError::Io {
@@ -510,9 +516,12 @@ impl TapeExecutor for EngineExecutor {
                 .best_copy(&key, obj.generation, &HashSet::new())
                 .await?
             else {
-                return Err(tape(format!(
-                    "object {key} has no readable copy (its cartridges are disabled, broken or exported)"
-                )));
+                return Err(invalid(
+                    "keys",
+                    &key,
+                    "no readable copy: its cartridges are disabled, broken or exported; \
+                     import or enable one, then `reel jobs retry` this job",
+                ));
             };
             reqs.push(NewTapeRequest {
                 target: MountTarget::Read {
@@ -527,16 +536,7 @@ impl TapeExecutor for EngineExecutor {
             });
         }
         if !missing.is_empty() {
-            return Err(tape(format!(
-                "{} key(s) are not in the catalogue: {}; check them with `reel catalog find`",
-                missing.len(),
-                missing
-                    .iter()
-                    .take(5)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+            return Err(crate::submission::unknown_keys(&missing).into());
         }
         Ok(reqs)
     }
@@ -687,7 +687,7 @@ impl TapeExecutor for EngineExecutor {
             Err(SessionError::Cartridge { barcode, reason }) => {
                 return Err(invalid("cartridges", &barcode, &reason));
             }
-            Err(e) => return Err(tape(e)),
+            Err(e) => return Err(e.into()),
         };
         let mut reqs = Vec::with_capacity(targets.len());
         for (b, worm) in targets {
@@ -710,7 +710,18 @@ impl TapeExecutor for EngineExecutor {
             // The queued requests are not known here: any writable cartridge of the pool; the
             // batch's write picks one with room for its first object.
             MountTarget::Write { pool } => self.service.writable_on(index, pool, &[], 0).await,
-        }?;
+        };
+        let held = match held {
+            Ok(h) => h,
+            Err(e) => {
+                if e.is_drive_failure() {
+                    // What the failed drive holds is for the operator to pull: forget it, so
+                    // the drive is loaded afresh once it is serviced.
+                    self.service.reset_mounts_of(index).await;
+                }
+                return Err(e.into());
+            }
+        };
         let barcode = held.mount.barcode.clone();
         // The cartridge stays in the drive; the drive is free for this host's other work
         // between batches.
@@ -740,11 +751,15 @@ impl TapeExecutor for EngineExecutor {
             return Ok(());
         };
         let lib = self.service.library().clone();
-        reel_engine::session::mount::unmount(&lib, &d, None)
+        let r = reel_engine::session::mount::unmount(&lib, &d, None)
             .await
-            .map(|_| ())?;
-        self.service.reset_mounts_of(index).await;
-        Ok(())
+            .map(|_| ());
+        // Unloaded, or the drive failed with the cartridge in it (the operator pulls it): either
+        // way this drive holds nothing reel will use.
+        if r.as_ref().is_ok() || r.as_ref().is_err_and(|e| e.is_drive_failure()) {
+            self.service.reset_mounts_of(index).await;
+        }
+        Ok(r?)
     }
 
     async fn write_batch(
@@ -806,11 +821,7 @@ impl TapeExecutor for EngineExecutor {
         // The cartridge mounted for this pool, or the next writable one, with room for the
         // batch's first object.
         let needed = self.service.room_needed(&items[0]);
-        let mut held = self
-            .service
-            .writable_on(index, &pool, &[], needed)
-            .await
-            .map_err(tape)?;
+        let mut held = self.service.writable_on(index, &pool, &[], needed).await?;
         held.fence = Arc::new(LeaseFence {
             fence: fence.clone(),
             rt: tokio::runtime::Handle::current(),
@@ -829,7 +840,7 @@ impl TapeExecutor for EngineExecutor {
                 warn!(drive, %barcode, %reason, "cartridge refused; the batch goes to another one");
                 return Ok(out);
             }
-            Err(HeldWriteError::Failed(e)) => return Err(tape(e)),
+            Err(HeldWriteError::Failed(e)) => return Err(e.into()),
         };
         let id_of = |it: &ArchiveItem| by_key.get(&it.key).copied();
         out.done.extend(o.written.iter().filter_map(id_of));
@@ -872,6 +883,9 @@ impl TapeExecutor for EngineExecutor {
                 warn!(drive, %barcode, error = %e, written = out.done.len(), "write batch stopped early; the rest waits out a backoff");
                 let why = e.to_string();
                 out.retry.extend(rest.iter().map(|id| (*id, why.clone())));
+                if e.is_drive_failure() {
+                    out.drive_failure = Some(why);
+                }
             }
             // Early warning before anything became durable: the object at the front did not
             // fit on this cartridge. It counts an attempt, so an object too large for any
@@ -943,11 +957,7 @@ impl TapeExecutor for EngineExecutor {
             });
             reads.push(i);
         }
-        let held = self
-            .service
-            .acquire_on(index, barcode)
-            .await
-            .map_err(tape)?;
+        let held = self.service.acquire_on(index, barcode).await?;
         let cancel = engine_cancel(cancel);
         if !tasks.is_empty() {
             let tasks = tasks.iter().map(|(i, t)| (&requests[*i], t)).collect();
@@ -974,6 +984,9 @@ impl TapeExecutor for EngineExecutor {
                             .map(|r| (r.id, why.clone())),
                     );
                 }
+                if e.is_drive_failure() {
+                    out.drive_failure = Some(why);
+                }
                 return Ok(out);
             }
         }
@@ -990,7 +1003,7 @@ impl TapeExecutor for EngineExecutor {
                     self.service.eject(held).await;
                 }
                 if out.done.is_empty() && out.failed.is_empty() && out.retry.is_empty() {
-                    return Err(tape(e));
+                    return Err(e.into());
                 }
                 // The tasks' outcomes stand; the recall reads count an attempt, unless a
                 // cancel stopped them (they go back to the queue as they were).
@@ -998,6 +1011,9 @@ impl TapeExecutor for EngineExecutor {
                     let why = e.to_string();
                     out.retry
                         .extend(reads.iter().map(|i| (requests[*i].id, why.clone())));
+                    if e.is_drive_failure() {
+                        out.drive_failure = Some(why);
+                    }
                 }
                 return Ok(out);
             }

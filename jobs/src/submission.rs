@@ -572,6 +572,22 @@ pub fn check_recall_input(job: &RecallJob) -> std::result::Result<(), Submission
     Ok(())
 }
 
+/// The refusal of a recall naming keys the catalogue does not hold (the first few of them).
+pub fn unknown_keys<K: AsRef<str>>(missing: &[K]) -> SubmissionError {
+    let mut listed: Vec<String> = missing
+        .iter()
+        .take(LISTED)
+        .map(|k| format!("`{}`", k.as_ref()))
+        .collect();
+    if missing.len() > LISTED {
+        listed.push(format!("and {} more", missing.len() - LISTED));
+    }
+    SubmissionError::UnknownKeys {
+        count: missing.len(),
+        keys: listed.join(", "),
+    }
+}
+
 /// A recall: its input, and that the catalogue holds what it selects.
 pub async fn check_recall(catalogue: &Catalogue, job: &RecallJob) -> Result<()> {
     check_recall_input(job)?;
@@ -584,19 +600,7 @@ pub async fn check_recall(catalogue: &Catalogue, job: &RecallJob) -> Result<()> 
                 }
             }
             if !missing.is_empty() {
-                let mut listed: Vec<String> = missing
-                    .iter()
-                    .take(LISTED)
-                    .map(|k| format!("`{k}`"))
-                    .collect();
-                if missing.len() > LISTED {
-                    listed.push(format!("and {} more", missing.len() - LISTED));
-                }
-                return Err(SubmissionError::UnknownKeys {
-                    count: missing.len(),
-                    keys: listed.join(", "),
-                }
-                .into());
+                return Err(unknown_keys(&missing).into());
             }
         }
         RecallSelection::Prefix(p) => {

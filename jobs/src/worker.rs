@@ -57,6 +57,9 @@ pub struct BatchOutcome {
     /// What done requests found, recorded on them for their job's result (cartridge tasks:
     /// see [`crate::cartridge_task`]).
     pub results: Vec<(i64, serde_json::Value)>,
+    /// The drive itself failed during the batch (the reason): once the batch is settled, the
+    /// drive loop takes the drive out of service, so no further batch is charged for it.
+    pub drive_failure: Option<String>,
 }
 
 /// The tape side of reel, implemented by the engine's sessions (write, recall, verify, intake,
@@ -411,10 +414,7 @@ impl<E: TapeExecutor> Runtime<E> {
                 tracing::info!("job handed back to the queue (shutdown)");
             }
             Ending::Failed(e) => {
-                let retryable = !matches!(
-                    e,
-                    JobsError::Payload { .. } | JobsError::Config { .. } | JobsError::Invalid(_)
-                );
+                let retryable = !e.is_permanent();
                 let delay = self.queue.backoff().delay(record.attempts);
                 match self
                     .store()
@@ -1151,6 +1151,7 @@ async fn drive_step<E: TapeExecutor>(
             let barcode = match rt.executor.mount(drive, &target, fence, cancel).await {
                 Ok(b) => b,
                 Err(e) => {
+                    let _ = rt.board.publish(fence, None).await;
                     // A cartridge that will not mount for reading costs its requests an
                     // attempt. A drive that failed does not: it goes out of service (see
                     // `drive_loop`) and the work waits for another drive. Nor does a pool
@@ -1245,7 +1246,13 @@ async fn drive_step<E: TapeExecutor>(
         }
     }
     let (o, error) = match outcome {
-        Ok(o) => (o, None),
+        Ok(mut o) => {
+            let failed = o.drive_failure.take().map(|reason| JobsError::DriveFailed {
+                drive: drive.to_string(),
+                reason,
+            });
+            (o, failed)
+        }
         // The batch as a whole failed (a drive fault before anything was read or written):
         // every request counts an attempt, unless the drive's own lease or shutdown stopped
         // it, which is no fault of the requests.
@@ -1261,7 +1268,10 @@ async fn drive_step<E: TapeExecutor>(
     };
     settle(rt, &batch, o, &cancelled, fence).await?;
     match error {
-        Some(e) => Err(e),
+        Some(e) => {
+            rt.finalize_waiting().await?;
+            Err(e)
+        }
         None => rt.finalize_waiting().await,
     }
 }

@@ -162,6 +162,7 @@ impl TapeExecutor for Fake {
                 .map(|r| (r.id, "medium error (simulated)".to_string()))
                 .collect(),
             results: vec![],
+            drive_failure: None,
         })
     }
     async fn plan_verify(&self, _: &str, _: &VerifyJob) -> Result<Vec<NewTapeRequest>> {

@@ -369,7 +369,15 @@ async fn drive_death_mid_archive_loses_nothing_acknowledged() {
         // Both drives die after 25 more records: whichever one writes dies mid-session.
         arm_on_both_drives(&w, r#""kind":"drive_dies","after_records":25"#).await;
         let id = submit_archive(&w, &b, "default").await;
-        done_or_failed_then_retried(&w, &id, store.name()).await;
+        // With both drives dead the work waits for service instead of spending its attempts:
+        // the job's first ending, after the drives are serviced, is done.
+        let first = done_or_failed_then_retried(&w, &id, store.name()).await;
+        assert_eq!(
+            first,
+            JobState::Done,
+            "{}: the dead drives failed the job",
+            store.name()
+        );
         service_drives(&w).await;
         recall_all(&w, &sums, &keys(&sums)).await;
         listed_objects_are_intact(&w, &sums).await;
@@ -596,5 +604,56 @@ async fn every_simulator_fault_loses_nothing_acknowledged() {
             nothing_left(&w, &what).await;
             w.stop().await.unwrap();
         }
+    }
+}
+
+/// The counterpart of the faults above: what no retry can mend fails at once, with the
+/// reason. A recall submitted straight to the queue (no submission check) of a key the
+/// catalogue does not hold, and of a prefix that matches nothing, ends failed after one
+/// attempt, naming the keys or the prefix; a drive is never mounted for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recall_of_what_the_catalogue_lacks_fails_at_once_with_the_reason() {
+    init_tracing();
+    for store in stores("worker_recall_refused").await {
+        let site = site(&store);
+        let w = start(&site).await;
+        let dst = tempfile::tempdir().unwrap();
+        for (selection, says) in [
+            (
+                RecallSelection::Keys(vec!["no/such/key".into()]),
+                "`no/such/key`",
+            ),
+            (RecallSelection::Prefix("nothing/".into()), "nothing/"),
+        ] {
+            let id = w
+                .submit(JobSpec::Recall(RecallJob {
+                    selection,
+                    destination: dst.path().to_path_buf(),
+                    overwrite: Default::default(),
+                }))
+                .await
+                .unwrap()
+                .id;
+            let r = ended(&w, &id).await;
+            assert_eq!(r.state, JobState::Failed, "{}: {r:?}", store.name());
+            assert_eq!(r.attempts, 1, "{}: retried: {r:?}", store.name());
+            let why = r.error.unwrap_or_default();
+            assert!(why.contains(says), "{}: {why}", store.name());
+        }
+        let c = w
+            .service()
+            .library()
+            .control(r#"{"op":"counters"}"#)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&c).unwrap();
+        assert_eq!(
+            v["robot_moves"],
+            0,
+            "{}: a drive was mounted: {v}",
+            store.name()
+        );
+        nothing_left(&w, store.name()).await;
+        w.stop().await.unwrap();
     }
 }

@@ -456,14 +456,18 @@ impl DeviceError {
     /// service. Narrower than [`DeviceError::is_drive_fault`]: not ready, a unit attention and
     /// an abort pass.
     pub fn is_drive_failure(&self) -> bool {
-        matches!(
-            self,
-            DeviceError::Hardware { .. }
-                | DeviceError::Panicked { .. }
-                | DeviceError::Poisoned { .. }
-                | DeviceError::Transport { .. }
-                | DeviceError::ActorGone { .. }
-        )
+        match self {
+            // ASC 53h (media load or eject failed) is as likely the cartridge's as the drive's:
+            // it excludes that cartridge, not the drive. A changer's errors are the robot's.
+            DeviceError::Hardware { call, sense, .. } => {
+                call.starts_with("drive_") && sense.asc != 0x53
+            }
+            DeviceError::Panicked { .. }
+            | DeviceError::Poisoned { .. }
+            | DeviceError::Transport { .. }
+            | DeviceError::ActorGone { .. } => true,
+            _ => false,
+        }
     }
 
     /// The sense key, ASC and ASCQ, for errors that came from a check condition.

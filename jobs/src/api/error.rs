@@ -88,6 +88,7 @@ impl From<JobsError> for ApiError {
             JobsError::ConfigRead { .. }
             | JobsError::Payload { .. }
             | JobsError::Tape(_)
+            | JobsError::DriveFailed { .. }
             | JobsError::Session(_) => (
                 S::INTERNAL_SERVER_ERROR,
                 "see the log of reel serve for details".into(),
