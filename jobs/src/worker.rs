@@ -952,7 +952,10 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
         let step = drive_step(&rt, &drive, &policy, limit, &fence, &cancel, &mut mounted).await;
         stranded = step.is_err();
         match step {
-            Ok(()) => failures = 0,
+            // A drive that holds a cartridge answers again: its next failure starts the pause
+            // afresh. An idle step proves nothing of a drive out of service.
+            Ok(()) if mounted.is_some() => failures = 0,
+            Ok(()) => {}
             // The drive itself failed: out of service, so it neither loops the robot nor takes
             // work another drive can do. It is tried again after the job backoff, growing
             // with each failure in a row ([worker] backoff_base_ms .. backoff_max_ms).

@@ -80,44 +80,28 @@ async fn verify_intake_and_rebuild_run_on_the_drive_loops() {
         let worker = Worker::start(dir.path(), 1);
 
         // A barcode the library does not hold is refused for good, with the reason, and
-        // nothing is mounted for it.
-        let (code, v, err) = reel(dir.path(), &["intake", "XX0001L9"]);
-        assert_eq!(code, 0, "{name}: submit: {v} {err}");
-        let bogus = job_id(&v);
-        let (code, _, _) = reel(dir.path(), &["jobs", "wait", &bogus, "--timeout", "60"]);
-        assert_ne!(code, 0, "{name}: an intake of a missing barcode succeeded");
-        let job = job_of(&show_job(dir.path(), &bogus));
-        assert_eq!(job["state"], "failed", "{name}: {job}");
-        assert_eq!(
-            job["attempts"], 1,
-            "{name}: refused at once, not retried: {job}"
-        );
-        assert!(
-            job["error"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("XX0001L9"),
-            "{name}: {job}"
-        );
-
-        // The same for a rebuild of a barcode the library does not hold.
-        let (code, v, err) = reel(dir.path(), &["catalog", "rebuild", "XX0002L9"]);
-        assert_eq!(code, 0, "{name}: submit: {v} {err}");
-        let bogus = job_id(&v);
-        let (code, _, _) = reel(dir.path(), &["jobs", "wait", &bogus, "--timeout", "60"]);
-        assert_ne!(code, 0, "{name}: a rebuild of a missing barcode succeeded");
-        let job = job_of(&show_job(dir.path(), &bogus));
-        assert_eq!(
-            job["attempts"], 1,
-            "{name}: refused at once, not retried: {job}"
-        );
-        assert!(
-            job["error"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("XX0002L9"),
-            "{name}: {job}"
-        );
+        // nothing is mounted for it: for an intake and for a rebuild.
+        let refused: [(&str, &[&str], &str); 2] = [
+            ("intake", &["intake", "XX0001L9"], "XX0001L9"),
+            ("rebuild", &["catalog", "rebuild", "XX0002L9"], "XX0002L9"),
+        ];
+        for (what, args, barcode) in refused {
+            let (code, v, err) = reel(dir.path(), args);
+            assert_eq!(code, 0, "{name}: {what}: submit: {v} {err}");
+            let bogus = job_id(&v);
+            let (code, _, _) = reel(dir.path(), &["jobs", "wait", &bogus, "--timeout", "60"]);
+            assert_ne!(code, 0, "{name}: an {what} of a missing barcode succeeded");
+            let job = job_of(&show_job(dir.path(), &bogus));
+            assert_eq!(job["state"], "failed", "{name}: {what}: {job}");
+            assert_eq!(
+                job["attempts"], 1,
+                "{name}: {what}: refused at once, not retried: {job}"
+            );
+            assert!(
+                job["error"].as_str().unwrap_or_default().contains(barcode),
+                "{name}: {what}: {job}"
+            );
+        }
 
         // Intake of two cartridges: one request per cartridge, counted as they end.
         let job = run_job(dir.path(), &["intake", "RL0001L9", "RL0002L9"]);

@@ -145,8 +145,8 @@ async fn archive(w: &EmbeddedWorker, b: &Batch, class: &str) {
     );
 }
 
-/// Whether every drive has died (and waits for service).
-async fn all_drives_failed(w: &EmbeddedWorker) -> bool {
+/// How many drives have died and wait for service, and how many drives there are.
+async fn failed_drives(w: &EmbeddedWorker) -> (usize, usize) {
     let c = w
         .service()
         .library()
@@ -155,7 +155,16 @@ async fn all_drives_failed(w: &EmbeddedWorker) -> bool {
         .unwrap();
     let v: serde_json::Value = serde_json::from_str(&c).unwrap();
     let drives = v["drives"].as_array().cloned().unwrap_or_default();
-    !drives.is_empty() && drives.iter().all(|d| d["failed"] == true)
+    let failed = drives.iter().filter(|d| d["failed"] == true).count();
+    (failed, drives.len())
+}
+
+/// Service the drives that died, as an operator replaces a dead drive; a fault armed on a
+/// working drive and not met yet stays armed (the recalls after the job meet it).
+async fn service_dead_drives(w: &EmbeddedWorker) {
+    if failed_drives(w).await.0 > 0 {
+        service_drives(w).await;
+    }
 }
 
 /// Wait for a job to end as an operator would: a drive that died is serviced (the robot pulls
@@ -168,7 +177,8 @@ async fn ended_with_service(w: &EmbeddedWorker, id: &str, what: &str) -> JobReco
         if r.state.is_final() {
             return r;
         }
-        if all_drives_failed(w).await {
+        let (failed, all) = failed_drives(w).await;
+        if all > 0 && failed == all {
             eprintln!("{what}: every drive has failed; servicing them");
             service_drives(w).await;
         }
@@ -378,7 +388,7 @@ async fn drive_death_mid_archive_loses_nothing_acknowledged() {
             "{}: the dead drives failed the job",
             store.name()
         );
-        service_drives(&w).await;
+        service_dead_drives(&w).await;
         recall_all(&w, &sums, &keys(&sums)).await;
         listed_objects_are_intact(&w, &sums).await;
         assert_eq!(violations(&w).await, 0, "{}", store.name());
@@ -597,7 +607,7 @@ async fn every_simulator_fault_loses_nothing_acknowledged() {
             }
             let id = submit_archive(&w, &b, "two").await;
             done_or_failed_then_retried(&w, &id, &what).await;
-            service_drives(&w).await;
+            service_dead_drives(&w).await;
             recall_all(&w, &sums, &keys(&sums)).await;
             listed_objects_are_intact(&w, &sums).await;
             assert_eq!(violations(&w).await, 0, "{what}");

@@ -553,19 +553,38 @@ impl TapeRequests {
 
     /// Give back to the queue every request still claimed under `fence`: a drive step that
     /// failed part-way (its bookkeeping met a database error after the batch ran) leaves none
-    /// stranded while its worker lives. Called between steps, when the drive has no batch.
+    /// stranded while its worker lives. A request of a job cancelled meanwhile is dropped
+    /// (`failed`, `cancelled`), as `drop_cancelled` does, never queued again. Called between
+    /// steps, when the drive has no batch.
     pub async fn release_claims(&self, fence: &Fence) -> Result<u64> {
-        let sql = "UPDATE reel_tape_requests SET state = 'queued', claimed_by = NULL, claim_epoch = NULL, updated_ms = $1 \
-                   WHERE state = 'claimed' AND claimed_by = $2 AND claim_epoch = $3";
+        const DOING: &str = "returning a failed step's claims";
+        let held = "state = 'claimed' AND claimed_by = $2 AND claim_epoch = $3";
+        let drop = format!(
+            "UPDATE reel_tape_requests SET state = 'failed', error = 'cancelled', claimed_by = NULL, \
+             claim_epoch = NULL, updated_ms = $1 WHERE {held} AND job_id IN \
+             (SELECT id FROM reel_jobs WHERE cancel_requested <> 0)"
+        );
+        let requeue = format!(
+            "UPDATE reel_tape_requests SET state = 'queued', claimed_by = NULL, claim_epoch = NULL, \
+             updated_ms = $1 WHERE {held}"
+        );
         let now = now_ms();
-        crate::on_db!(&self.db, |p| sqlx::query(sql)
-            .bind(now)
-            .bind(&fence.resource)
-            .bind(fence.epoch)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))
-        .map_err(self.db.err("returning a failed step's claims"))
+        crate::on_db!(&self.db, |p| {
+            let mut tx = p.begin_write().await.map_err(self.db.err(DOING))?;
+            let mut n = 0;
+            for sql in [&drop, &requeue] {
+                n += sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                    .bind(now)
+                    .bind(&fence.resource)
+                    .bind(fence.epoch)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db.err(DOING))?
+                    .rows_affected();
+            }
+            tx.commit().await.map_err(self.db.err(DOING))?;
+            Ok(n)
+        })
     }
 
     /// Claimed requests whose attempt failed in a way another attempt may mend (a drive or
@@ -1437,6 +1456,72 @@ mod tests {
         assert_eq!(reqs.claim(&target, &fence, all).await.unwrap().len(), 2);
         leases.release(&fence).await.unwrap();
         assert_eq!(reqs.requeue_orphaned_claims().await.unwrap(), 2, "released");
+    }
+
+    /// A failed step's claims go back to the queue, except those of a job cancelled meanwhile,
+    /// which are dropped; claims under another lease are left alone.
+    async fn release_claims_rules(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let (kept, cancelled, other) = (job(&store).await, job(&store).await, job(&store).await);
+        reqs.add(&kept, &[read_req("C0", "a", 10, 50)])
+            .await
+            .unwrap();
+        reqs.add(&cancelled, &[read_req("C0", "b", 10, 50)])
+            .await
+            .unwrap();
+        reqs.add(&other, &[read_req("C1", "c", 10, 50)])
+            .await
+            .unwrap();
+        let leases = LeaseManager::new(db.clone());
+        let ttl = Duration::from_secs(60);
+        let fence = leases
+            .acquire(&drive_resource("d0"), "w", ttl)
+            .await
+            .unwrap();
+        let fence1 = leases
+            .acquire(&drive_resource("d1"), "w", ttl)
+            .await
+            .unwrap();
+        let limit = ClaimLimit {
+            max_files: 10,
+            max_bytes: u64::MAX,
+        };
+        let read = |b: &str| MountTarget::Read { barcode: b.into() };
+        assert_eq!(
+            reqs.claim(&read("C0"), &fence, limit).await.unwrap().len(),
+            2
+        );
+        let on_d1 = reqs.claim(&read("C1"), &fence1, limit).await.unwrap();
+        assert_eq!(on_d1.len(), 1);
+        store.request_cancel(&cancelled).await.unwrap();
+        assert_eq!(reqs.release_claims(&fence).await.unwrap(), 2);
+        let sums = reqs.summaries().await.unwrap();
+        assert_eq!(sums.len(), 1, "{sums:?}");
+        assert_eq!((sums[0].target.clone(), sums[0].files), (read("C0"), 1));
+        assert_eq!(reqs.counts(&cancelled).await.unwrap().failed, 1);
+        assert_eq!(
+            reqs.failures(&cancelled, 10).await.unwrap()[0].1,
+            "cancelled"
+        );
+        assert_eq!(reqs.counts(&other).await.unwrap().failed, 0);
+        // Nothing left under the first lease; the other drive's claim stands.
+        assert_eq!(reqs.release_claims(&fence).await.unwrap(), 0);
+        assert_eq!(reqs.complete(&[on_d1[0].id], &fence1).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn release_claims_sqlite() {
+        let t = testdb::sqlite().await;
+        release_claims_rules(t.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn release_claims_postgres() {
+        let Some(t) = testdb::postgres("release_claims_postgres").await else {
+            return;
+        };
+        release_claims_rules(t.db.clone()).await;
     }
 
     #[tokio::test]
