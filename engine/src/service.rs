@@ -1,6 +1,10 @@
-//! The tape service: one host's drives, its library and the catalogue, with the whole-job
-//! operations built from sessions — archive to every copy of a storage class, recall with
-//! fallback to other copies, verify, intake, recovery and rebuild.
+//! The tape service: one host's drives, its library and the catalogue, and the mechanisms the
+//! jobs layer's executor builds every tape action from: hold a drive with a given cartridge
+//! (mounting it), pick and hold a writable cartridge of a pool on a given drive, run a write,
+//! read-back, label or rebuild session on what is held, unmount, and recover what a crash left
+//! pending. It decides nothing about jobs: which work a drive takes, which copy a recall reads
+//! and when a mount gives way are the scheduler's and the executor's (jobs/src), so the worker,
+//! the tests and the benchmark all go one way to the tape.
 //!
 //! Drives are handed out here: a job that needs a cartridge gets the drive that already holds
 //! it, else an idle empty drive, else an idle drive whose cartridge is put back. There is no
@@ -16,8 +20,8 @@
 //! again), and a writer picks another cartridge. A cartridge left unloaded in such a drive (its
 //! host unloaded it, or died) is moved from there by the robot.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +29,6 @@ use reel_plugin_abi::{
     REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_LOADED, REEL_ELEMENT_SLOT,
     REEL_ELEMENT_WORM, REEL_LBP_CRC32C,
 };
-use serde::Serialize;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use tracing::{info, warn};
 
@@ -35,14 +38,11 @@ use crate::session::intake::{IntakeOutcome, check_epoch, label_cartridge};
 use crate::session::mount::{self, Mount};
 use crate::session::order::OrderPolicy;
 use crate::session::rebuild::{RebuildReport, rebuild_cartridge};
-use crate::session::recall::{RecallFailure, RecallItem, RecallOptions, recall_session};
+use crate::session::recall::RecallOptions;
 use crate::session::recovery::{RecoveryReport, recover_cartridge};
 use crate::session::verify::{DriveFault, VerifyTarget, read_back};
 use crate::session::write::{ArchiveItem, WriteContext, write_session};
-use crate::session::{
-    CancelToken, Fence, NoFence, Progress, ProgressFn, SessionConfig, SessionError, SessionSummary,
-    destination,
-};
+use crate::session::{CancelToken, Fence, NoFence, ProgressFn, SessionConfig, SessionError};
 
 #[derive(Default)]
 struct DriveState {
@@ -90,58 +90,6 @@ impl Default for ServiceOptions {
             auto_label: true,
         }
     }
-}
-
-/// What an archive achieved, per copy.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ArchiveReport {
-    /// Objects archived (every copy durable, read back as the verify mode asks).
-    pub objects: u64,
-    /// Payload bytes (one copy).
-    pub bytes: u64,
-    /// Cartridges written, per copy index.
-    pub cartridges: Vec<Vec<String>>,
-    /// Drive time, all copies.
-    pub summary: SessionSummary,
-}
-
-/// A copy that failed during a recall and was reported.
-#[derive(Clone, Debug, Serialize)]
-pub struct BadCopy {
-    /// Key.
-    pub key: String,
-    /// Cartridge.
-    pub barcode: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// What a recall achieved.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct RecallBatchReport {
-    /// Objects recalled intact.
-    pub objects: u64,
-    /// Bytes recalled.
-    pub bytes: u64,
-    /// Keys that could not be recalled, with why.
-    pub failed: Vec<(String, String)>,
-    /// Copies found bad (the object may still have come from another copy).
-    pub bad_copies: Vec<BadCopy>,
-    /// Mounts made.
-    pub mounts: u64,
-    /// Drive time.
-    pub summary: SessionSummary,
-    /// Modelled first-byte time of the first cartridge read (mount included).
-    pub first_byte_s: Option<f64>,
-}
-
-/// One key to recall and where.
-#[derive(Clone, Debug)]
-pub struct RecallRequest {
-    /// Key.
-    pub key: String,
-    /// Destination root; the key becomes a path under it.
-    pub root: PathBuf,
 }
 
 /// One host's tape service.
@@ -820,26 +768,6 @@ impl TapeService {
         Ok(())
     }
 
-    /// Calibrate and label the given cartridges (all `New` ones when empty) into `pool`.
-    pub async fn intake(
-        &self,
-        barcodes: &[String],
-        pool: &str,
-    ) -> Result<Vec<(String, IntakeOutcome)>, SessionError> {
-        let list: Vec<String> = if barcodes.is_empty() {
-            self.new_cartridges().await?
-        } else {
-            barcodes.to_vec()
-        };
-        let mut out = Vec::new();
-        for b in list {
-            let held = self.acquire(&b).await?;
-            let r = self.label_held(&held, pool).await?;
-            out.push((b, r));
-        }
-        Ok(out)
-    }
-
     /// The library's new cartridges (inventory synced first) that intake may label: not WORM,
     /// not known to reel.
     pub async fn new_cartridges(&self) -> Result<Vec<String>, SessionError> {
@@ -903,229 +831,6 @@ impl TapeService {
         self.set_mounted(held.drive.index(), None);
         mount::unmount(&self.library, &held.drive, Some(source)).await?;
         Ok(Some(target.barcode.clone()))
-    }
-
-    /// A writable cartridge of `pool` with room for `needed` bytes, labelling a new one when
-    /// none is left.
-    async fn writable(
-        &self,
-        pool: &str,
-        exclude: &[String],
-        needed: u64,
-    ) -> Result<Cartridge, SessionError> {
-        if let Some(c) = self
-            .catalogue
-            .writable_cartridge(pool, exclude, false, needed)
-            .await?
-        {
-            return Ok(c);
-        }
-        if self.options.auto_label {
-            let news: Vec<Cartridge> = self
-                .catalogue
-                .cartridges()
-                .await?
-                .into_iter()
-                .filter(|c| {
-                    c.state == CartridgeState::New && !c.worm && !exclude.contains(&c.barcode)
-                })
-                .collect();
-            // Prefer calibrated spares: no first-load calibration on the write path.
-            let pick = news.iter().find(|c| c.calibrated).or_else(|| news.first());
-            if let Some(c) = pick {
-                let held = self.acquire(&c.barcode).await?;
-                let r = label_cartridge(&self.catalogue, &held.drive, &c.barcode, pool).await?;
-                drop(held);
-                if matches!(r, IntakeOutcome::Labelled { .. })
-                    && let Some(c) = self.catalogue.cartridge(&c.barcode).await?
-                {
-                    return Ok(c);
-                }
-                return Box::pin(self.writable(pool, exclude, needed)).await;
-            }
-        }
-        Err(SessionError::Other(format!(
-            "pool {pool} has no writable cartridge; add cartridges to the library and run `reel intake --pool {pool}`"
-        )))
-    }
-
-    /// Archive `items` (key, spool path) into every copy of `storage_class`. Acknowledged (Ok)
-    /// only when every copy is durable and read back as the verify mode asks.
-    pub async fn archive(
-        &self,
-        items: Vec<(String, PathBuf)>,
-        storage_class: &str,
-        cancel: &CancelToken,
-        progress: ProgressFn,
-    ) -> Result<ArchiveReport, SessionError> {
-        let class = self.catalogue.storage_class(storage_class).await?.ok_or_else(|| {
-            SessionError::Config(format!(
-                "storage class {storage_class} does not exist; define it under [archive] in the configuration"
-            ))
-        })?;
-        let mut seen = HashSet::new();
-        let mut sizes = Vec::with_capacity(items.len());
-        for (key, path) in &items {
-            if !seen.insert(key.as_str()) {
-                return Err(SessionError::Other(format!(
-                    "key {key} is given twice in one archive"
-                )));
-            }
-            let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
-            if !meta.is_file() {
-                return Err(SessionError::Other(format!(
-                    "{} is not a regular file",
-                    path.display()
-                )));
-            }
-            sizes.push(meta.len());
-        }
-        drop(seen);
-        let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
-        let generations = self.catalogue.next_generations(&keys).await?;
-        let arch: Vec<ArchiveItem> = items
-            .into_iter()
-            .zip(generations)
-            .zip(sizes)
-            .map(|(((key, path), generation), size)| ArchiveItem {
-                key,
-                generation,
-                path,
-                size,
-                kind: crate::format::ObjectKind::File,
-                planned: None,
-            })
-            .collect();
-        let total_bytes: u64 = arch.iter().map(|i| i.size).sum();
-        let n = arch.len() as u64;
-        let used: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
-        let copies = class.pools.len().max(1);
-        let per_copy: Arc<std::sync::Mutex<Vec<Progress>>> =
-            Arc::new(std::sync::Mutex::new(vec![Progress::default(); copies]));
-        let mut tasks = Vec::new();
-        for (k, pool) in class.pools.iter().enumerate() {
-            let items = arch.clone();
-            let used = used.clone();
-            let per_copy = per_copy.clone();
-            let progress = progress.clone();
-            let cancel = cancel.clone();
-            tasks.push(async move {
-                let p: ProgressFn = Arc::new(move |pr: Progress| {
-                    let mut v = per_copy.lock().unwrap_or_else(|e| e.into_inner());
-                    v[k] = pr;
-                    // Overall progress is the slowest copy's.
-                    let min = v
-                        .iter()
-                        .copied()
-                        .min_by_key(|p| p.bytes)
-                        .unwrap_or_default();
-                    progress(min);
-                });
-                self.archive_copy(items, pool, &used, &cancel, p).await
-            });
-        }
-        let results = futures::future::join_all(tasks).await;
-        let mut report = ArchiveReport {
-            objects: n,
-            bytes: total_bytes,
-            ..Default::default()
-        };
-        for r in results {
-            let (carts, sum) = r?;
-            report.cartridges.push(carts);
-            report.summary.add(&sum);
-        }
-        info!(
-            objects = n,
-            bytes = total_bytes,
-            copies,
-            "archive acknowledged"
-        );
-        Ok(report)
-    }
-
-    async fn archive_copy(
-        &self,
-        mut remaining: Vec<ArchiveItem>,
-        pool: &str,
-        used: &std::sync::Mutex<Vec<String>>,
-        cancel: &CancelToken,
-        progress: ProgressFn,
-    ) -> Result<(Vec<String>, SessionSummary), SessionError> {
-        let mut carts = Vec::new();
-        let mut sum = SessionSummary::default();
-        let mut done = Progress::default();
-        let mut idle_rounds = 0;
-        while !remaining.is_empty() {
-            if cancel.is_cancelled() {
-                return Err(SessionError::Cancelled);
-            }
-            let cart = {
-                let _pick = self.allocation.lock().await;
-                let exclude: Vec<String> = used.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let needed = remaining.first().map_or(0, |it| self.room_needed(it));
-                let cart = self.writable(pool, &exclude, needed).await?;
-                used.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(cart.barcode.clone());
-                cart
-            };
-            let held = self.acquire(&cart.barcode).await?;
-            sum.mount_s += held.mount.mount_s;
-            let base = done;
-            let p2 = progress.clone();
-            let p: ProgressFn = Arc::new(move |p: Progress| {
-                p2(Progress {
-                    objects: base.objects + p.objects,
-                    bytes: base.bytes + p.bytes,
-                })
-            });
-            let (back, out) = self.write_held(held, remaining, cancel, p).await;
-            drop(back);
-            let out = match out {
-                Ok(o) => o,
-                Err(HeldWriteError::Refused { items, reason }) => {
-                    warn!(barcode = %cart.barcode, %reason, "cartridge refused for writing; trying another");
-                    remaining = items;
-                    continue;
-                }
-                Err(HeldWriteError::Failed(e)) => return Err(e),
-            };
-            sum.add(&out.summary);
-            done.objects += out.written.len() as u64;
-            done.bytes += out.written.iter().map(|i| i.size).sum::<u64>();
-            if !out.written.is_empty() {
-                carts.push(cart.barcode.clone());
-            }
-            let progressed = !out.written.is_empty();
-            remaining = out.remaining;
-            if let Some((it, fault)) = out.failed.first() {
-                return Err(SessionError::Other(format!(
-                    "object {} was not archived: {fault}",
-                    it.key
-                )));
-            }
-            if let Some(e) = out.stopped_by
-                && !cartridge_fault(&e)
-            {
-                return Err(e);
-            }
-            if let Some(nr) = out.no_room.as_ref().filter(|nr| !nr.fits_empty) {
-                return Err(SessionError::Other(format!(
-                    "{nr}: it does not fit on an empty cartridge of pool {pool} either"
-                )));
-            }
-            if !progressed && !out.cartridge_full {
-                idle_rounds += 1;
-                if idle_rounds > 3 {
-                    return Err(SessionError::Other(format!(
-                        "no progress writing pool {pool}: {} objects left after {idle_rounds} cartridges",
-                        remaining.len()
-                    )));
-                }
-            }
-        }
-        Ok((carts, sum))
     }
 
     /// Apply the crash rules to a held cartridge if the catalogue has pending containers on it
@@ -1351,210 +1056,6 @@ impl TapeService {
         Ok(out)
     }
 
-    /// Recall `requests`: objects grouped per cartridge, each cartridge mounted once, read in
-    /// planned order; a bad copy falls back to another copy and is reported.
-    pub async fn recall(
-        &self,
-        requests: Vec<RecallRequest>,
-        opts: &RecallOptions,
-        cancel: &CancelToken,
-        progress: ProgressFn,
-    ) -> Result<RecallBatchReport, SessionError> {
-        struct Want {
-            key: String,
-            root: PathBuf,
-            dest: PathBuf,
-            copies: Vec<crate::catalogue::CopyLocation>,
-            tried: HashSet<String>,
-        }
-        let mut report = RecallBatchReport::default();
-        let mut wants: Vec<Want> = Vec::new();
-        for r in requests {
-            let dest = destination::safe_join(&r.root, &r.key)?;
-            let Some(obj) = self.catalogue.object(&r.key).await? else {
-                report
-                    .failed
-                    .push((r.key.clone(), "no such object in the catalogue".into()));
-                continue;
-            };
-            let copies = self.catalogue.copies(&r.key, obj.generation).await?;
-            wants.push(Want {
-                key: r.key,
-                root: r.root,
-                dest,
-                copies,
-                tried: HashSet::new(),
-            });
-        }
-        let done_bytes = Arc::new(std::sync::Mutex::new(Progress::default()));
-        let mut open: Vec<usize> = (0..wants.len()).collect();
-        while !open.is_empty() {
-            if cancel.is_cancelled() {
-                return Err(SessionError::Cancelled);
-            }
-            // Choose a copy per object: readable cartridges only, preferring ones already
-            // mounted, then the cartridge serving most of the batch.
-            let mounted: HashSet<String> = {
-                let mut s = HashSet::new();
-                for d in &self.drives {
-                    if let Ok(g) = d.state.try_lock()
-                        && let Some(m) = &g.mounted
-                    {
-                        s.insert(m.barcode.clone());
-                    }
-                }
-                s
-            };
-            let mut votes: HashMap<String, usize> = HashMap::new();
-            for &i in &open {
-                for c in wants[i]
-                    .copies
-                    .iter()
-                    .filter(|c| usable(c) && !wants[i].tried.contains(&c.barcode))
-                {
-                    *votes.entry(c.barcode.clone()).or_default() += 1;
-                }
-            }
-            let mut by_cart: BTreeMap<String, Vec<(usize, crate::catalogue::CopyLocation)>> =
-                BTreeMap::new();
-            let mut next_open = Vec::new();
-            for &i in &open {
-                let best = wants[i]
-                    .copies
-                    .iter()
-                    .filter(|c| usable(c) && !wants[i].tried.contains(&c.barcode))
-                    .max_by_key(|c| {
-                        (
-                            mounted.contains(&c.barcode),
-                            votes.get(&c.barcode).copied().unwrap_or(0),
-                            std::cmp::Reverse(c.barcode.clone()),
-                        )
-                    });
-                match best {
-                    Some(c) => by_cart
-                        .entry(c.barcode.clone())
-                        .or_default()
-                        .push((i, c.clone())),
-                    None => {
-                        let why = if wants[i].copies.is_empty() {
-                            "no durable copy".to_string()
-                        } else {
-                            format!(
-                                "every copy failed or is on a disabled/broken cartridge ({} copies)",
-                                wants[i].copies.len()
-                            )
-                        };
-                        report.failed.push((wants[i].key.clone(), why));
-                    }
-                }
-            }
-            // One task per cartridge; drives are shared through acquire().
-            let mut tasks = Vec::new();
-            for (barcode, list) in by_cart {
-                let items: Vec<RecallItem> = list
-                    .iter()
-                    .map(|(i, c)| RecallItem {
-                        key: wants[*i].key.clone(),
-                        container_first_block: c.container_first_block,
-                        record_size: c.record_size,
-                        offset: c.offset,
-                        length: c.length,
-                        sha256: c.sha256,
-                        dest: wants[*i].dest.clone(),
-                        root: wants[*i].root.clone(),
-                        meta: c.meta,
-                        // This engine-level recall (the benchmark's and the engine tests')
-                        // replaces what it finds; `reel recall` takes the client's policy.
-                        overwrite: crate::session::destination::Overwrite::Always,
-                    })
-                    .collect();
-                let idx: Vec<usize> = list.iter().map(|(i, _)| *i).collect();
-                let progress = progress.clone();
-                let done_bytes = done_bytes.clone();
-                let cancel = cancel.clone();
-                tasks.push(async move {
-                    let held = self.acquire(&barcode).await?;
-                    let mount_s = held.mount.mount_s;
-                    let already = held.mount.already;
-                    let p: ProgressFn = Arc::new(move |_p: Progress| {});
-                    let rep = match recall_session(&held.drive, items, opts, &cancel, p).await {
-                        Ok(r) => r,
-                        Err(e) => {
-                            if matches!(e, SessionError::Device(_)) {
-                                self.eject(held).await;
-                            }
-                            return Err(e);
-                        }
-                    };
-                    drop(held);
-                    {
-                        let mut d = done_bytes.lock().unwrap_or_else(|e| e.into_inner());
-                        d.objects += rep.summary.objects;
-                        d.bytes += rep.summary.bytes;
-                        progress(*d);
-                    }
-                    Ok::<_, SessionError>((barcode, idx, rep, mount_s, already))
-                });
-            }
-            for r in futures::future::join_all(tasks).await {
-                let (barcode, idx, rep, mount_s, already) = r?;
-                if !already {
-                    report.mounts += 1;
-                }
-                let mut s = rep.summary.clone();
-                s.mount_s += mount_s;
-                report.summary.add(&s);
-                if report.first_byte_s.is_none() {
-                    report.first_byte_s = rep.first_byte_s.map(|f| f + mount_s);
-                }
-                for res in rep.results {
-                    let i = idx[res.index];
-                    match res.outcome {
-                        Ok(n) => {
-                            report.objects += 1;
-                            report.bytes += n;
-                        }
-                        Err(RecallFailure::Destination(m)) => {
-                            report.failed.push((wants[i].key.clone(), m))
-                        }
-                        Err(RecallFailure::BadCopy(m)) | Err(RecallFailure::NotAttempted(m)) => {
-                            report.bad_copies.push(BadCopy {
-                                key: wants[i].key.clone(),
-                                barcode: barcode.clone(),
-                                reason: m,
-                            });
-                            wants[i].tried.insert(barcode.clone());
-                            next_open.push(i);
-                        }
-                    }
-                }
-            }
-            open = next_open;
-        }
-        Ok(report)
-    }
-
-    /// Read back every durable container on `barcode` and mark each verified or dead.
-    pub async fn verify_cartridge(
-        &self,
-        barcode: &str,
-        cancel: &CancelToken,
-    ) -> Result<crate::session::verify::VerifyReport, SessionError> {
-        self.verify_containers(barcode, None, cancel).await
-    }
-
-    /// Read back the durable containers of `barcode` (only those in `only`, when given) and
-    /// mark each verified or dead.
-    pub async fn verify_containers(
-        &self,
-        barcode: &str,
-        only: Option<&[i64]>,
-        cancel: &CancelToken,
-    ) -> Result<crate::session::verify::VerifyReport, SessionError> {
-        let held = self.acquire(barcode).await?;
-        self.verify_held(&held, only, cancel).await
-    }
-
     /// Read back the durable and verified containers of the cartridge mounted in `held` (only
     /// those in `only`, when given), in block order, and mark each verified or dead. A
     /// container in `only` that is neither durable nor verified is not read: the report gives
@@ -1636,27 +1137,6 @@ impl TapeService {
         }
         rep.results.extend(unreadable);
         Ok(rep)
-    }
-
-    /// Rebuild the catalogue entries of `barcodes` (every cartridge in the library when empty)
-    /// from the tapes alone.
-    pub async fn rebuild(
-        &self,
-        barcodes: &[String],
-        cancel: &CancelToken,
-    ) -> Result<Vec<RebuildReport>, SessionError> {
-        let mut out = Vec::new();
-        for (b, worm) in self.rebuild_targets(barcodes).await? {
-            let held = self.acquire(&b).await?;
-            match self.rebuild_held(&held, worm, cancel).await {
-                Ok(r) => out.push(r),
-                Err(SessionError::Cartridge { barcode, reason }) => {
-                    info!(%barcode, %reason, "skipped");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
     }
 
     /// The cartridges a rebuild of `barcodes` reads, each with whether the library reports it
@@ -1748,16 +1228,6 @@ pub fn cartridge_fault(e: &SessionError) -> bool {
         SessionError::Device(DeviceError::Medium { .. })
             | SessionError::Device(DeviceError::DataProtect { .. })
             | SessionError::Device(DeviceError::Worm { .. })
-    )
-}
-
-fn usable(c: &crate::catalogue::CopyLocation) -> bool {
-    !matches!(
-        c.cartridge_state,
-        CartridgeState::Disabled | CartridgeState::Broken | CartridgeState::Exported
-    ) && matches!(
-        c.container_state,
-        ContainerState::Durable | ContainerState::Verified
     )
 }
 

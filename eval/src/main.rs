@@ -10,13 +10,14 @@
 //! cargo build --release -p reel-plugin-sim -p reel-bench && target/release/reel-bench
 //! ```
 
-mod engine_rig;
 mod model;
 mod plots;
 mod report;
 mod rig;
 mod row;
 mod sections;
+mod spool;
+mod worker_rig;
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -92,18 +92,44 @@ pub fn job_result(
         JobKind::Archive => {
             serde_json::json!({"objects": counts.total, "bytes": counts.bytes_total})
         }
-        // A recall's request results are the objects read after a bad copy (see the executor).
-        JobKind::Recall if results.is_empty() => {
-            serde_json::json!({"objects": counts.total, "bytes": counts.bytes_total})
-        }
-        JobKind::Recall => serde_json::json!({
-            "objects": counts.total, "bytes": counts.bytes_total, "bad_copies": results
-        }),
+        JobKind::Recall => recall_result(counts, &results),
         JobKind::Verify => {
             serde_json::json!({"verified": counts.done, "bytes": counts.bytes_total})
         }
         JobKind::Intake | JobKind::Rebuild => serde_json::json!({"cartridges": results}),
     }
+}
+
+/// A recall job's result. Its requests' results (see the executor) carry the objects read
+/// after a bad copy (`key`, `bad_copies`) and, on the first object each read session
+/// delivered, that session's drive time: `first_byte_s` (from the session's start to its
+/// first byte: positioning and the first record, not the mount) and `read_s`. The job reports
+/// the bad copies, the earliest first byte of its sessions and their summed drive time.
+fn recall_result(counts: &JobRequestCounts, results: &[TaskResult]) -> serde_json::Value {
+    let mut v = serde_json::json!({"objects": counts.total, "bytes": counts.bytes_total});
+    let bad: Vec<serde_json::Value> = results
+        .iter()
+        .filter(|r| r.get("bad_copies").is_some())
+        .map(|r| serde_json::json!({"key": r["key"], "bad_copies": r["bad_copies"]}))
+        .collect();
+    if !bad.is_empty() {
+        v["bad_copies"] = serde_json::json!(bad);
+    }
+    let first_byte = results
+        .iter()
+        .filter_map(|r| r.get("first_byte_s").and_then(serde_json::Value::as_f64))
+        .reduce(f64::min);
+    if let Some(f) = first_byte {
+        v["first_byte_s"] = serde_json::json!(f);
+    }
+    let read_s: Vec<f64> = results
+        .iter()
+        .filter_map(|r| r.get("read_s").and_then(serde_json::Value::as_f64))
+        .collect();
+    if !read_s.is_empty() {
+        v["read_s"] = serde_json::json!(read_s.iter().sum::<f64>());
+    }
+    v
 }
 
 #[cfg(test)]
@@ -180,6 +206,15 @@ mod tests {
         assert_eq!(
             job_result(JobKind::Recall, &c, vec![bad.clone()]),
             serde_json::json!({"objects": 3, "bytes": 30, "bad_copies": [bad]})
+        );
+        // Two sessions: the earliest first byte, the drive time summed; a session's timing and
+        // a bad copy may share one request's result.
+        let a = serde_json::json!({"first_byte_s": 4.0, "read_s": 10.0, "key": "k", "bad_copies": ["B"]});
+        let b = serde_json::json!({"first_byte_s": 2.5, "read_s": 1.5});
+        assert_eq!(
+            job_result(JobKind::Recall, &c, vec![a, b]),
+            serde_json::json!({"objects": 3, "bytes": 30, "bad_copies": [bad],
+                               "first_byte_s": 2.5, "read_s": 11.5})
         );
     }
 }

@@ -259,7 +259,8 @@ impl EngineExecutor {
             .unwrap_or_else(|| "default".into())
     }
 
-    /// The best readable copy of (key, generation), avoiding `bad` cartridges.
+    /// The copy of (key, generation) to read, avoiding `bad` cartridges
+    /// ([`crate::recall_copy`]).
     async fn best_copy(
         &self,
         key: &str,
@@ -267,17 +268,7 @@ impl EngineExecutor {
         bad: &HashSet<String>,
     ) -> Result<Option<CopyLocation>> {
         let copies = self.catalogue().copies(key, generation).await?;
-        Ok(copies.into_iter().find(|c| {
-            !bad.contains(&c.barcode)
-                && !matches!(
-                    c.cartridge_state,
-                    CartridgeState::Disabled | CartridgeState::Broken | CartridgeState::Exported
-                )
-                && matches!(
-                    c.container_state,
-                    ContainerState::Durable | ContainerState::Verified
-                )
-        }))
+        Ok(crate::recall_copy::choose(copies, bad))
     }
 }
 
@@ -1019,15 +1010,25 @@ impl TapeExecutor for EngineExecutor {
             }
         };
         drop(held);
+        // The session's drive time goes into its job's result once, on the first request it
+        // read (see `cartridge_task::job_result`).
+        let mut timing = Some(json!({
+            "first_byte_s": rep.first_byte_s,
+            "read_s": rep.summary.drive_s(),
+        }));
         for res in rep.results {
             let r = &requests[reads[res.index]];
             match res.outcome {
                 Ok(_) => {
+                    let mut result = timing.take().unwrap_or_else(|| json!({}));
                     // Read from another copy after a bad one: the job's result names the bad
                     // copies, for the operator to verify or repack their cartridges.
                     if let Some(bad) = r.detail.get("bad_copies") {
-                        out.results
-                            .push((r.id, json!({"key": r.object_key, "bad_copies": bad})));
+                        result["key"] = json!(r.object_key);
+                        result["bad_copies"] = bad.clone();
+                    }
+                    if result.as_object().is_some_and(|o| !o.is_empty()) {
+                        out.results.push((r.id, result));
                     }
                     out.done.push(r.id)
                 }

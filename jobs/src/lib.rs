@@ -35,6 +35,7 @@ pub mod executor;
 pub mod job;
 pub mod logging;
 pub mod queue;
+pub mod recall_copy;
 pub mod scheduler;
 pub mod submission;
 pub mod worker;

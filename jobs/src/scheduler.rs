@@ -345,6 +345,22 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
                 }
             })
         };
+        // A write whose pool has a cartridge idle in a drive this decision does not assign
+        // (another loop's, another host's) goes to that drive: its own loop takes it at its
+        // next step. Taking it here would load (or label) a second cartridge of the pool while
+        // the first sits idle, and it cannot be loaded here while it is there.
+        if let MountTarget::Write { pool } = &q.target
+            && !free.iter().any(|d| holds_it(d))
+            && drives.iter().any(|d| {
+                d.unavailable
+                    && d.mounted.as_ref().is_some_and(|m| {
+                        m.pool.as_ref() == Some(pool)
+                            && by_target.get(&m.target).is_none_or(|t| t.files == 0)
+                    })
+            })
+        {
+            continue;
+        }
         let pick = free
             .iter()
             .position(|d| holds_it(d))
@@ -879,6 +895,42 @@ mod tests {
         // Without the cap, d1 mounts B.
         p.caps.clear();
         let d = decide(&p, &q, &[empty("d1"), other]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
+    }
+
+    /// Seen in the benchmark: an intake left cartridge A of pool P in d0; an archive to P was
+    /// mounted on the empty d1, which could not load A (it is in d0) and labelled a new
+    /// cartridge into P. The write goes to the drive that holds the pool's idle cartridge.
+    #[test]
+    fn a_write_goes_to_the_drive_holding_the_pools_idle_cartridge() {
+        let p = policy();
+        let labelled = MountTarget::Read {
+            barcode: "A".into(),
+        };
+        let q = vec![write("P", 5_000_000, 200, 5, 50)];
+        // d1's loop: A is idle in d0 (its label request is done): d1 leaves the write to d0.
+        let mut d0 = holding_cartridge("d0", labelled.clone(), "A", "P");
+        d0.unavailable = true;
+        let d = decide(&p, &q, &[empty("d1"), d0]);
+        assert_eq!(d[0], Decision::Idle { drive: "d1".into() }, "{d:?}");
+        // d0's loop: it holds A, so it takes the write (no unload: A is the pool's).
+        let d0 = holding_cartridge("d0", labelled.clone(), "A", "P");
+        let mut d1 = empty("d1");
+        d1.unavailable = true;
+        let d = decide(&p, &q, &[d0, d1]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, target, .. }
+                if drive == "d0" && *target == MountTarget::Write { pool: "P".into() }),
+            "{d:?}"
+        );
+        // Busy elsewhere (A still has reads queued): d1 writes P on another cartridge.
+        let mut busy = holding_cartridge("d0", labelled.clone(), "A", "P");
+        busy.unavailable = true;
+        let q2 = vec![q[0].clone(), read("A", 5_000_000, 200, 5, 50)];
+        let d = decide(&p, &q2, &[empty("d1"), busy]);
         assert!(
             matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
             "{d:?}"

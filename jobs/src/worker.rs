@@ -639,6 +639,13 @@ impl<E: TapeExecutor> Runtime<E> {
             loop {
                 tokio::time::sleep(every).await;
                 if let Err(e) = leases.heartbeat(&fence, ttl).await {
+                    // Cancelled first: the holder has let the lease go (a drive loop releases
+                    // it when it stops) and a renewal finds it gone or another's; nothing is
+                    // lost. (A cancelled job attempt keeps renewing while it winds down.)
+                    if cancel.is_cancelled() {
+                        tracing::debug!(resource = %fence.resource, error = %e, "lease let go");
+                        return;
+                    }
                     tracing::error!(resource = %fence.resource, error = %e, "lease lost; stopping work on it");
                     cancel.cancel();
                     return;

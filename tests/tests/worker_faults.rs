@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use reel_engine::catalogue::CartridgeState;
-use reel_jobs::config::{Config, LoadedConfig};
+use reel_jobs::config::Config;
 use reel_jobs::embedded::EmbeddedWorker;
 use reel_jobs::job::{ArchiveJob, ArchiveSource, JobSpec, JobState, RecallJob, RecallSelection};
 use reel_jobs::queue::{JobRecord, TapeRequests};
@@ -71,22 +71,12 @@ fn site(store: &Store) -> Site {
          sim.capacity_bytes=2147483648\\nsim.early_warning_percent=90",
         lib.path().display()
     );
-    let cfg = write_plugin_config(
+    let config = worker_config(
         dir.path(),
         &store.url(),
-        &plugin_path("reel_plugin_sim"),
         &plugin_config,
-        "",
+        "barrier_bytes = 16777216\ncontainer_bytes = 8388608\n",
     );
-    let text = std::fs::read_to_string(&cfg).unwrap().replace(
-        "barrier_seconds = 5\n",
-        "barrier_seconds = 5\nbarrier_bytes = 16777216\ncontainer_bytes = 8388608\n",
-    );
-    assert!(text.contains("container_bytes = 8388608"), "{text}");
-    std::fs::write(&cfg, text).unwrap();
-    let config = LoadedConfig::load(Some(&cfg), Some(dir.path()))
-        .unwrap()
-        .config;
     Site {
         _dir: dir,
         _lib: lib,
@@ -94,31 +84,14 @@ fn site(store: &Store) -> Site {
     }
 }
 
-/// Start the worker; a library directory just closed by a stopped worker may still be
-/// releasing its lock for a moment.
+/// Start the worker for this host.
 async fn start(site: &Site) -> EmbeddedWorker {
-    let mut last = None;
-    for _ in 0..50 {
-        match EmbeddedWorker::start(&site.config).await {
-            Ok(w) => return w,
-            Err(e) => {
-                last = Some(e.to_string());
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-    panic!("cannot start the worker: {last:?}");
+    start_worker(&site.config).await
 }
 
 /// Wait for a job to end; panics (with the job) if it does not within [`JOB_BOUND`].
 async fn ended(w: &EmbeddedWorker, id: &str) -> JobRecord {
-    match w.wait(id, JOB_BOUND).await.unwrap() {
-        Some(r) => r,
-        None => panic!(
-            "job {id} did not end within {JOB_BOUND:?}: {:?}",
-            w.queue().store().require(id).await.unwrap()
-        ),
-    }
+    job_ended(w, id, JOB_BOUND).await
 }
 
 async fn submit_archive(w: &EmbeddedWorker, b: &Batch, class: &str) -> String {
@@ -147,13 +120,7 @@ async fn archive(w: &EmbeddedWorker, b: &Batch, class: &str) {
 
 /// How many drives have died and wait for service, and how many drives there are.
 async fn failed_drives(w: &EmbeddedWorker) -> (usize, usize) {
-    let c = w
-        .service()
-        .library()
-        .control(r#"{"op":"counters"}"#)
-        .await
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&c).unwrap();
+    let v = sim_counters(w).await;
     let drives = v["drives"].as_array().cloned().unwrap_or_default();
     let failed = drives.iter().filter(|d| d["failed"] == true).count();
     (failed, drives.len())
@@ -252,14 +219,9 @@ async fn recall_all(
 
 /// Writes anywhere but at end of data, as the simulator counted them.
 async fn violations(w: &EmbeddedWorker) -> u64 {
-    let c = w
-        .service()
-        .library()
-        .control(r#"{"op":"counters"}"#)
-        .await
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&c).unwrap();
-    v["violations"].as_u64().expect("violations counter")
+    sim_counters(w).await["violations"]
+        .as_u64()
+        .expect("violations counter")
 }
 
 /// Every object the catalogue lists is one we wrote, and recalls intact; returns how many.

@@ -183,7 +183,12 @@ impl Room {
     /// `framed` bytes would fit an empty cartridge of this capacity. Never when this one was
     /// empty.
     pub fn fits_empty(&self, framed: u64, needed: u64) -> bool {
-        let was_empty = framed == 0 && self.used == 0;
+        // Empty by the catalogue (no durable container) and by the drive (its remaining
+        // capacity is the whole cartridge): containers written but not yet durable (a FULL
+        // verify still to come, a session just before this one) count no bytes in the
+        // catalogue, but the drive reports the room they took.
+        let was_empty =
+            framed == 0 && self.used == 0 && self.left.saturating_add(EMPTY_SLACK) >= self.capacity;
         !was_empty && needed.saturating_add(EMPTY_SLACK) <= self.capacity
     }
 
@@ -295,6 +300,11 @@ mod tests {
         let empty = Room::plan(100 << 20, 0, None, 0).unwrap();
         assert!(!empty.fits_empty(0, 90 << 20));
         assert!(empty.fits_empty(1, 90 << 20));
+        // Nothing durable yet, but the drive reports 40 MiB taken (containers not yet
+        // verified): not empty, an object that an empty cartridge takes goes elsewhere.
+        let written = Room::plan(100 << 20, 0, Some(60 << 20), 0).unwrap();
+        assert!(written.fits_empty(0, 90 << 20));
+        assert!(!written.fits_empty(0, 99 << 20));
     }
 
     #[test]

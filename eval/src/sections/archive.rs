@@ -1,22 +1,24 @@
-//! Archive through reel's engine (`TapeService::archive`): one drive, 10 objects of 256 MiB and
-//! of 1 GiB (quick: 32 MiB and 128 MiB), under NONE, FULL and SAMPLED verify; steady state
-//! (robot and mount left out) from the simulator's drive busy time, against the model's bound
-//! for exactly what was written and read back. The NONE run of the larger size also gives the
-//! host data path row (wall clock, CPU seconds per GB).
+//! Archive jobs through reel's worker runtime (queue, scheduler, drive loop, executor): one
+//! drive, 10 objects of 256 MiB and of 1 GiB (quick: 32 MiB and 128 MiB), under NONE, FULL and
+//! SAMPLED verify; steady state (robot and mount left out) from the simulator's drive busy
+//! time, against the model's bound for exactly what was written and read back. The NONE run of
+//! the larger size also gives the host data path row (wall clock from submission to the job's
+//! end, CPU seconds per GB).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use reel_engine::catalogue::ContainerState;
-use reel_engine::session::order::OrderPolicy;
-use reel_engine::session::{SessionConfig, VerifyMode};
+use reel_engine::session::SessionConfig;
+use reel_jobs::config::VerifyMode;
 use serde_json::json;
 
-use crate::engine_rig::{Engine, check_file, cpu_seconds, make_spool};
 use crate::rig::Counters;
 use crate::row::{Basis, Row, Target};
 use crate::sections::{Ctx, eod_row, wrong_bytes_row};
+use crate::spool::{check_file, cpu_seconds, make_spool};
+use crate::worker_rig::Worker;
 
 const MIB: u64 = 1 << 20;
 
@@ -71,12 +73,9 @@ pub fn archive_once(
     size: u64,
     verify: VerifyMode,
 ) -> Result<ArchiveRun> {
-    let session = SessionConfig {
-        verify,
-        ..SessionConfig::default()
-    };
-    let e = Engine::new(ctx, 1, 1, "", session)?;
-    e.storage_class("bench", "bench")?;
+    let e = Worker::new(ctx, 1, 1, &[("bench", "bench")], |c| {
+        c.archive.verify = verify
+    })?;
     e.intake(&[], "bench")?;
     let c0 = e.counters()?;
     let (t0, cpu0) = (Instant::now(), cpu_seconds());
@@ -84,16 +83,12 @@ pub fn archive_once(
     let (wall_s, cpu_s) = (t0.elapsed().as_secs_f64(), cpu_seconds() - cpu0);
     let c1 = e.counters()?;
     let (steady_s, mut profile) = drive_profile(&c0, &c1, 0);
-    let barcode = rep
-        .cartridges
-        .first()
-        .and_then(|c| c.first())
-        .cloned()
-        .ok_or_else(|| anyhow!("the archive reports no cartridge written"))?;
+    let first = items.first().ok_or_else(|| anyhow!("nothing to archive"))?;
+    let (barcode, _) = e.first_block(&first.0)?;
     let offsets = e.block_offsets(&barcode)?;
     let off = |b: u64| offsets.get(b as usize).copied().unwrap_or(0);
     let containers =
-        e.rt.block_on(e.svc.catalogue().containers_on(&barcode))
+        e.rt.block_on(e.catalogue()?.containers_on(&barcode))
             .map_err(|e| anyhow!("{e}"))?;
     let verified: Vec<(u64, u64)> = containers
         .iter()
@@ -108,7 +103,6 @@ pub fn archive_once(
     let bound_s = ctx.model.archive_bound_s(written, eod, &verified);
     profile["containers"] = json!(containers.len());
     profile["containers_verified"] = json!(verified.len());
-    profile["session_summary"] = serde_json::to_value(&rep.summary)?;
     profile["host_wall_s"] = json!(wall_s);
     profile["host_cpu_s"] = json!(cpu_s);
     // Recall the first and the last object and compare them byte for byte.
@@ -120,15 +114,12 @@ pub fn archive_once(
         .flatten()
         .map(|(k, _)| k.clone())
         .collect();
-    let r = e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
+    e.recall(&keys, dest.path())?;
     let (mut wrong, mut checked) = (0, 0);
     for k in &keys {
         let (w, c) = check_file(&dest.path().join(k), k, size);
         wrong += w;
         checked += c;
-    }
-    if !r.failed.is_empty() {
-        wrong += 1;
     }
     let violations = e.counters()?.violations;
     Ok(ArchiveRun {
@@ -196,9 +187,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                 ),
             };
             let mut note = format!(
-                "10 objects of {label} spooled, archived by TapeService::archive (reel's defaults: \
-                 {} MiB records, containers up to {} GiB, group commit), verify {name}; drive busy \
-                 time minus robot and mount; the seed's figure is its per-container sessions",
+                "10 objects of {label} spooled, submitted as one archive job to reel's worker runtime \
+                 (reel's defaults: {} MiB records, containers up to {} GiB, group commit), verify \
+                 {name}; drive busy time minus robot and mount; the seed's figure is its \
+                 per-container sessions",
                 SessionConfig::default().record_size >> 20,
                 SessionConfig::default().container_bytes >> 30,
             );
@@ -222,7 +214,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                 note.push_str(&format!(
                     "; MISSED — where the drive time goes: {:.1} s in all against the bound's \
                      {:.1} s; writing streamed {:.1} GB in {:.1} s ({:.0} MB/s: the drive \
-                     speed-matched to the host: the whole archive call ran at {:.0} MB/s wall clock — the \
+                     speed-matched to the host: the whole archive job ran at {:.0} MB/s wall clock — the \
                      simulator times arrivals by the host clock); {} backhitch(es) × {} s \
                      ({} underrun, {} after a sync); locates {:.1} s; read-back {:.1} s. \
                      To fix: feed the drive faster than it streams (the host path row: CPU \
@@ -275,9 +267,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                         "≥ 800 MB/s (two LTO-9 drives) on 2 cores",
                     )
                     .note(format!(
-                        "TapeService::archive of 10 × {label} with the simulator on its INSTANT \
-                             clock: spool read, SHA-256, framing, CRC32C, the drive thread and the \
-                             simulator's own file writes; {} build",
+                        "an archive job of 10 × {label} from submission to its end, through the \
+                             job queue, scheduler, drive loop and executor, with the simulator on \
+                             its INSTANT clock: the job's planning, spool read, SHA-256, framing, \
+                             CRC32C, the drive thread and the simulator's own file writes; {} build",
                         if cfg!(debug_assertions) {
                             "debug (CI: optimised dependencies, engine at opt-level 1)"
                         } else {
@@ -354,7 +347,7 @@ pub fn shoe_shining(ctx: &Ctx) -> Result<Vec<Row>> {
     let rate = n("bytes_written") as f64 / drive_s / 1e6;
     let host = r.bytes as f64 / r.wall_s / 1e6;
     let note = format!(
-        "8 objects of 256 MiB from the spool, TapeService::archive with verify NONE, simulator on \
+        "8 objects of 256 MiB from the spool, one archive job with verify NONE, simulator on \
          its INSTANT clock with arrival times from the host clock: the drive streams at the pace \
          reel feeds it (this run's host fed {host:.0} MB/s, wall clock); streaming = bytes \
          written over streaming time plus backhitches"

@@ -1,21 +1,22 @@
-//! Several drives at once through reel's engine: a write session per drive on 2 drives
-//! (aggregate against one drive in the same run), a restore from 3 drives into one destination
-//! directory (seed 004's case, wall clock against the destination's raw write rate measured in
-//! the same run), and an archive of many 16 KiB objects.
+//! Several drives at once through reel's worker runtime: two archive jobs into two pools on 2
+//! drives (aggregate against one drive in the same run), a restore from 3 drives into one
+//! destination directory (seed 004's case, wall clock against the destination's raw write rate
+//! measured in the same run), and an archive of many 16 KiB objects. Every archive and recall
+//! is a job submitted to the queue.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
-use reel_engine::session::order::OrderPolicy;
-use reel_engine::session::{SessionConfig, VerifyMode};
+use reel_jobs::config::{RecallConfig, VerifyMode};
 use serde_json::json;
 
-use crate::engine_rig::{Engine, check_file, cpu_seconds, free_bytes, make_spool};
 use crate::row::{Basis, Row, Target};
 use crate::sections::archive::drive_profile;
 use crate::sections::{Ctx, eod_row, wrong_bytes_row};
+use crate::spool::{check_file, cpu_seconds, free_bytes, make_spool};
+use crate::worker_rig::{Worker, archive_spec, archived};
 
 const MIB: u64 = 1 << 20;
 
@@ -27,9 +28,7 @@ pub fn two_drives(ctx: &Ctx) -> Result<Vec<Row>> {
     } else {
         (10, 256 * MIB)
     };
-    let e = Engine::new(ctx, 2, 2, "", SessionConfig::default())?;
-    e.storage_class("ca", "pa")?;
-    e.storage_class("cb", "pb")?;
+    let e = Worker::new(ctx, 2, 2, &[("ca", "pa"), ("cb", "pb")], |_| {})?;
     e.intake(&["RL0001L9".to_string()], "pa")?;
     e.intake(&["RL0002L9".to_string()], "pb")?;
     let spool = tempfile::Builder::new()
@@ -38,31 +37,20 @@ pub fn two_drives(ctx: &Ctx) -> Result<Vec<Row>> {
     let one = make_spool(spool.path(), "one", n, size)?;
     let a = make_spool(spool.path(), "pa", n, size)?;
     let b = make_spool(spool.path(), "pb", n, size)?;
-    // One drive alone.
+    // One drive alone (whichever drive the scheduler gives it; the other stays idle).
     let c0 = e.counters()?;
     let r1 = e.archive(&one, "ca")?;
     let c1 = e.counters()?;
-    let (s1, p1) = drive_profile(&c0, &c1, 0);
-    let single = r1.bytes as f64 / s1 / 1e6;
-    // Both at once.
-    let cancel = reel_engine::session::CancelToken::new();
-    let ta = e.svc.archive(
-        a.clone(),
-        "ca",
-        &cancel,
-        reel_engine::session::no_progress(),
-    );
-    let tb = e.svc.archive(
-        b.clone(),
-        "cb",
-        &cancel,
-        reel_engine::session::no_progress(),
-    );
-    let (ra, rb) = e.rt.block_on(async { futures_join(ta, tb).await });
-    let (ra, rb) = (
-        ra.map_err(|e| anyhow!("{e}"))?,
-        rb.map_err(|e| anyhow!("{e}"))?,
-    );
+    let (s1a, p1a) = drive_profile(&c0, &c1, 0);
+    let (s1b, p1b) = drive_profile(&c0, &c1, 1);
+    let single = r1.bytes as f64 / (s1a + s1b) / 1e6;
+    // Both at once: two jobs submitted together.
+    let (ra, rb) = e.rt.block_on(async {
+        let ia = e.submit(archive_spec(&a, "ca")?).await?;
+        let ib = e.submit(archive_spec(&b, "cb")?).await?;
+        let (ra, rb) = tokio::join!(e.finished(&ia), e.finished(&ib));
+        anyhow::Ok((archived(&ra?), archived(&rb?)))
+    })?;
     let c2 = e.counters()?;
     let (sa, pa) = drive_profile(&c1, &c2, 0);
     let (sb, pb) = drive_profile(&c1, &c2, 1);
@@ -74,7 +62,7 @@ pub fn two_drives(ctx: &Ctx) -> Result<Vec<Row>> {
         .iter()
         .flat_map(|v| [v[0].0.clone(), v[n - 1].0.clone()])
         .collect();
-    e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
+    e.recall(&keys, dest.path())?;
     let (mut w, mut c) = (0, 0);
     for k in &keys {
         let (w2, c2) = check_file(&dest.path().join(k), k, size);
@@ -82,9 +70,10 @@ pub fn two_drives(ctx: &Ctx) -> Result<Vec<Row>> {
         c += c2;
     }
     let note = format!(
-        "{n} objects of {} MiB per drive, reel's defaults (verify FULL); one drive alone first, \
-         then two archives at once into two storage classes (one drive each); steady state \
-         (busy − mount), aggregate = both drives' bytes over the busier drive's time",
+        "{n} objects of {} MiB per drive, reel's defaults (verify FULL); one archive job alone \
+         first, then two archive jobs submitted together into two storage classes (the \
+         scheduler gives each pool's write queue a drive); steady state (busy − mount), \
+         aggregate = both drives' bytes over the busier drive's time",
         size >> 20
     );
     Ok(vec![
@@ -96,7 +85,7 @@ pub fn two_drives(ctx: &Ctx) -> Result<Vec<Row>> {
             Basis::Simulated,
         )
         .note(note)
-        .profile(p1),
+        .profile(json!({"drive0": p1a, "drive1": p1b})),
         Row::info(
             sec,
             "two drives, aggregate",
@@ -114,13 +103,6 @@ pub fn two_drives(ctx: &Ctx) -> Result<Vec<Row>> {
         wrong_bytes_row(sec, w, c),
         eod_row(sec, e.counters()?.violations),
     ])
-}
-
-async fn futures_join<A: std::future::Future, B: std::future::Future>(
-    a: A,
-    b: B,
-) -> (A::Output, B::Output) {
-    tokio::join!(a, b)
 }
 
 /// Wall and CPU seconds (this process, every thread) of one timed step.
@@ -222,11 +204,7 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
     } else {
         (32, 64 * MIB)
     };
-    let session = SessionConfig {
-        verify: VerifyMode::None,
-        ..SessionConfig::default()
-    };
-    let threads = session.writer_threads;
+    let threads = RecallConfig::default().writer_threads;
     // The simulated cartridges live in memory when there is room: a drive reads from tape, not
     // from the destination's disk (on the scratch disk the two shared its bandwidth, and the
     // row measured the media's backing file, about 1.1 GB/s of O_DIRECT reads here).
@@ -240,26 +218,22 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
             "on the scratch disk (no room in /dev/shm): they share its bandwidth with the destination",
         )
     };
-    let e = Engine::new_with_library_in(ctx, &lib_parent, 3, 3, "", session)?;
+    let classes = [("c0", "p0"), ("c1", "p1"), ("c2", "p2")];
+    let mut e = Worker::new_with_library_in(ctx, &lib_parent, 3, 3, &classes, |c| {
+        c.archive.verify = VerifyMode::None
+    })?;
     let spool = tempfile::Builder::new()
         .prefix("reel-bench-spool-")
         .tempdir_in(&ctx.scratch)?;
     let mut keys = Vec::new();
     for (i, bc) in ["RL0001L9", "RL0002L9", "RL0003L9"].iter().enumerate() {
-        let class = format!("c{i}");
-        let pool = format!("p{i}");
-        e.storage_class(&class, &pool)?;
-        e.intake(&[bc.to_string()], &pool)?;
+        let (class, pool) = classes[i];
+        e.intake(&[bc.to_string()], pool)?;
         let items = make_spool(spool.path(), &format!("rs{i}"), n, size)?;
-        e.archive(&items, &class)?;
+        e.archive(&items, class)?;
         keys.extend(items.into_iter().map(|(k, _)| k));
     }
-    // Mount all three first: the row measures the data path, not the robot (INSTANT clock).
-    let warm = tempfile::Builder::new()
-        .prefix("reel-bench-dest-")
-        .tempdir_in(&ctx.scratch)?;
     let firsts: Vec<String> = (0..3).map(|i| keys[i * n].clone()).collect();
-    e.recall(&firsts, warm.path(), OrderPolicy::Auto)?;
     let total = keys.len() as u64 * size;
     // The destination's raw write rate, same directory tree, same file sizes, same run.
     let raw_dir = tempfile::Builder::new()
@@ -274,14 +248,19 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
     let mut counts = vec![threads];
     counts.extend([1usize, 2, 8, 16].into_iter().filter(|t| *t != threads));
     for &t_count in &counts {
+        // The writer threads are the worker's configuration: restart it with this count, then
+        // mount all three cartridges first (one object each) so the row measures the data
+        // path, not the robot (INSTANT clock).
+        e.restart(|c| c.recall.writer_threads = t_count)?;
+        let warm = tempfile::Builder::new()
+            .prefix("reel-bench-dest-")
+            .tempdir_in(&ctx.scratch)?;
+        e.recall(&firsts, warm.path())?;
         let dest = tempfile::Builder::new()
             .prefix("reel-bench-dest-")
             .tempdir_in(&ctx.scratch)?;
-        let mut opts =
-            reel_engine::service::recall_options(e.svc.session_config(), OrderPolicy::Auto);
-        opts.writer_threads = t_count;
         let (t, cpu0) = (Instant::now(), cpu_seconds());
-        let r = e.recall_with(&keys, dest.path(), &opts)?;
+        e.recall(&keys, dest.path())?;
         let spent = Spent {
             wall_s: t.elapsed().as_secs_f64(),
             cpu_s: cpu_seconds() - cpu0,
@@ -290,9 +269,6 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
             let (w2, c2) = check_file(&dest.path().join(k), k, size);
             w += w2;
             c += c2;
-        }
-        if !r.failed.is_empty() {
-            w += 1;
         }
         sweep.push((t_count, spent));
     }
@@ -318,9 +294,13 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
     let raw_cpu_per_byte = raw_spent.cpu_s / total as f64;
     let raw = total as f64 / raw_spent.wall_s / 1e6;
     let least_cpu_per_byte = raw_cpu_per_byte + sha_per_byte + media_per_byte;
-    let host_bound = (cpus / least_cpu_per_byte / 1e6).min(raw);
+    let cpu_bound = cpus / least_cpu_per_byte / 1e6;
+    let host_bound = cpu_bound.min(raw);
     // Three LTO-9 drives streaming: what a real restore of this shape is fed at most.
     let drives_rate = 3.0 * ctx.model.stream_bps / 1e6;
+    // What the restore can reach at most: the least of what the drives deliver, what the
+    // host's cores can verify and what the destination takes.
+    let goal = drives_rate.min(host_bound);
     let restore = sweep[0].1;
     let got = total as f64 / restore.wall_s / 1e6;
     let share = got / raw * 100.0;
@@ -406,9 +386,20 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
             "MB/s",
             Basis::Measured,
         )
+        .target(
+            Target::AtLeast(0.95 * goal),
+            &format!(
+                "≥ 95 % of the least of three drives' native rate ({drives_rate:.0} MB/s), the \
+                 host's CPU bound for a verified restore ({cpu_bound:.0} MB/s) and the \
+                 destination's raw write rate ({raw:.0} MB/s): ≥ {:.0} MB/s",
+                0.95 * goal
+            ),
+        )
+        .bound(goal)
         .note(format!(
             "{n} objects of {} MiB on each of 3 cartridges, all recalled in one request into \
-                 one directory (simulator INSTANT: tape time not slept; the cartridges' data \
+                 one directory by one recall job through the worker runtime (its three drive \
+                 loops read at once; simulator INSTANT: tape time not slept; the cartridges' data \
                  files {media_place}), {threads} writer threads per drive (reel's default), \
                  SHA-256 checked and fsync before rename; sweep of writer threads in the same \
                  run: best {} threads at {:.0} MB/s; {}",
@@ -448,10 +439,6 @@ pub fn restore(ctx: &Ctx) -> Result<Vec<Row>> {
             "%",
             Basis::Measured,
         )
-        .target(
-            Target::AtLeast(90.0),
-            "≥ 90 % of the destination's raw write rate",
-        )
         .bound(host_bound / raw * 100.0)
         .note(why)
         .profile(json!({
@@ -476,22 +463,19 @@ pub fn small_objects(ctx: &Ctx) -> Result<Vec<Row>> {
     let sec = "Archive of 1 000 000 objects of 16 KiB";
     let n = if ctx.quick { 5_000 } else { 1_000_000 };
     let size = 16 << 10;
-    let session = SessionConfig {
-        verify: VerifyMode::None,
-        ..SessionConfig::default()
-    };
-    let e = Engine::new(ctx, 1, 1, "", session)?;
-    e.storage_class("bench", "bench")?;
+    let e = Worker::new(ctx, 1, 1, &[("bench", "bench")], |c| {
+        c.archive.verify = VerifyMode::None
+    })?;
     e.intake(&[], "bench")?;
     let spool = tempfile::Builder::new()
         .prefix("reel-bench-spool-")
         .tempdir_in(&ctx.scratch)?;
     let items: Vec<(String, PathBuf)> = make_spool(spool.path(), "s16", n, size)?;
     let c0 = e.counters()?;
-    let (t, cpu0) = (Instant::now(), crate::engine_rig::cpu_seconds());
+    let (t, cpu0) = (Instant::now(), cpu_seconds());
     let r = e.archive(&items, "bench")?;
     let wall = t.elapsed().as_secs_f64();
-    let cpu = crate::engine_rig::cpu_seconds() - cpu0;
+    let cpu = cpu_seconds() - cpu0;
     let c1 = e.counters()?;
     let (_steady, prof) = drive_profile(&c0, &c1, 0);
     let streaming_s = (c1.drive(0, "streaming_ns") - c0.drive(0, "streaming_ns")) as f64 / 1e9;
@@ -508,7 +492,7 @@ pub fn small_objects(ctx: &Ctx) -> Result<Vec<Row>> {
         .step_by((n / 50).max(1))
         .map(|(k, _)| k.clone())
         .collect();
-    e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
+    e.recall(&keys, dest.path())?;
     let (mut w, mut c) = (0, 0);
     for k in &keys {
         let (w2, c2) = check_file(&dest.path().join(k), k, size);
@@ -516,9 +500,11 @@ pub fn small_objects(ctx: &Ctx) -> Result<Vec<Row>> {
         c += c2;
     }
     let note = format!(
-        "{n} objects of 16 KiB spooled as files, one TapeService::archive (verify NONE); tape \
-         streaming = bytes written over the drive's streaming time; catalogue = objects \
-         acknowledged per wall second (SQLite), against the {tape_objs:.0} objects/s the tape \
+        "{n} objects of 16 KiB spooled as files, one archive job through the worker runtime \
+         (verify NONE); tape streaming = bytes written over the drive's streaming time; \
+         catalogue = objects acknowledged per wall second from the job's submission to its end \
+         (its planning, one tape request per object, included; SQLite), against the \
+         {tape_objs:.0} objects/s the tape \
          takes at 400 MB/s; {} sampled objects recalled and checked",
         keys.len()
     );
@@ -541,14 +527,14 @@ pub fn small_objects(ctx: &Ctx) -> Result<Vec<Row>> {
         )
         .bound(tape_objs)
         .note(format!(
-            "{:.0} µs of wall and {:.0} µs of CPU per object (spool open + read + SHA-256 + \
-             framing + catalogue insert); the host fed the drive at {:.0} MB/s, so the drive \
+            "{:.0} µs of wall and {:.0} µs of CPU per object (the job's request, spool open + \
+             read + SHA-256 + framing + catalogue insert); the host fed the drive at {:.0} MB/s, so the drive \
              speed-matched down (tape streaming row)",
             wall / n as f64 * 1e6,
             cpu / n as f64 * 1e6,
             r.bytes as f64 / wall / 1e6
         ))
-        .profile(json!({"wall_s": wall, "cpu_s": cpu, "objects": r.objects, "session_summary": r.summary})),
+        .profile(json!({"wall_s": wall, "cpu_s": cpu, "objects": r.objects})),
         wrong_bytes_row(sec, w, c),
         eod_row(sec, e.counters()?.violations),
     ])

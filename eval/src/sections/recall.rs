@@ -1,7 +1,8 @@
-//! Recall sections through reel's engine (`TapeService::recall`): first byte from a cold
-//! library and with the cartridge mounted against the model's minimum at each position;
-//! batching 24 extents on 2 cartridges; 1000 objects of 8 MiB in random order on one cartridge
-//! (seed 002's case). Every recalled object is compared byte for byte with what was spooled.
+//! Recall jobs through reel's worker runtime (queue, scheduler, drive loops, executor): first
+//! byte from a cold library and with the cartridge mounted against the model's minimum at each
+//! position; batching 24 extents on 2 cartridges; 1000 objects of 8 MiB in random order on one
+//! cartridge (seed 002's case). Every recalled object is compared byte for byte with what was
+//! spooled.
 
 use std::path::PathBuf;
 
@@ -9,14 +10,14 @@ use anyhow::{Result, anyhow};
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 use reel_engine::session::SessionConfig;
-use reel_engine::session::order::OrderPolicy;
 use serde_json::json;
 
-use crate::engine_rig::{Engine, check_file, make_spool};
 use crate::rig::Counters;
 use crate::row::{Basis, Row, Target, percentile};
 use crate::sections::archive::drive_profile;
 use crate::sections::{Ctx, eod_row, wrong_bytes_row};
+use crate::spool::{check_file, make_spool};
+use crate::worker_rig::{Recalled, Worker};
 
 const MIB: u64 = 1 << 20;
 const A: &str = "RL0001L9";
@@ -34,6 +35,16 @@ fn busy(a: &Counters, b: &Counters, d: usize) -> f64 {
     (b.drive(d, "busy_ns") - a.drive(d, "busy_ns")) as f64 / 1e9
 }
 
+/// A recall job's first byte on drive `d` between counter snapshots `a` and `b` taken around
+/// it: the drive time before its read session (robot, load, label check: none on a mounted
+/// cartridge) plus the session's own time to its first byte, as the job reports it.
+fn job_first_byte(a: &Counters, b: &Counters, d: usize, r: &Recalled) -> Result<f64> {
+    let fb = r
+        .first_byte_s
+        .ok_or_else(|| anyhow!("the recall job reports no first byte"))?;
+    Ok((busy(a, b, d) - r.read_s).max(0.0) + fb)
+}
+
 /// First byte, cold and mounted.
 pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
     let cold_sec = "Recall from a cold library, first byte";
@@ -44,8 +55,7 @@ pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
     } else {
         (16, 1024 * MIB)
     };
-    let e = Engine::new(ctx, 1, 1, "", SessionConfig::default())?;
-    e.storage_class("bench", "bench")?;
+    let mut e = Worker::new(ctx, 1, 1, &[("bench", "bench")], |_| {})?;
     let spool = tempfile::Builder::new()
         .prefix("reel-bench-spool-")
         .tempdir_in(&ctx.scratch)?;
@@ -57,61 +67,38 @@ pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
     let dest = tempfile::Builder::new()
         .prefix("reel-bench-dest-")
         .tempdir_in(&ctx.scratch)?;
-    let first_block = |key: &str| -> Result<u64> {
-        let obj =
-            e.rt.block_on(e.svc.catalogue().object(key))
-                .map_err(|e| anyhow!("{e}"))?
-                .ok_or_else(|| anyhow!("{key} not in the catalogue"))?;
-        let copies =
-            e.rt.block_on(e.svc.catalogue().copies(key, obj.generation))
-                .map_err(|e| anyhow!("{e}"))?;
-        let c = copies.first().ok_or_else(|| anyhow!("{key} has no copy"))?;
-        Ok(c.container_first_block + 1 + c.offset / u64::from(c.record_size.max(1)))
-    };
     let off = |b: u64| offsets.get(b as usize).copied().unwrap_or(0);
-    // Cold: every other object, each recalled alone from a library with every cartridge home.
+    // Cold: every other object, each recalled alone after the worker stopped (its drive loops
+    // put every cartridge home) and started again.
     let (mut cold, mut cold_min, mut wrong, mut checked) = (Vec::new(), Vec::new(), 0, 0);
     let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
     for k in keys.iter().step_by(2) {
         e.unmount_all()?;
-        let r = e.recall(std::slice::from_ref(k), dest.path(), OrderPolicy::Auto)?;
-        let fb = r
-            .first_byte_s
-            .ok_or_else(|| anyhow!("no first byte reported"))?;
-        cold.push(fb);
-        cold_min.push(m.cold_first_byte_s(off(first_block(k)?), record));
+        let c0 = e.counters()?;
+        let r = e.recall(std::slice::from_ref(k), dest.path())?;
+        let c1 = e.counters()?;
+        cold.push(job_first_byte(&c0, &c1, 0, &r)?);
+        cold_min.push(m.cold_first_byte_s(off(e.first_block(k)?.1), record));
         let (w, c) = check_all(dest.path(), std::slice::from_ref(k), size);
         wrong += w;
         checked += c;
     }
-    // Mounted: the other objects, the cartridge staying in the drive; the head is where the
-    // previous recall left it.
+    // Mounted: the other objects, the cartridge staying in the drive between jobs; the head
+    // is where the previous recall left it.
     let (mut warm, mut warm_min) = (Vec::new(), Vec::new());
-    let mut stale_mount = 0.0f64;
-    let drive = e
-        .svc
-        .drives()
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow!("no drive"))?;
+    let mut remounts = 0u64;
+    let drive = e.drive(0)?;
     for k in keys.iter().skip(1).step_by(2) {
         let head =
             e.rt.block_on(drive.read_position())
                 .map_err(|e| anyhow!("{e}"))?
                 .block;
         let c0 = e.counters()?;
-        let r = e.recall(std::slice::from_ref(k), dest.path(), OrderPolicy::Auto)?;
+        let r = e.recall(std::slice::from_ref(k), dest.path())?;
         let c1 = e.counters()?;
-        let fb = r
-            .first_byte_s
-            .ok_or_else(|| anyhow!("no first byte reported"))?;
-        // The service adds the cartridge's original mount time to a recall that found it
-        // already mounted (its cached Mount keeps mount_s); the simulator says no mount
-        // happened. Replace the reported mount time by the simulator's.
-        let sim_mount = (c1.drive(0, "mount_ns") - c0.drive(0, "mount_ns")) as f64 / 1e9;
-        stale_mount = stale_mount.max(r.summary.mount_s - sim_mount);
-        warm.push(fb - r.summary.mount_s + sim_mount);
-        warm_min.push(m.mounted_first_byte_s(off(head), off(first_block(k)?), record));
+        remounts += c1.drive(0, "mounts") - c0.drive(0, "mounts");
+        warm.push(job_first_byte(&c0, &c1, 0, &r)?);
+        warm_min.push(m.mounted_first_byte_s(off(head), off(e.first_block(k)?.1), record));
         let (w, c) = check_all(dest.path(), std::slice::from_ref(k), size);
         wrong += w;
         checked += c;
@@ -161,7 +148,7 @@ pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
     let cold_explain = {
         let mut parts = Vec::new();
         for (i, k) in keys.iter().step_by(2).enumerate() {
-            let o = off(first_block(k)?);
+            let o = off(e.first_block(k)?.1);
             let (loc, thru) = (m.locate_s(o), m.stream_s(o));
             if cold_ratio.get(i).copied().unwrap_or(0.0) > 1.02 {
                 parts.push(format!(
@@ -188,11 +175,15 @@ pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
         }
     };
     let workload = format!(
-        "{n} objects of {} MiB archived on one cartridge; cold: objects 0,2,4,… each recalled \
-         alone after every cartridge went home (robot + load + label check + locate + first \
-         record); mounted: objects 1,3,5,… with the cartridge in the drive, from wherever the \
-         previous recall left the head; model minimum = robot + load + locate from BOT (cold) or \
-         from the head (mounted) + one {} MiB record",
+        "{n} objects of {} MiB archived on one cartridge by one archive job; each recall is a \
+         recall job of one key through the worker runtime (scheduler max_age 0, see the \
+         report); cold: objects 0,2,4,… each recalled alone after the worker stopped and \
+         started again (its drive loops unload on stop: robot + load + label check + locate + \
+         first record); mounted: objects 1,3,5,… with the cartridge left in the drive between \
+         jobs, from wherever the previous recall left the head; first byte = drive time before \
+         the read session (simulator counters) + the session's time to its first byte (the \
+         job's result); model minimum = robot + load + locate from BOT (cold) or from the head \
+         (mounted) + one {} MiB record",
         size >> 20,
         record >> 20
     );
@@ -208,10 +199,10 @@ pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
             .note(cold_explain)
             .profile(prof.clone()),
         Row::info(warm_sec, "first byte p50", p(&warm, 50.0), "s", Basis::Simulated).seed(3.1)
-            .bound(p(&warm_min, 50.0)).note(if stale_mount > 0.0 {
-                format!("ENGINE DEFECT found: TapeService::recall reports {stale_mount:.1} s of mount time (and counts a mount) for a cartridge that was already in the drive — finish_acquire returns the cached Mount with its original mount_s and already=false; the simulator's counters show no robot move or load. The figures here use the simulator's mount time.")
+            .bound(p(&warm_min, 50.0)).note(if remounts > 0 {
+                format!("DEFECT: the worker loaded the cartridge {remounts} time(s) again between jobs although it stayed in the drive")
             } else {
-                "the engine's reported mount time matches the simulator's".to_string()
+                "the cartridge stayed in the drive between the jobs: no load counted".to_string()
             }),
         Row::info(warm_sec, "worst ratio to the model minimum at its position", worst(&warm_ratio), "×", Basis::Simulated)
             .target(Target::AtMost(1.02), "≤ 1.02 × the model minimum").bound(1.0)
@@ -228,9 +219,7 @@ pub fn batching(ctx: &Ctx) -> Result<Vec<Row>> {
     let sec = "Batching, 24 extents on 2 cartridges";
     let m = &ctx.model;
     let (x, filler) = (8 * MIB, if ctx.quick { 24 * MIB } else { 200 * MIB });
-    let e = Engine::new(ctx, 2, 2, "", SessionConfig::default())?;
-    e.storage_class("ca", "pa")?;
-    e.storage_class("cb", "pb")?;
+    let mut e = Worker::new(ctx, 2, 2, &[("ca", "pa"), ("cb", "pb")], |_| {})?;
     e.intake(&[A.to_string()], "pa")?;
     e.intake(&[B.to_string()], "pb")?;
     let spool = tempfile::Builder::new()
@@ -257,17 +246,20 @@ pub fn batching(ctx: &Ctx) -> Result<Vec<Row>> {
         .tempdir_in(&ctx.scratch)?;
     e.unmount_all()?;
     let c0 = e.counters()?;
-    let one = e.recall(&keys, dest.path(), OrderPolicy::Auto)?;
+    e.recall(&keys, dest.path())?;
     let c1 = e.counters()?;
     let (w1, k1) = check_all(dest.path(), &keys, x);
     let batch_s = busy(&c0, &c1, 0).max(busy(&c0, &c1, 1));
+    let count = |a: &Counters, b: &Counters, k: &str| {
+        (0..2).map(|d| b.drive(d, k) - a.drive(d, k)).sum::<u64>()
+    };
     let dest2 = tempfile::Builder::new()
         .prefix("reel-bench-dest-")
         .tempdir_in(&ctx.scratch)?;
     e.unmount_all()?;
     let c2 = e.counters()?;
     for k in &keys {
-        e.recall(std::slice::from_ref(k), dest2.path(), OrderPolicy::Auto)?;
+        e.recall(std::slice::from_ref(k), dest2.path())?;
     }
     let c3 = e.counters()?;
     let (w2, k2) = check_all(dest2.path(), &keys, x);
@@ -281,12 +273,13 @@ pub fn batching(ctx: &Ctx) -> Result<Vec<Row>> {
         let offs = e.block_offsets(bc)?;
         let mut spans = Vec::new();
         for k in ks.iter() {
+            let cat = e.catalogue()?;
             let obj =
-                e.rt.block_on(e.svc.catalogue().object(k))
+                e.rt.block_on(cat.object(k))
                     .map_err(|e| anyhow!("{e}"))?
                     .ok_or_else(|| anyhow!("{k} missing"))?;
             let c =
-                e.rt.block_on(e.svc.catalogue().copies(k, obj.generation))
+                e.rt.block_on(cat.copies(k, obj.generation))
                     .map_err(|e| anyhow!("{e}"))?;
             let c = c.first().ok_or_else(|| anyhow!("{k} has no copy"))?;
             let rs = u64::from(c.record_size.max(1));
@@ -312,25 +305,29 @@ pub fn batching(ctx: &Ctx) -> Result<Vec<Row>> {
     const SEED_ONE_EACH_S: f64 = 114.3;
     let note = format!(
         "12 objects of 8 MiB per cartridge, each followed by a {} MiB filler, on 2 cartridges in \
-         2 drives; cold library before each variant; one request = one TapeService::recall of \
-         all 24 keys (time = the busier drive, both run at once); one each = 24 recalls one \
-         after another (time = sum of drive time); batch: {} mounts, {} locates",
+         2 drives; the worker restarted (every cartridge home) before each variant; one request \
+         = one recall job of all 24 keys through the worker runtime (its drive loops read both \
+         cartridges at once: time = the busier drive); one each = 24 recall jobs one after \
+         another, each waited for (time = sum of drive time); one request: {} mounts, {} \
+         locates",
         filler >> 20,
-        one.mounts,
-        one.summary.locates
+        count(&c0, &c1, "mounts"),
+        count(&c0, &c1, "locates"),
     );
     let a = drive_profile(&c0, &c1, 0).1;
     let b = drive_profile(&c0, &c1, 1).1;
+    let limit = (bound * 1.10).min(36.0);
     Ok(vec![
         Row::info(sec, "one request for 24 extents", batch_s, "s", Basis::Simulated).seed(36.0).bound(bound)
-            .target(Target::AtMost(bound * 1.10), &format!("within 10 % of the model's bound ({:.1} s)", bound * 1.10))
+            .target(Target::AtMost(limit), &format!(
+                "within 1.1 × the model's bound and below the seed's 36 s (≤ {limit:.1} s)"
+            ))
             .note(note).profile(json!({"drive0": a, "drive1": b})),
         Row::info(sec, "one request each, one after another", each_s, "s", Basis::Simulated).seed(SEED_ONE_EACH_S),
         Row::info(sec, "speed-up of one request", speedup, "×", Basis::Simulated).seed(3.2)
-            .target(Target::AtLeast(3.2), "≥ 3.2×")
             .bound(bound_sum / bound)
             .note(format!(
- "the bound here is the largest speed-up the model allows when each single request is itself served at the model's best (mounts in turn, ordered reads): the sum of the two cartridges' bounds over the larger one = {:.2}×; one request each took {each_s:.1} s against a sequential bound of {bound_sum:.1} s, where the seed's took {SEED_ONE_EACH_S} s. The seed's 3.2× came from its slow one-at-a-time baseline; against that baseline reel's one request is {:.1}× faster",
+ "no target: the speed-up measures the one-each baseline as much as the batch (the seed's 3.2× came from its slow one-at-a-time baseline; the target is the one-request row against the model's bound). The bound here is the largest speed-up the model allows when each single request is itself served at the model's best (mounts in turn, ordered reads): the sum of the two cartridges' bounds over the larger one = {:.2}×; one request each took {each_s:.1} s against a sequential bound of {bound_sum:.1} s, where the seed's took {SEED_ONE_EACH_S} s; against that baseline reel's one request is {:.1}× faster",
                 bound_sum / bound,
                 SEED_ONE_EACH_S / batch_s
             ))
@@ -352,8 +349,7 @@ pub fn random_order(ctx: &Ctx) -> Result<Vec<Row>> {
     let sec = "One cartridge, 1000 objects of 8 MiB requested in random order (seed 002)";
     let n = if ctx.quick { 100 } else { 1000 };
     let size = 8 * MIB;
-    let e = Engine::new(ctx, 1, 1, "", SessionConfig::default())?;
-    e.storage_class("bench", "bench")?;
+    let e = Worker::new(ctx, 1, 1, &[("bench", "bench")], |_| {})?;
     let spool = tempfile::Builder::new()
         .prefix("reel-bench-spool-")
         .tempdir_in(&ctx.scratch)?;
@@ -363,45 +359,57 @@ pub fn random_order(ctx: &Ctx) -> Result<Vec<Row>> {
     keys.shuffle(&mut StdRng::seed_from_u64(2));
     let mut rows = Vec::new();
     let (mut wrong, mut checked) = (0, 0);
-    for (policy, label) in [
-        (OrderPolicy::Auto, "reel (planned order)"),
-        (OrderPolicy::Request, "request order (what LTFS did)"),
-    ] {
+    let offs = e.block_offsets(A)?;
+    let o = |b: u64| offs.get(b as usize).copied().unwrap_or(0);
+    for planned in [true, false] {
+        let label = if planned {
+            "reel (planned order)"
+        } else {
+            "request order, one job per object (what LTFS did)"
+        };
         let dest = tempfile::Builder::new()
             .prefix("reel-bench-dest-")
             .tempdir_in(&ctx.scratch)?;
-        let drive = e
-            .svc
-            .drives()
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow!("no drive"))?;
         let head =
-            e.rt.block_on(drive.read_position())
+            e.rt.block_on(e.drive(0)?.read_position())
                 .map_err(|e| anyhow!("{e}"))?
                 .block;
-        let offs = e.block_offsets("RL0001L9")?;
         let c0 = e.counters()?;
-        let r = e.recall(&keys, dest.path(), policy)?;
+        let bytes = if planned {
+            e.recall(&keys, dest.path())?.bytes
+        } else {
+            let mut b = 0;
+            for k in &keys {
+                b += e.recall(std::slice::from_ref(k), dest.path())?.bytes;
+            }
+            b
+        };
         let c1 = e.counters()?;
         let (w, c) = check_all(dest.path(), &keys, size);
         wrong += w;
         checked += c;
         let (steady_s, mut prof) = drive_profile(&c0, &c1, 0);
         // The read phase starts at the first byte: the first positioning (from wherever the
-        // head was to the batch's first object, as the model times it) is left out.
-        let first = first_object_block(&e, &keys)?;
-        let o = |b: u64| offs.get(b as usize).copied().unwrap_or(0);
-        let position_s = if policy == OrderPolicy::Auto {
-            ctx.model.locate_s(o(head).abs_diff(o(first)))
+        // head was to the first object read, as the model times it) is left out.
+        let first = if planned {
+            let mut min = u64::MAX;
+            for k in &keys {
+                min = min.min(e.first_block(k)?.1);
+            }
+            min
         } else {
-            let k0 = first_block_of(&e, &keys[0])?;
-            ctx.model.locate_s(o(head).abs_diff(o(k0)))
+            e.first_block(&keys[0])?.1
         };
+        let position_s = ctx.model.locate_s(o(head).abs_diff(o(first)));
         let read_s = steady_s - position_s;
         prof["first_positioning_s"] = json!(position_s);
-        let native = ctx.model.stream_s(r.bytes);
+        let native = ctx.model.stream_s(bytes);
         let share = native / read_s * 100.0;
+        let how = if planned {
+            "recalled by one recall job of all the keys in a shuffled order (seed 2)"
+        } else {
+            "recalled by one recall job per key, one after another, in the same shuffled order"
+        };
         let mut row = Row::info(
             sec,
             &format!("{label}: read phase against native streaming"),
@@ -410,13 +418,13 @@ pub fn random_order(ctx: &Ctx) -> Result<Vec<Row>> {
             Basis::Simulated,
         )
         .note(format!(
-            "{n} objects of 8 MiB archived in one session, recalled in one request in a \
-                 shuffled order (seed 2); read phase = drive busy time minus robot, mount and \
-                 the first positioning; \
-                 native = bytes / 400 MB/s ({native:.1} s); read phase {read_s:.1} s"
+            "{n} objects of 8 MiB archived in one session, {how}, through the worker runtime \
+             with the cartridge in the drive; read phase = drive busy time minus robot, mount \
+             and the first positioning; native = bytes / 400 MB/s ({native:.1} s); read phase \
+             {read_s:.1} s"
         ))
         .profile(prof);
-        if policy == OrderPolicy::Auto {
+        if planned {
             row = row
                 .target(Target::AtLeast(95.0), "≥ 95 % of native streaming")
                 .bound(100.0);
@@ -426,24 +434,4 @@ pub fn random_order(ctx: &Ctx) -> Result<Vec<Row>> {
     rows.push(wrong_bytes_row(sec, wrong, checked));
     rows.push(eod_row(sec, e.counters()?.violations));
     Ok(rows)
-}
-
-fn first_block_of(e: &Engine, key: &str) -> Result<u64> {
-    let obj =
-        e.rt.block_on(e.svc.catalogue().object(key))
-            .map_err(|e| anyhow!("{e}"))?
-            .ok_or_else(|| anyhow!("{key} not in the catalogue"))?;
-    let copies =
-        e.rt.block_on(e.svc.catalogue().copies(key, obj.generation))
-            .map_err(|e| anyhow!("{e}"))?;
-    let c = copies.first().ok_or_else(|| anyhow!("{key} has no copy"))?;
-    Ok(c.container_first_block + 1 + c.offset / u64::from(c.record_size.max(1)))
-}
-
-fn first_object_block(e: &Engine, keys: &[String]) -> Result<u64> {
-    let mut min = u64::MAX;
-    for k in keys {
-        min = min.min(first_block_of(e, k)?);
-    }
-    Ok(min)
 }

@@ -189,7 +189,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let workload = format!(
         "64 GiB cartridge, {WRAPS} wraps (serpentine, CTA cost model), {records} records of 8 MiB \
          ({:.1} GiB), {EXTENTS} random extents of 1-4 records (seed {SEED:#x}); drive busy time \
-         from BOT for each order (locates + {stream_s:.1} s of reads)",
+         from BOT for each order (locates + {stream_s:.1} s of reads). The drive read directly \
+         (through the plugin, dlopen), not a job: the figure compares orders on one cartridge, \
+         planned by reel_plugin_abi::seek::plan_order, the function a recall session's planner \
+         calls (the random8 and batching rows measure recall order through jobs)",
         (records * REC) as f64 / (1u64 << 30) as f64
     );
     let prof = |p: &Pass, o: &[usize]| {

@@ -56,7 +56,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         });
         let workload = format!(
             "synthetic producer at {feed} MB/s ({{\"op\":\"feed\"}}), 512 MiB in 1 MiB records, \
-             one sync filemark; drive busy time"
+             one sync filemark; drive busy time. A bare drive, not a job: the figure is the \
+             drive model's answer to a feed rate, which no scheduling or orchestration changes"
         );
         rows.push(
             Row::info(
