@@ -9,9 +9,10 @@
 //! - [`catalogue`]: what is where, on SQLite or PostgreSQL.
 //! - [`session`]: what one drive does with one mounted cartridge (write, verify, recall,
 //!   intake, recovery, rebuild).
-//! - [`service`]: one host's tape service: whole archive, recall, verify, intake and rebuild
-//!   operations over its drives, with drive hand-out (a cartridge belongs to whoever holds the
-//!   drive it is in).
+//! - [`service`]: one host's tape service: the mechanisms the jobs layer builds every tape
+//!   action from (hold a drive with a cartridge, pick a writable one, run a session on what is
+//!   held, unmount, recover), with drive hand-out (a cartridge belongs to whoever holds the
+//!   drive it is in). Policy (which work, which copy, when to unmount) is the jobs layer's.
 
 pub mod catalogue;
 pub mod device;

@@ -219,6 +219,10 @@ fn order(a: &QueueSummary, b: &QueueSummary) -> Ordering {
         .then(a.target.cmp(&b.target))
 }
 
+/// How long a write waits for the drive that holds its pool's idle cartridge before any
+/// free drive takes it (see [`decide`]): a few of that drive loop's polls.
+pub const IDLE_HOLDER_GRACE: Duration = Duration::from_secs(10);
+
 /// Decide, for every drive, what it does next. Deterministic for equal inputs.
 ///
 /// 1. A mounted drive whose queue still has work stays (a read cartridge keeps all its
@@ -229,7 +233,10 @@ fn order(a: &QueueSummary, b: &QueueSummary) -> Ordering {
 ///    pool of the cartridge it holds: the mode changes without an unload), else empty ones
 ///    first, then mounted ones with no work of their own, at once (a waiting request never
 ///    waits on an idle drive); respecting per-group caps; a cartridge is in one drive at most;
-///    a pool may get several drives (thresholds divide by its mounts).
+///    a pool may get several drives (thresholds divide by its mounts). One exception: a write
+///    whose pool has a cartridge idle in a drive this decision does not assign is left to
+///    that drive for [`IDLE_HOLDER_GRACE`] (its own loop takes it without a second cartridge);
+///    after that any free drive writes it, so a busy or stuck holder never holds it up.
 /// 3. A drive with nothing to do unloads once it has been mounted `min_mount`, else waits.
 pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec<Decision> {
     let by_target: BTreeMap<&MountTarget, &QueueSummary> =
@@ -348,8 +355,11 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
         // A write whose pool has a cartridge idle in a drive this decision does not assign
         // (another loop's, another host's) goes to that drive: its own loop takes it at its
         // next step. Taking it here would load (or label) a second cartridge of the pool while
-        // the first sits idle, and it cannot be loaded here while it is there.
+        // the first sits idle, and it cannot be loaded here while it is there. "Idle" is read
+        // from the queues (nothing queued for that mount), which a batch in progress also
+        // shows, and the holder's loop may be stuck: past the grace, any free drive writes.
         if let MountTarget::Write { pool } = &q.target
+            && q.oldest_age < IDLE_HOLDER_GRACE
             && !free.iter().any(|d| holds_it(d))
             && drives.iter().any(|d| {
                 d.unavailable
@@ -931,6 +941,16 @@ mod tests {
         busy.unavailable = true;
         let q2 = vec![q[0].clone(), read("A", 5_000_000, 200, 5, 50)];
         let d = decide(&p, &q2, &[empty("d1"), busy]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
+        // A holder that looks idle but does not take the write (in a batch whose requests
+        // are all claimed, or stuck): past the grace, d1 writes it.
+        let mut d0 = holding_cartridge("d0", labelled, "A", "P");
+        d0.unavailable = true;
+        let late = vec![write("P", 5_000_000, 200, IDLE_HOLDER_GRACE.as_secs(), 50)];
+        let d = decide(&p, &late, &[empty("d1"), d0]);
         assert!(
             matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
             "{d:?}"

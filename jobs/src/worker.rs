@@ -23,6 +23,7 @@ use apalis::prelude::{
 use futures::Stream;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::config::Config;
 use crate::db::now_ms;
@@ -383,55 +384,61 @@ impl<E: TapeExecutor> Runtime<E> {
             }
         };
         let span = tracing::info_span!("job", id = %record.id, kind = %record.kind, attempt = record.attempts);
-        let _enter = span.enter();
-        tracing::info!(worker = %self.name, "job started");
-        let cancel = self.shutdown.child_token();
-        let user_cancel = CancellationToken::new();
-        // Both end with this attempt, however it ends (a dropped attempt must not keep renewing
-        // its job lease: the job would then never run again).
-        let watcher =
-            AbortOnDrop(self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone()));
-        let beat = AbortOnDrop(self.spawn_lease_heartbeat(job_fence.clone(), cancel.clone()));
-        let ending = self.execute(&record, &cancel, &user_cancel).await;
-        drop(beat);
-        drop(watcher);
-        match ending {
-            Ending::Done(v) => {
-                self.store().finish(&record.id, &v).await?;
-                tracing::info!("job done");
-            }
-            Ending::Waiting => tracing::info!("tape requests queued; the drives take it from here"),
-            Ending::Cancelled => {
-                self.requests.cancel_job(&record.id).await?;
-                self.store().mark_cancelled(&record.id).await?;
-                tracing::info!("job cancelled");
-            }
-            Ending::Interrupted => {
-                // Shutdown: back to the queue at once, resuming from its checkpoint elsewhere.
-                self.store().requeue_interrupted(&record.id).await?;
-                let rec = self.store().require(&record.id).await?;
-                self.queue.push(&rec, Duration::ZERO).await?;
-                tracing::info!("job handed back to the queue (shutdown)");
-            }
-            Ending::Failed(e) => {
-                let retryable = !e.is_permanent();
-                let delay = self.queue.backoff().delay(record.attempts);
-                match self
-                    .store()
-                    .fail_attempt(&record.id, &e.to_string(), retryable, delay)
-                    .await?
-                {
-                    FailOutcome::Retry { delay, .. } => {
-                        let rec = self.store().require(&record.id).await?;
-                        self.queue.push(&rec, delay).await?;
-                        tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "job attempt failed; retry scheduled");
+        // The attempt runs inside the job's span (`instrument`, never an `enter` guard held
+        // across an await: that corrupts the subscriber's span registry when the task moves
+        // between threads, seen as a panic in tracing-subscriber under load).
+        async {
+            tracing::info!(worker = %self.name, "job started");
+            let cancel = self.shutdown.child_token();
+            let user_cancel = CancellationToken::new();
+            // Both end with this attempt, however it ends (a dropped attempt must not keep renewing
+            // its job lease: the job would then never run again).
+            let watcher =
+                AbortOnDrop(self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone()));
+            let beat = AbortOnDrop(self.spawn_lease_heartbeat(job_fence.clone(), cancel.clone()));
+            let ending = self.execute(&record, &cancel, &user_cancel).await;
+            drop(beat);
+            drop(watcher);
+            match ending {
+                Ending::Done(v) => {
+                    self.store().finish(&record.id, &v).await?;
+                    tracing::info!("job done");
+                }
+                Ending::Waiting => tracing::info!("tape requests queued; the drives take it from here"),
+                Ending::Cancelled => {
+                    self.requests.cancel_job(&record.id).await?;
+                    self.store().mark_cancelled(&record.id).await?;
+                    tracing::info!("job cancelled");
+                }
+                Ending::Interrupted => {
+                    // Shutdown: back to the queue at once, resuming from its checkpoint elsewhere.
+                    self.store().requeue_interrupted(&record.id).await?;
+                    let rec = self.store().require(&record.id).await?;
+                    self.queue.push(&rec, Duration::ZERO).await?;
+                    tracing::info!("job handed back to the queue (shutdown)");
+                }
+                Ending::Failed(e) => {
+                    let retryable = !e.is_permanent();
+                    let delay = self.queue.backoff().delay(record.attempts);
+                    match self
+                        .store()
+                        .fail_attempt(&record.id, &e.to_string(), retryable, delay)
+                        .await?
+                    {
+                        FailOutcome::Retry { delay, .. } => {
+                            let rec = self.store().require(&record.id).await?;
+                            self.queue.push(&rec, delay).await?;
+                            tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "job attempt failed; retry scheduled");
+                        }
+                        FailOutcome::Failed => tracing::error!(error = %e, "job failed"),
+                        FailOutcome::Cancelled => tracing::info!("job cancelled after a failure"),
                     }
-                    FailOutcome::Failed => tracing::error!(error = %e, "job failed"),
-                    FailOutcome::Cancelled => tracing::info!("job cancelled after a failure"),
                 }
             }
+            Ok(())
         }
-        Ok(())
+        .instrument(span)
+        .await
     }
 
     /// Poll `cancel_requested` and trip the tokens when a user cancels.
@@ -639,13 +646,6 @@ impl<E: TapeExecutor> Runtime<E> {
             loop {
                 tokio::time::sleep(every).await;
                 if let Err(e) = leases.heartbeat(&fence, ttl).await {
-                    // Cancelled first: the holder has let the lease go (a drive loop releases
-                    // it when it stops) and a renewal finds it gone or another's; nothing is
-                    // lost. (A cancelled job attempt keeps renewing while it winds down.)
-                    if cancel.is_cancelled() {
-                        tracing::debug!(resource = %fence.resource, error = %e, "lease let go");
-                        return;
-                    }
                     tracing::error!(resource = %fence.resource, error = %e, "lease lost; stopping work on it");
                     cancel.cancel();
                     return;
@@ -912,14 +912,16 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
         max_bytes: rt.config.archive.barrier_bytes.max(1),
     };
     let mut mounted: Option<Held> = None;
-    let mut lease: Option<(Fence, CancellationToken)> = None;
+    // The lease, its token and its heartbeat (stopped before the lease is released, so it
+    // never renews, or cries "lost" over, a lease let go on purpose).
+    let mut lease: Option<(Fence, CancellationToken, AbortOnDrop)> = None;
     // Drive failures in a row (see below).
     let mut failures: u32 = 0;
     // The last step failed: it may have left claims.
     let mut stranded = false;
     while !rt.shutdown.is_cancelled() {
         let (fence, cancel) = match &lease {
-            Some((f, c)) if !c.is_cancelled() => (f.clone(), c.clone()),
+            Some((f, c, _)) if !c.is_cancelled() => (f.clone(), c.clone()),
             _ => match rt
                 .leases
                 .acquire(&drive_resource(&drive), &rt.name, rt.lease_ttl())
@@ -927,12 +929,12 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
             {
                 Ok(f) => {
                     let c = rt.shutdown.child_token();
-                    rt.spawn_lease_heartbeat(f.clone(), c.clone());
+                    let beat = AbortOnDrop(rt.spawn_lease_heartbeat(f.clone(), c.clone()));
                     mounted = None; // a new lease knows nothing of what the drive holds
                     if let Err(e) = rt.board.publish(&f, None).await {
                         tracing::warn!(drive = %drive, error = %e, "cannot publish the drive on the board");
                     }
-                    lease = Some((f.clone(), c.clone()));
+                    lease = Some((f.clone(), c.clone(), beat));
                     (f, c)
                 }
                 Err(e) => {
@@ -982,13 +984,14 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
             }
         }
     }
-    if let Some((fence, cancel)) = lease {
+    if let Some((fence, cancel, beat)) = lease {
         if mounted.is_some()
             && let Err(e) = rt.executor.unmount(&drive, &fence).await
         {
             tracing::warn!(drive = %drive, error = %e, "unmount at shutdown failed");
         }
         let _ = rt.board.publish(&fence, None).await;
+        drop(beat);
         cancel.cancel();
         let _ = rt.leases.release(&fence).await;
     }

@@ -187,8 +187,12 @@ impl Room {
         // capacity is the whole cartridge): containers written but not yet durable (a FULL
         // verify still to come, a session just before this one) count no bytes in the
         // catalogue, but the drive reports the room they took.
+        // The drive's figure may come from another source than the capacity (MAM against
+        // LOG SENSE) and be approximate: within 2 % of the capacity counts as empty, so an
+        // empty cartridge is never taken for a used one (which would mark it full).
+        let tolerance = EMPTY_SLACK.max(self.capacity / 50);
         let was_empty =
-            framed == 0 && self.used == 0 && self.left.saturating_add(EMPTY_SLACK) >= self.capacity;
+            framed == 0 && self.used == 0 && self.left.saturating_add(tolerance) >= self.capacity;
         !was_empty && needed.saturating_add(EMPTY_SLACK) <= self.capacity
     }
 
@@ -305,6 +309,9 @@ mod tests {
         let written = Room::plan(100 << 20, 0, Some(60 << 20), 0).unwrap();
         assert!(written.fits_empty(0, 90 << 20));
         assert!(!written.fits_empty(0, 99 << 20));
+        // A fresh cartridge whose drive reports 1 % less than its capacity is still empty.
+        let fresh = Room::plan(1000 << 20, 0, Some(990 << 20), 0).unwrap();
+        assert!(!fresh.fits_empty(0, 995 << 20));
     }
 
     #[test]

@@ -42,7 +42,17 @@ fn job_first_byte(a: &Counters, b: &Counters, d: usize, r: &Recalled) -> Result<
     let fb = r
         .first_byte_s
         .ok_or_else(|| anyhow!("the recall job reports no first byte"))?;
-    Ok((busy(a, b, d) - r.read_s).max(0.0) + fb)
+    let before = busy(a, b, d) - r.read_s;
+    // The session's drive time is part of the drive's busy time: anything else would mean the
+    // two clocks disagree, and the figure would be made up.
+    if before < -1e-3 {
+        return Err(anyhow!(
+            "the recall job reports {:.3} s of reading, more than the drive's {:.3} s busy",
+            r.read_s,
+            busy(a, b, d)
+        ));
+    }
+    Ok(before.max(0.0) + fb)
 }
 
 /// First byte, cold and mounted.
@@ -77,6 +87,15 @@ pub fn first_byte(ctx: &Ctx) -> Result<Vec<Row>> {
         let c0 = e.counters()?;
         let r = e.recall(std::slice::from_ref(k), dest.path())?;
         let c1 = e.counters()?;
+        // Cold means loaded for this recall: a cartridge left in the drive would make the
+        // row pass on a first byte without robot or load.
+        let loads = c1.drive(0, "mounts") - c0.drive(0, "mounts");
+        if loads != 1 {
+            return Err(anyhow!(
+                "a cold recall of {k} loaded the cartridge {loads} times, not once: the \
+                 worker's stop did not put it home"
+            ));
+        }
         cold.push(job_first_byte(&c0, &c1, 0, &r)?);
         cold_min.push(m.cold_first_byte_s(off(e.first_block(k)?.1), record));
         let (w, c) = check_all(dest.path(), std::slice::from_ref(k), size);
@@ -375,14 +394,19 @@ pub fn random_order(ctx: &Ctx) -> Result<Vec<Row>> {
                 .map_err(|e| anyhow!("{e}"))?
                 .block;
         let c0 = e.counters()?;
-        let bytes = if planned {
-            e.recall(&keys, dest.path())?.bytes
+        // The first job's report: its session's time to its first byte.
+        let (bytes, first_job) = if planned {
+            let r = e.recall(&keys, dest.path())?;
+            (r.bytes, r)
         } else {
             let mut b = 0;
+            let mut first = None;
             for k in &keys {
-                b += e.recall(std::slice::from_ref(k), dest.path())?.bytes;
+                let r = e.recall(std::slice::from_ref(k), dest.path())?;
+                b += r.bytes;
+                first.get_or_insert(r);
             }
-            b
+            (b, first.ok_or_else(|| anyhow!("no key to recall"))?)
         };
         let c1 = e.counters()?;
         let (w, c) = check_all(dest.path(), &keys, size);
@@ -400,9 +424,17 @@ pub fn random_order(ctx: &Ctx) -> Result<Vec<Row>> {
         } else {
             e.first_block(&keys[0])?.1
         };
-        let position_s = ctx.model.locate_s(o(head).abs_diff(o(first)));
+        // The first positioning as reel did it (the job's first byte less one record's read),
+        // beside the model's locate for the same hop.
+        let record = SessionConfig::default().record_size as u64;
+        let position_s = first_job
+            .first_byte_s
+            .map(|f| (f - ctx.model.stream_s(record)).max(0.0))
+            .ok_or_else(|| anyhow!("the recall job reports no first byte"))?;
         let read_s = steady_s - position_s;
         prof["first_positioning_s"] = json!(position_s);
+        prof["first_positioning_model_locate_s"] =
+            json!(ctx.model.locate_s(o(head).abs_diff(o(first))));
         let native = ctx.model.stream_s(bytes);
         let share = native / read_s * 100.0;
         let how = if planned {
