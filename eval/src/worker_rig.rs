@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use reel_engine::catalogue::Catalogue;
+use reel_engine::catalogue::{Catalogue, CopyLocation};
 use reel_engine::device::Drive;
 use reel_engine::service::TapeService;
 use reel_engine::session::destination::Overwrite;
@@ -277,8 +277,8 @@ impl Worker {
         Counters::parse(&r)
     }
 
-    /// The cartridge holding `key`'s first copy, and the block its data starts at.
-    pub fn first_block(&self, key: &str) -> Result<(String, u64)> {
+    /// `key`'s first copy (the benchmark's storage classes keep one).
+    pub fn copy_of(&self, key: &str) -> Result<CopyLocation> {
         let cat = self.catalogue()?;
         let obj = self
             .rt
@@ -289,7 +289,15 @@ impl Worker {
             .rt
             .block_on(cat.copies(key, obj.generation))
             .map_err(|e| anyhow!("{e}"))?;
-        let c = copies.first().ok_or_else(|| anyhow!("{key} has no copy"))?;
+        copies
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("{key} has no copy"))
+    }
+
+    /// The cartridge holding `key`'s first copy, and the block its data starts at.
+    pub fn first_block(&self, key: &str) -> Result<(String, u64)> {
+        let c = self.copy_of(key)?;
         Ok((
             c.barcode.clone(),
             c.container_first_block + 1 + c.offset / u64::from(c.record_size.max(1)),

@@ -1020,14 +1020,16 @@ impl TapeExecutor for EngineExecutor {
             let r = &requests[reads[res.index]];
             match res.outcome {
                 Ok(_) => {
-                    let mut result = timing.take().unwrap_or_else(|| json!({}));
                     // Read from another copy after a bad one: the job's result names the bad
-                    // copies, for the operator to verify or repack their cartridges.
-                    if let Some(bad) = r.detail.get("bad_copies") {
-                        result["key"] = json!(r.object_key);
-                        result["bad_copies"] = bad.clone();
-                    }
-                    if result.as_object().is_some_and(|o| !o.is_empty()) {
+                    // copies, for the operator to verify or repack their cartridges. Most
+                    // objects carry neither that nor the timing: nothing is built for them.
+                    let bad = r.detail.get("bad_copies");
+                    if timing.is_some() || bad.is_some() {
+                        let mut result = timing.take().unwrap_or_else(|| json!({}));
+                        if let Some(bad) = bad {
+                            result["key"] = json!(r.object_key);
+                            result["bad_copies"] = bad.clone();
+                        }
                         out.results.push((r.id, result));
                     }
                     out.done.push(r.id)

@@ -612,13 +612,7 @@ async fn a_recall_of_what_the_catalogue_lacks_fails_at_once_with_the_reason() {
             let why = r.error.unwrap_or_default();
             assert!(why.contains(says), "{}: {why}", store.name());
         }
-        let c = w
-            .service()
-            .library()
-            .control(r#"{"op":"counters"}"#)
-            .await
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&c).unwrap();
+        let v = sim_counters(&w).await;
         assert_eq!(
             v["robot_moves"],
             0,

@@ -292,15 +292,7 @@ pub fn batching(ctx: &Ctx) -> Result<Vec<Row>> {
         let offs = e.block_offsets(bc)?;
         let mut spans = Vec::new();
         for k in ks.iter() {
-            let cat = e.catalogue()?;
-            let obj =
-                e.rt.block_on(cat.object(k))
-                    .map_err(|e| anyhow!("{e}"))?
-                    .ok_or_else(|| anyhow!("{k} missing"))?;
-            let c =
-                e.rt.block_on(cat.copies(k, obj.generation))
-                    .map_err(|e| anyhow!("{e}"))?;
-            let c = c.first().ok_or_else(|| anyhow!("{k} has no copy"))?;
+            let c = e.copy_of(k)?;
             let rs = u64::from(c.record_size.max(1));
             let fb = c.container_first_block + 1 + c.offset / rs;
             let lb = c.container_first_block + 1 + (c.offset + c.length.max(1) - 1) / rs;
