@@ -345,6 +345,11 @@ impl TapeService {
     }
 
     /// Which cartridge each of our drives holds, readable while drives are busy.
+    /// The cartridge this service has mounted in drive `index`, if any.
+    pub fn mounted_on(&self, index: u32) -> Option<String> {
+        self.mounted_map().remove(&index)
+    }
+
     fn mounted_map(&self) -> HashMap<u32, String> {
         self.mounted
             .lock()

@@ -71,6 +71,14 @@ struct Args {
     /// order; a later file's sections replace the same sections of earlier ones), run nothing.
     #[arg(long, num_args = 1..)]
     from_json: Vec<PathBuf>,
+    /// Earlier results JSON files (merged as `--from-json` merges them) that the report
+    /// compares this run against: it lists every row that moved by more than 5 %.
+    #[arg(long, num_args = 1..)]
+    previous: Vec<PathBuf>,
+    /// A Markdown file, written by hand, that says why rows moved; the report includes it
+    /// under the comparison.
+    #[arg(long)]
+    why: Option<PathBuf>,
     /// What fails the run: `all` (a wrong byte, a write not at EOD, or any missed target) or
     /// `integrity` (only a wrong byte, a write not at EOD, a failed recall or a section that
     /// did not run; missed performance targets are reported, not fatal).
@@ -166,25 +174,7 @@ fn run() -> Result<usize> {
         return Ok(0);
     }
     if !args.from_json.is_empty() {
-        let mut merged: Option<RunResult> = None;
-        for path in &args.from_json {
-            let r: RunResult = serde_json::from_slice(
-                &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
-            )
-            .with_context(|| format!("{} is not a reel-bench results file", path.display()))?;
-            match merged.as_mut() {
-                None => merged = Some(r),
-                Some(m) => {
-                    // A later file's sections replace the same sections of earlier files.
-                    m.wall_s += r.wall_s;
-                    m.rows
-                        .retain(|x| !r.rows.iter().any(|y| y.section == x.section));
-                    m.rows.extend(r.rows);
-                }
-            }
-        }
-        let mut r = merged.ok_or_else(|| anyhow::anyhow!("no results file given"))?;
-        r.rows = r.rows.into_iter().map(Row::refreshed).collect();
+        let r = merge(&args.from_json)?;
         write_outputs(&args, &r, &args.from_json)?;
         return Ok(gate_failures(&r, args.gate));
     }
@@ -297,6 +287,30 @@ fn run() -> Result<usize> {
 }
 
 /// Plots and REPORT.md for `result`, read from (or just written to) the `sources` JSON files.
+/// Results files merged in order: a later file's sections replace the same sections of
+/// earlier files.
+fn merge(paths: &[PathBuf]) -> Result<RunResult> {
+    let mut merged: Option<RunResult> = None;
+    for path in paths {
+        let r: RunResult = serde_json::from_slice(
+            &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        )
+        .with_context(|| format!("{} is not a reel-bench results file", path.display()))?;
+        match merged.as_mut() {
+            None => merged = Some(r),
+            Some(m) => {
+                m.wall_s += r.wall_s;
+                m.rows
+                    .retain(|x| !r.rows.iter().any(|y| y.section == x.section));
+                m.rows.extend(r.rows);
+            }
+        }
+    }
+    let mut r = merged.ok_or_else(|| anyhow::anyhow!("no results file given"))?;
+    r.rows = r.rows.into_iter().map(Row::refreshed).collect();
+    Ok(r)
+}
+
 fn write_outputs(args: &Args, result: &RunResult, sources: &[PathBuf]) -> Result<()> {
     let plot_dir = args.out.join("plots");
     let plots = match plots::draw(result, &plot_dir) {
@@ -306,7 +320,23 @@ fn write_outputs(args: &Args, result: &RunResult, sources: &[PathBuf]) -> Result
             Vec::new()
         }
     };
-    let md = report::render(result, sources, &plots, &args.report);
+    let previous = if args.previous.is_empty() {
+        None
+    } else {
+        Some(merge(&args.previous)?)
+    };
+    let why = match &args.why {
+        Some(p) => {
+            Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?)
+        }
+        None => None,
+    };
+    let compared = previous.as_ref().map(|p| report::Compared {
+        previous: p,
+        sources: &args.previous,
+        why: why.as_deref(),
+    });
+    let md = report::render(result, sources, &plots, &args.report, compared);
     std::fs::write(&args.report, md)
         .with_context(|| format!("writing {}", args.report.display()))?;
     Ok(())

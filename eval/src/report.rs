@@ -89,12 +89,88 @@ const ISSUE_ROWS: &[(&str, &str)] = &[
     ),
 ];
 
+/// An earlier run the report compares against, and why rows moved (written by hand).
+pub struct Compared<'a> {
+    /// The earlier results, merged.
+    pub previous: &'a RunResult,
+    /// Their files.
+    pub sources: &'a [std::path::PathBuf],
+    /// Markdown saying why rows moved.
+    pub why: Option<&'a str>,
+}
+
+/// How far a row must move (relative) to be listed as moved.
+const MOVED: f64 = 0.05;
+
+/// Rows of `now` whose value moved by more than [`MOVED`] from the same section and measure in
+/// `before`: (section, measure, unit, before, after).
+fn moved<'a>(before: &RunResult, now: &'a RunResult) -> Vec<(&'a Row, f64)> {
+    now.rows
+        .iter()
+        .filter_map(|row| {
+            let old = before
+                .rows
+                .iter()
+                .find(|o| o.section == row.section && o.measure == row.measure)?
+                .value;
+            let (a, b) = (old, row.value);
+            if !a.is_finite() || !b.is_finite() {
+                return None;
+            }
+            let scale = a.abs().max(b.abs());
+            ((b - a).abs() > MOVED * scale && scale > 0.0).then_some((row, a))
+        })
+        .collect()
+}
+
+fn render_compared(s: &mut String, now: &RunResult, c: &Compared, report: &Path) {
+    let names: Vec<String> = c
+        .sources
+        .iter()
+        .map(|j| format!("`{}`", relative(report, j)))
+        .collect();
+    let _ = writeln!(s, "## Rows that moved since the previous report\n");
+    let _ = writeln!(
+        s,
+        "Compared with {} (same section and measure, moved by more than {:.0} %; a measure \
+         renamed or new is not listed).\n",
+        names.join(", "),
+        MOVED * 100.0
+    );
+    let rows = moved(c.previous, now);
+    if rows.is_empty() {
+        let _ = writeln!(s, "None.\n");
+    } else {
+        let _ = writeln!(
+            s,
+            "| Section | Measure | before | now | Unit | Basis |\n|---|---|---:|---:|---|---|"
+        );
+        for (row, before) in rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {:?} |",
+                row.section,
+                row.measure,
+                num(before),
+                num(row.value),
+                row.unit,
+                row.basis
+            );
+        }
+        let _ = writeln!(s);
+    }
+    if let Some(why) = c.why {
+        let _ = writeln!(s, "### Why\n\n{}\n", why.trim());
+    }
+}
+
 /// Render the report.
 pub fn render(
     r: &RunResult,
     sources: &[std::path::PathBuf],
     plots: &[std::path::PathBuf],
     report: &Path,
+    compared: Option<Compared>,
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# reel benchmark report\n");
@@ -143,6 +219,9 @@ pub fn render(
          full run: `cargo build --release -p reel-plugin-sim -p reel-bench && \
          target/release/reel-bench`; `reel-bench --from-json FILE` regenerates this page.\n"
     );
+    if let Some(c) = &compared {
+        render_compared(&mut s, r, c, report);
+    }
     let mut sections: Vec<&str> = Vec::new();
     for row in &r.rows {
         if !sections.contains(&row.section.as_str()) {
@@ -298,6 +377,7 @@ mod tests {
             ],
             &[],
             Path::new("/x/eval/REPORT.md"),
+            None,
         );
         assert!(md.contains("from `results/a.json`, `results/b.json` (a later file's"));
         assert!(md.contains("Gate: **FAIL**"));
@@ -306,5 +386,53 @@ mod tests {
         ));
         assert!(md.contains("backhitch_sync"));
         assert!(md.contains("results/a.json"));
+    }
+
+    fn run(rows: Vec<Row>) -> RunResult {
+        RunResult {
+            mode: "full".into(),
+            date: "2026-12-03".into(),
+            started_unix: 0,
+            wall_s: 1.0,
+            profile: "release".into(),
+            host: "h".into(),
+            plugin: "p".into(),
+            sim_config: "c".into(),
+            rows,
+        }
+    }
+
+    #[test]
+    fn rows_that_moved_are_listed_with_why() {
+        let before = run(vec![
+            Row::info("S", "a", 100.0, "x", Basis::Simulated),
+            Row::info("S", "b", 100.0, "x", Basis::Simulated),
+            Row::info("S", "gone", 1.0, "x", Basis::Simulated),
+        ]);
+        let now = run(vec![
+            Row::info("S", "a", 104.0, "x", Basis::Simulated),
+            Row::info("S", "b", 60.0, "x", Basis::Simulated),
+            Row::info("S", "new", 1.0, "x", Basis::Simulated),
+        ]);
+        let moved = moved(&before, &now);
+        assert_eq!(moved.len(), 1, "only b moved by more than 5 %");
+        assert_eq!((moved[0].0.measure.as_str(), moved[0].1), ("b", 100.0));
+        let md = render(
+            &now,
+            &["/x/eval/results/now.json".into()],
+            &[],
+            Path::new("/x/eval/REPORT.md"),
+            Some(Compared {
+                previous: &before,
+                sources: &["/x/eval/results/old.json".into()],
+                why: Some("b fell because of the scheduler."),
+            }),
+        );
+        assert!(md.contains("Compared with `results/old.json`"), "{md}");
+        assert!(md.contains("| S | b | 100 | 60 | x | Simulated |"), "{md}");
+        assert!(
+            md.contains("### Why\n\nb fell because of the scheduler."),
+            "{md}"
+        );
     }
 }

@@ -47,7 +47,10 @@ impl CartridgeTask {
         }
         serde_json::from_value(r.detail.clone())
             .map(Some)
-            .map_err(|e| JobsError::Tape(format!("request {}: bad cartridge task: {e}", r.id)))
+            .map_err(|e| JobsError::RequestDetail {
+                request: r.id,
+                reason: format!("bad cartridge task: {e}"),
+            })
     }
 
     /// The request detail that carries this task.
@@ -133,11 +136,12 @@ fn recall_result(counts: &JobRequestCounts, results: &[TaskResult]) -> serde_jso
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::scheduler::MountTarget;
 
-    fn request(detail: serde_json::Value) -> TapeRequest {
+    /// A claimed read request (id 7) carrying `detail`, for the detail parsers' tests.
+    pub(crate) fn request(detail: serde_json::Value) -> TapeRequest {
         TapeRequest {
             id: 7,
             job_id: "j".into(),
@@ -185,6 +189,7 @@ mod tests {
             total: 3,
             done: 3,
             failed: 0,
+            claimed: 0,
             bytes_total: 30,
             bytes_done: 30,
         };

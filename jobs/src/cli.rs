@@ -469,7 +469,7 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
         REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_IMPORT_EXPORT, REEL_ELEMENT_PICKER,
         REEL_ELEMENT_SLOT, REEL_ELEMENT_WORM,
     };
-    let tape = |e: reel_engine::device::DeviceError| JobsError::Tape(e.to_string());
+    let tape = |e: reel_engine::device::DeviceError| JobsError::Session(e.into());
     match cmd {
         LibraryCommand::Cartridges => {
             ensure_data_dir(loaded).await?;
@@ -802,23 +802,34 @@ async fn wait(
         })
         .collect();
     let start = tokio::time::Instant::now();
-    loop {
-        let mut records = Vec::with_capacity(ids.len());
-        for (id, bar) in ids.iter().zip(&bars) {
-            let r = queue.store().require(id).await?;
-            bar.set_length(r.progress.objects_total);
-            bar.set_position(r.progress.objects_done);
-            bar.set_message(format!(
-                "{} {}",
-                r.state,
-                human_bytes(r.progress.bytes_done)
-            ));
-            records.push(r);
+    // Poll the state and progress alone (a job's spec may name a million objects); the
+    // whole records are read once, at the end.
+    let records = |ids: &[String]| {
+        let ids = ids.to_vec();
+        async move {
+            let mut records = Vec::with_capacity(ids.len());
+            for id in &ids {
+                records.push(queue.store().require(id).await?);
+            }
+            Ok::<_, JobsError>(records)
         }
-        if records.iter().all(|r| r.state.is_final()) {
+    };
+    loop {
+        let mut all_final = true;
+        for (id, bar) in ids.iter().zip(&bars) {
+            let Some((state, p)) = queue.store().status(id).await? else {
+                return Err(JobsError::NoSuchJob(id.clone()));
+            };
+            bar.set_length(p.objects_total);
+            bar.set_position(p.objects_done);
+            bar.set_message(format!("{} {}", state, human_bytes(p.bytes_done)));
+            all_final &= state.is_final();
+        }
+        if all_final {
             for b in &bars {
                 b.finish();
             }
+            let records = records(ids).await?;
             let bad = records.iter().filter(|r| r.state != JobState::Done).count();
             let text = records.iter().map(job_line).collect::<Vec<_>>().join("\n");
             return Ok(Output {
@@ -833,6 +844,7 @@ async fn wait(
             for b in &bars {
                 b.abandon();
             }
+            let records = records(ids).await?;
             let text = format!(
                 "{}\ntimed out after {} s; the jobs keep running (is a `reel worker` up?)",
                 records.iter().map(job_line).collect::<Vec<_>>().join("\n"),
@@ -912,9 +924,9 @@ async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
                 status: 0,
             })
         }
-        CatalogCommand::Rebuild { .. } => Err(JobsError::Tape(
-            "internal: rebuild is submitted as a job".into(),
-        )),
+        CatalogCommand::Rebuild { .. } => {
+            Err(JobsError::Internal("rebuild is submitted as a job".into()))
+        }
     }
 }
 

@@ -41,10 +41,13 @@ pub fn sim_plugin_path() -> Result<PathBuf> {
             return Ok(p);
         }
     }
-    Err(JobsError::Tape(format!(
-        "the simulator plugin libreel_plugin_sim.so is not next to {}; build it with `cargo build --release` (the whole workspace) or `cargo build -p reel-plugin-sim`",
-        exe.display()
-    )))
+    Err(JobsError::NotFound {
+        what: format!(
+            "the simulator plugin libreel_plugin_sim.so is not next to {}",
+            exe.display()
+        ),
+        hint: "build it with `cargo build --release` (the whole workspace) or `cargo build -p reel-plugin-sim`".into(),
+    })
 }
 
 /// Write `DIR/reel.toml` for the demo unless one is there.
@@ -161,18 +164,22 @@ async fn wait_done(queue: &JobQueue, id: &str, what: &str) -> Result<JobRecord> 
     );
     bar.set_prefix(what.to_string());
     loop {
-        let r = queue.store().require(id).await?;
-        bar.set_length(r.progress.objects_total.max(1));
-        bar.set_position(r.progress.objects_done);
-        bar.set_message(r.state.to_string());
-        if r.state.is_final() {
+        let Some((state, p)) = queue.store().status(id).await? else {
+            return Err(JobsError::NoSuchJob(id.to_string()));
+        };
+        bar.set_length(p.objects_total.max(1));
+        bar.set_position(p.objects_done);
+        bar.set_message(state.to_string());
+        if state.is_final() {
             bar.finish();
+            let r = queue.store().require(id).await?;
             if r.state != JobState::Done {
-                return Err(JobsError::Tape(format!(
-                    "{what} job {id} ended {}: {}",
-                    r.state,
-                    r.error.clone().unwrap_or_default()
-                )));
+                return Err(JobsError::JobEnded {
+                    kind: what.to_string(),
+                    id: id.to_string(),
+                    state: r.state.to_string(),
+                    reason: r.error.clone().unwrap_or_default(),
+                });
             }
             return Ok(r);
         }
@@ -341,10 +348,7 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
         "drives": counters,
     });
     if !summary["wrong"].as_array().is_none_or(|w| w.is_empty()) {
-        return Err(JobsError::Tape(format!(
-            "recalled files differ from the originals: {}",
-            summary["wrong"]
-        )));
+        return Err(JobsError::Differs(summary["wrong"].to_string()));
     }
     Ok((summary, lines.join("\n")))
 }

@@ -36,7 +36,7 @@ pub async fn start_runtime(
     let recovered = service
         .recover_pending()
         .await
-        .map_err(|e| JobsError::Tape(format!("recovery at start-up failed: {e}")))?;
+        .map_err(JobsError::Recovery)?;
     for (barcode, r) in &recovered {
         tracing::info!(%barcode, dead = r.dead_containers.len(), closed_tail = r.closed_tail, "recovered at start-up");
     }
@@ -99,9 +99,13 @@ impl EmbeddedWorker {
     pub async fn wait(&self, id: &str, timeout: Duration) -> Result<Option<JobRecord>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let r = self.queue.store().require(id).await?;
-            if r.state.is_final() {
-                return Ok(Some(r));
+            // The state alone while it runs (a spec may name a million objects).
+            let state = self.queue.store().status(id).await?.map(|(s, _)| s);
+            let Some(state) = state else {
+                return Err(JobsError::NoSuchJob(id.to_string()));
+            };
+            if state.is_final() {
+                return self.queue.store().require(id).await.map(Some);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(None);
@@ -115,9 +119,9 @@ impl EmbeddedWorker {
     pub async fn stop(mut self) -> Result<()> {
         self.shutdown.cancel();
         match self.task.take() {
-            Some(t) => t
-                .await
-                .map_err(|e| JobsError::Tape(format!("the worker task ended abnormally: {e}")))?,
+            Some(t) => t.await.map_err(|e| {
+                JobsError::Internal(format!("the worker task ended abnormally: {e}"))
+            })?,
             None => Ok(()),
         }
     }

@@ -125,9 +125,50 @@ pub enum JobsError {
     /// so a report of the error chain (`{:#}`) says it once.
     #[error(transparent)]
     Invalid(#[from] crate::submission::SubmissionError),
-    /// The tape executor reported a failure.
-    #[error("tape work failed: {0}")]
-    Tape(String),
+    /// A tape request's stored detail cannot be read by this reel (never retried).
+    #[error(
+        "tape request {request} carries a detail this reel cannot read ({reason}); it was planned by an incompatible reel version: cancel its job and submit it again"
+    )]
+    RequestDetail {
+        /// The request's row id.
+        request: i64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A tape request ended failed.
+    #[error("request {request} ({key}) failed: {reason}")]
+    RequestFailed {
+        /// The request's row id.
+        request: i64,
+        /// Its object key (or cartridge task name).
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// A job watched to its end (the demo, `--wait`) ended other than done.
+    #[error("{kind} job {id} ended {state}: {reason}")]
+    JobEnded {
+        /// archive, recall, verify, intake, rebuild.
+        kind: String,
+        /// The job.
+        id: String,
+        /// Its final state.
+        state: String,
+        /// Its error.
+        reason: String,
+    },
+    /// Files the demo recalled differ from what it archived.
+    #[error(
+        "recalled files differ from the originals: {0}; this is a fault of reel or of the plugin, report it with the demo's directory"
+    )]
+    Differs(String),
+    /// Recovery of interrupted tape work at start-up failed; its type is kept (a drive fault
+    /// is retried by starting again, a catalogue fault names the store's).
+    #[error("recovery at start-up failed: {0}")]
+    Recovery(#[source] reel_engine::session::SessionError),
+    /// Something reel itself got wrong (a task that panicked, a broken invariant): a bug.
+    #[error("internal error: {0}; this is a bug in reel, report it with the log")]
+    Internal(String),
     /// A drive failed in the middle of a batch (its requests were settled already).
     #[error("drive {drive} failed: {reason}")]
     DriveFailed {
@@ -163,7 +204,10 @@ impl JobsError {
             JobsError::Database { source, .. } => StoreFault::of(source),
             JobsError::Queue { message, .. } => StoreFault::in_message(message),
             JobsError::Catalogue(c) => c.store_fault(),
-            JobsError::Session(reel_engine::session::SessionError::Catalogue(c)) => c.store_fault(),
+            JobsError::Session(reel_engine::session::SessionError::Catalogue(c))
+            | JobsError::Recovery(reel_engine::session::SessionError::Catalogue(c)) => {
+                c.store_fault()
+            }
             _ => None,
         }
     }
@@ -179,6 +223,7 @@ impl JobsError {
             JobsError::Payload { .. }
                 | JobsError::Config { .. }
                 | JobsError::Invalid(_)
+                | JobsError::RequestDetail { .. }
                 | JobsError::Session(S::Config(_) | S::UnsafeKey { .. })
         )
     }
@@ -187,7 +232,7 @@ impl JobsError {
     /// the drive needs service; another drive may do the work.
     pub fn is_drive_failure(&self) -> bool {
         match self {
-            JobsError::Session(e) => e.is_drive_failure(),
+            JobsError::Session(e) | JobsError::Recovery(e) => e.is_drive_failure(),
             JobsError::DriveFailed { .. } => true,
             _ => false,
         }

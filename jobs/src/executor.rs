@@ -6,18 +6,15 @@
 //! bad copy is re-routed to another copy.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
-use reel_engine::format::ObjectKind;
 use reel_engine::service::{
     HeldDrive, HeldWriteError, ServiceOptions, TapeService, recall_options,
 };
-use reel_engine::session::destination::Overwrite;
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
-use reel_engine::session::source::SourceStamp;
 use reel_engine::session::write::ArchiveItem;
 use reel_engine::session::{self, CancelToken, SessionConfig, SessionError, destination};
 use serde_json::json;
@@ -32,13 +29,10 @@ use crate::job::{
     RecallSelection, VerifyJob, VerifyTarget,
 };
 use crate::queue::{Fence, NewTapeRequest, TapeRequest};
+use crate::request_detail::{self, ReadDetail, WriteDetail};
 use crate::scheduler::MountTarget;
 use crate::submission::SourceEntry;
 use crate::worker::{BatchOutcome, ProgressFn, TapeExecutor};
-
-fn tape(e: impl std::fmt::Display) -> JobsError {
-    JobsError::Tape(e.to_string())
-}
 
 fn config_error(key: &str, reason: impl Into<String>) -> JobsError {
     JobsError::Config {
@@ -144,7 +138,7 @@ pub async fn open_service(config: &Config) -> Result<TapeService> {
         options,
     )
     .await
-    .map_err(tape)
+    .map_err(JobsError::Session)
 }
 
 /// Bridges a jobs-layer lease to the engine's fence: checked (from the drive thread) before
@@ -230,7 +224,7 @@ impl EngineExecutor {
                     .library()
                     .identity(&hex::encode(&hash[..4]))
                     .await
-                    .map_err(tape)
+                    .map_err(|e| JobsError::Session(e.into()))
             })
             .await
             .map(String::as_str)
@@ -247,7 +241,9 @@ impl EngineExecutor {
             .rsplit('-')
             .next()
             .and_then(|i| i.parse::<u32>().ok())
-            .ok_or_else(|| tape(format!("drive `{drive}` does not end in a drive index")))
+            .ok_or_else(|| {
+                JobsError::Internal(format!("drive `{drive}` does not end in a drive index"))
+            })
     }
 
     fn default_pool(&self) -> String {
@@ -355,6 +351,21 @@ impl EngineExecutor {
     }
 }
 
+/// The session's progress (item indices) as the drive loop's (request ids); `ids[i]` is the
+/// request of the session's item `i`.
+fn session_progress(progress: &ProgressFn, ids: Vec<i64>) -> session::ProgressFn {
+    let progress = progress.clone();
+    Arc::new(move |_, finished: &[usize]| {
+        let done: Vec<i64> = finished
+            .iter()
+            .filter_map(|i| ids.get(*i).copied())
+            .collect();
+        if !done.is_empty() {
+            progress(&done);
+        }
+    })
+}
+
 /// A cartridge task's result: the barcode, then what the task reports.
 fn task_result(barcode: &str, found: serde_json::Value) -> serde_json::Value {
     let mut v = json!({"barcode": barcode});
@@ -362,45 +373,6 @@ fn task_result(barcode: &str, found: serde_json::Value) -> serde_json::Value {
         o.extend(f);
     }
     v
-}
-
-fn read_detail(
-    c: &CopyLocation,
-    dest: &Path,
-    root: &Path,
-    overwrite: Overwrite,
-) -> serde_json::Value {
-    json!({
-        "meta": c.meta,
-        "overwrite": overwrite,
-        "generation": c.generation,
-        "container_first_block": c.container_first_block,
-        "record_size": c.record_size,
-        "offset": c.offset,
-        "length": c.length,
-        "sha256": hex::encode(c.sha256),
-        "dest": dest,
-        "root": root,
-    })
-}
-
-/// A detail field that may be absent (requests planned by an earlier reel) or null.
-fn opt_field<T: serde::de::DeserializeOwned>(r: &TapeRequest, name: &str) -> Result<Option<T>> {
-    match r.detail.get(name) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(_) => field(r, name).map(Some),
-    }
-}
-
-fn field<T: serde::de::DeserializeOwned>(r: &TapeRequest, name: &str) -> Result<T> {
-    r.detail
-        .get(name)
-        .cloned()
-        .ok_or_else(|| tape(format!("request {} has no `{name}` in its detail", r.id)))
-        .and_then(|v| {
-            serde_json::from_value(v)
-                .map_err(|e| tape(format!("request {}: bad `{name}`: {e}", r.id)))
-        })
 }
 
 impl TapeExecutor for EngineExecutor {
@@ -429,18 +401,23 @@ impl TapeExecutor for EngineExecutor {
         // The walk and key derivation of submission; what it refuses is refused for good
         // (JobsError::Invalid is not retried).
         let files = crate::submission::archive_entries(job)?;
-        let mut reqs = Vec::new();
-        for SourceEntry {
-            kind,
-            key,
-            path,
-            size,
-            mtime_ns,
-            ctime_ns,
-            ..
-        } in files
+        // One statement per few hundred keys, not a round trip each (a million objects).
+        let keys: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
+        let generations = self.catalogue().next_generations(&keys).await?;
+        let mut reqs = Vec::with_capacity(files.len() * class.pools.len());
+        for (
+            SourceEntry {
+                kind,
+                key,
+                path,
+                size,
+                mtime_ns,
+                ctime_ns,
+                ..
+            },
+            generation,
+        ) in files.into_iter().zip(generations)
         {
-            let generation = self.catalogue().next_generation(&key).await?;
             for pool in &class.pools {
                 reqs.push(NewTapeRequest {
                     target: MountTarget::Write { pool: pool.clone() },
@@ -449,13 +426,13 @@ impl TapeExecutor for EngineExecutor {
                     bytes: size,
                     files: 1,
                     priority: DEFAULT_PRIORITY,
-                    detail: json!({
-                        "path": path,
-                        "generation": generation,
-                        "size": size,
-                        "kind": kind,
-                        "mtime_ns": mtime_ns,
-                        "ctime_ns": ctime_ns,
+                    detail: request_detail::to_json(&WriteDetail {
+                        path: path.clone(),
+                        generation,
+                        size,
+                        kind,
+                        mtime_ns: Some(mtime_ns),
+                        ctime_ns: Some(ctime_ns),
                     }),
                 });
             }
@@ -523,7 +500,12 @@ impl TapeExecutor for EngineExecutor {
                 bytes: c.length,
                 files: 1,
                 priority: DEFAULT_PRIORITY,
-                detail: read_detail(&c, &dest, root, job.overwrite),
+                detail: request_detail::to_json(&ReadDetail::of(
+                    &c,
+                    dest,
+                    root.to_path_buf(),
+                    job.overwrite,
+                )),
             });
         }
         if !missing.is_empty() {
@@ -640,8 +622,7 @@ impl TapeExecutor for EngineExecutor {
                 let held: HashSet<String> = self
                     .service
                     .sync_inventory()
-                    .await
-                    .map_err(tape)?
+                    .await?
                     .into_iter()
                     .map(|c| c.barcode)
                     .collect();
@@ -655,7 +636,7 @@ impl TapeExecutor for EngineExecutor {
                 // Listed once each: submission refuses a barcode named twice.
                 b.clone()
             }
-            IntakeSelection::AllNew => self.service.new_cartridges().await.map_err(tape)?,
+            IntakeSelection::AllNew => self.service.new_cartridges().await?,
         };
         let pool = job.pool.clone().unwrap_or_else(|| self.default_pool());
         Ok(barcodes
@@ -724,11 +705,23 @@ impl TapeExecutor for EngineExecutor {
         Ok(self
             .service
             .held_elsewhere()
-            .await
-            .map_err(tape)?
+            .await?
             .into_iter()
             .map(|(barcode, _)| barcode)
             .collect())
+    }
+
+    async fn holding(&self, drive: &str) -> Result<Option<(String, Option<String>)>> {
+        let index = Self::drive_index(drive)?;
+        let Some(barcode) = self.service.mounted_on(index) else {
+            return Ok(None);
+        };
+        let pool = self
+            .catalogue()
+            .cartridge(&barcode)
+            .await?
+            .and_then(|c| c.pool);
+        Ok(Some((barcode, pool)))
     }
 
     async fn unmount(&self, drive: &str, _fence: &Fence) -> Result<()> {
@@ -760,7 +753,7 @@ impl TapeExecutor for EngineExecutor {
         requests: &[TapeRequest],
         fence: &Fence,
         cancel: &CancellationToken,
-        _progress: &ProgressFn,
+        progress: &ProgressFn,
     ) -> Result<BatchOutcome> {
         let index = Self::drive_index(drive)?;
         let Some(pool) = requests.first().and_then(|r| r.pool.clone()) else {
@@ -768,6 +761,8 @@ impl TapeExecutor for EngineExecutor {
         };
         let mut out = BatchOutcome::default();
         let mut items = Vec::with_capacity(requests.len());
+        // The request of each item, by position (progress reports items by position).
+        let mut ids: Vec<i64> = Vec::with_capacity(requests.len());
         // One request per object in a session: a container cannot hold one object twice, and
         // the catalogue refuses a close that tries (the whole container would be lost, and
         // the batch with it, again and again).
@@ -783,26 +778,22 @@ impl TapeExecutor for EngineExecutor {
                 ));
                 continue;
             }
-            let size: u64 = field(r, "size")?;
-            let stamp = |name: &str| r.detail.get(name).and_then(|v| v.as_i64());
-            // Requests planned before links were archived have no kind: regular files.
-            let kind: ObjectKind = match r.detail.get("kind") {
-                Some(_) => field(r, "kind")?,
-                None => ObjectKind::File,
+            // A request this reel cannot read fails alone, not its batch.
+            let d: WriteDetail = match request_detail::parse(r) {
+                Ok(d) => d,
+                Err(e) => {
+                    out.failed.push((r.id, e.to_string()));
+                    continue;
+                }
             };
+            ids.push(r.id);
             items.push(ArchiveItem {
                 key: r.object_key.clone(),
-                generation: field(r, "generation")?,
-                path: field(r, "path")?,
-                size,
-                kind,
-                planned: stamp("mtime_ns")
-                    .zip(stamp("ctime_ns"))
-                    .map(|(mtime_ns, ctime_ns)| SourceStamp {
-                        size,
-                        mtime_ns,
-                        ctime_ns,
-                    }),
+                generation: d.generation,
+                planned: d.planned(),
+                path: d.path,
+                size: d.size,
+                kind: d.kind,
             });
             by_key.insert(r.object_key.clone(), r.id);
         }
@@ -817,9 +808,7 @@ impl TapeExecutor for EngineExecutor {
             fence: fence.clone(),
             rt: tokio::runtime::Handle::current(),
         });
-        // Job progress is counted per finished request by the drive loop; the borrowed
-        // callback cannot outlive this call, so the session reports to nobody.
-        let p = session::no_progress();
+        let p = session_progress(progress, ids);
         let barcode = held.mount.barcode.clone();
         let (_back, result) = self
             .service
@@ -906,14 +895,14 @@ impl TapeExecutor for EngineExecutor {
         requests: &[TapeRequest],
         fence: &Fence,
         cancel: &CancellationToken,
-        _progress: &ProgressFn,
+        progress: &ProgressFn,
     ) -> Result<BatchOutcome> {
         let index = Self::drive_index(drive)?;
         // Cartridge tasks (verify, label, rebuild) and recall reads share the mount; `reads`
-        // keeps the position in `requests` of each recall item.
+        // keeps the position in `requests` of each recall item, and its parsed detail.
         let mut tasks: Vec<(usize, CartridgeTask)> = Vec::new();
         let mut items = Vec::with_capacity(requests.len());
-        let mut reads: Vec<usize> = Vec::with_capacity(requests.len());
+        let mut reads: Vec<(usize, ReadDetail)> = Vec::with_capacity(requests.len());
         let mut out = BatchOutcome::default();
         for (i, r) in requests.iter().enumerate() {
             match CartridgeTask::of(r) {
@@ -928,25 +917,26 @@ impl TapeExecutor for EngineExecutor {
                     continue;
                 }
             }
-            let sha: String = field(r, "sha256")?;
-            let sha = hex::decode(&sha)
-                .ok()
-                .and_then(|v| <[u8; 32]>::try_from(v).ok())
-                .ok_or_else(|| tape(format!("request {}: bad sha256", r.id)))?;
+            let d: ReadDetail = match request_detail::parse(r) {
+                Ok(d) => d,
+                Err(e) => {
+                    out.failed.push((r.id, e.to_string()));
+                    continue;
+                }
+            };
             items.push(RecallItem {
                 key: r.object_key.clone(),
-                container_first_block: field(r, "container_first_block")?,
-                record_size: field(r, "record_size")?,
-                offset: field(r, "offset")?,
-                length: field(r, "length")?,
-                sha256: sha,
-                dest: field(r, "dest")?,
-                root: field(r, "root")?,
-                meta: opt_field(r, "meta")?,
-                // Requests planned before the policy existed replaced what they found.
-                overwrite: opt_field(r, "overwrite")?.unwrap_or(Overwrite::Always),
+                container_first_block: d.container_first_block,
+                record_size: d.record_size,
+                offset: d.offset,
+                length: d.length,
+                sha256: d.sha256,
+                dest: d.dest.clone(),
+                root: d.root.clone(),
+                meta: d.meta,
+                overwrite: d.overwrite,
             });
-            reads.push(i);
+            reads.push((i, d));
         }
         let held = self.service.acquire_on(index, barcode).await?;
         let cancel = engine_cancel(cancel);
@@ -984,8 +974,8 @@ impl TapeExecutor for EngineExecutor {
         if items.is_empty() {
             return Ok(out);
         }
-        // Job progress is counted per finished request by the drive loop.
-        let p = session::no_progress();
+        let ids = reads.iter().map(|(i, _)| requests[*i].id).collect();
+        let p = session_progress(progress, ids);
         let opts = recall_options(self.service.session_config(), OrderPolicy::Auto);
         let rep = match recall_session(&held.drive, items, &opts, &cancel, p).await {
             Ok(r) => r,
@@ -1001,7 +991,7 @@ impl TapeExecutor for EngineExecutor {
                 if !matches!(e, SessionError::Cancelled) {
                     let why = e.to_string();
                     out.retry
-                        .extend(reads.iter().map(|i| (requests[*i].id, why.clone())));
+                        .extend(reads.iter().map(|(i, _)| (requests[*i].id, why.clone())));
                     if e.is_drive_failure() {
                         out.drive_failure = Some(why);
                     }
@@ -1017,18 +1007,21 @@ impl TapeExecutor for EngineExecutor {
             "read_s": rep.summary.drive_s(),
         }));
         for res in rep.results {
-            let r = &requests[reads[res.index]];
+            let Some((i, detail)) = reads.get(res.index) else {
+                continue;
+            };
+            let r = &requests[*i];
             match res.outcome {
                 Ok(_) => {
                     // Read from another copy after a bad one: the job's result names the bad
                     // copies, for the operator to verify or repack their cartridges. Most
                     // objects carry neither that nor the timing: nothing is built for them.
-                    let bad = r.detail.get("bad_copies");
-                    if timing.is_some() || bad.is_some() {
+                    let bad = &detail.bad_copies;
+                    if timing.is_some() || !bad.is_empty() {
                         let mut result = timing.take().unwrap_or_else(|| json!({}));
-                        if let Some(bad) = bad {
+                        if !bad.is_empty() {
                             result["key"] = json!(r.object_key);
-                            result["bad_copies"] = bad.clone();
+                            result["bad_copies"] = json!(bad);
                         }
                         out.results.push((r.id, result));
                     }
@@ -1044,14 +1037,20 @@ impl TapeExecutor for EngineExecutor {
                         set.insert(barcode.to_string());
                         set.clone()
                     };
-                    let generation: u64 = field(r, "generation")?;
-                    let root: PathBuf = field(r, "root")?;
-                    let dest: PathBuf = field(r, "dest")?;
-                    match self.best_copy(&r.object_key, generation, &bad).await? {
+                    match self
+                        .best_copy(&r.object_key, detail.generation, &bad)
+                        .await?
+                    {
                         Some(c) => {
-                            let overwrite = opt_field(r, "overwrite")?.unwrap_or(Overwrite::Always);
-                            let mut d = read_detail(&c, &dest, &root, overwrite);
-                            d["bad_copies"] = json!(bad.iter().collect::<Vec<_>>());
+                            let mut d = ReadDetail::of(
+                                &c,
+                                detail.dest.clone(),
+                                detail.root.clone(),
+                                detail.overwrite,
+                            );
+                            d.bad_copies = bad.iter().cloned().collect();
+                            d.bad_copies.sort();
+                            let d = request_detail::to_json(&d);
                             out.reroute.push((r.id, c.barcode.clone(), None, d));
                         }
                         // No other copy: read this one again after the backoff (a new

@@ -36,6 +36,7 @@ pub mod job;
 pub mod logging;
 pub mod queue;
 pub mod recall_copy;
+pub mod request_detail;
 pub mod scheduler;
 pub mod submission;
 pub mod worker;

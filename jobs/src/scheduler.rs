@@ -219,9 +219,10 @@ fn order(a: &QueueSummary, b: &QueueSummary) -> Ordering {
         .then(a.target.cmp(&b.target))
 }
 
-/// How long a write waits for the drive that holds its pool's idle cartridge before any
-/// free drive takes it (see [`decide`]): a few of that drive loop's polls.
-pub const IDLE_HOLDER_GRACE: Duration = Duration::from_secs(10);
+/// How long work left to another drive loop's drive waits for that loop before a drive of this
+/// decision takes it (see [`decide`]): a few of that loop's polls. Bounds the wait when the
+/// other loop is busy, stuck or its drive out of service.
+pub const HANDOFF_GRACE: Duration = Duration::from_secs(10);
 
 /// Decide, for every drive, what it does next. Deterministic for equal inputs.
 ///
@@ -235,8 +236,12 @@ pub const IDLE_HOLDER_GRACE: Duration = Duration::from_secs(10);
 ///    waits on an idle drive); respecting per-group caps; a cartridge is in one drive at most;
 ///    a pool may get several drives (thresholds divide by its mounts). One exception: a write
 ///    whose pool has a cartridge idle in a drive this decision does not assign is left to
-///    that drive for [`IDLE_HOLDER_GRACE`] (its own loop takes it without a second cartridge);
+///    that drive for [`HANDOFF_GRACE`] (its own loop takes it without a second cartridge);
 ///    after that any free drive writes it, so a busy or stuck holder never holds it up.
+///    Likewise, work that only a drive of this decision holding another cartridge (idle, to be
+///    unloaded, or busy, to be pre-empted) could take is left for [`HANDOFF_GRACE`] to an
+///    empty drive this decision does not assign (another loop's, which takes it at its next
+///    poll without an unload); each empty drive absorbs one queue.
 /// 3. A drive with nothing to do unloads once it has been mounted `min_mount`, else waits.
 pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec<Decision> {
     let by_target: BTreeMap<&MountTarget, &QueueSummary> =
@@ -327,6 +332,12 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             .then(a.name.cmp(&b.name))
     });
 
+    // Empty drives of other loops: each takes one queue at its next poll, without an unload.
+    let mut empty_elsewhere = drives
+        .iter()
+        .filter(|d| d.unavailable && d.mounted.is_none())
+        .count();
+
     for q in candidates {
         let existing = mounts_of.get(&q.target).copied().unwrap_or(0);
         let Some(reason) = worth_mounting(p, q, existing) else {
@@ -359,7 +370,7 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
         // from the queues (nothing queued for that mount), which a batch in progress also
         // shows, and the holder's loop may be stuck: past the grace, any free drive writes.
         if let MountTarget::Write { pool } = &q.target
-            && q.oldest_age < IDLE_HOLDER_GRACE
+            && q.oldest_age < HANDOFF_GRACE
             && !free.iter().any(|d| holds_it(d))
             && drives.iter().any(|d| {
                 d.unavailable
@@ -369,6 +380,15 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
                     })
             })
         {
+            continue;
+        }
+        // Only an unload (of an idle drive) or a pre-emption would serve it here, while another
+        // loop's drive stands empty: leave it to that drive for a moment.
+        if empty_elsewhere > 0
+            && q.oldest_age < HANDOFF_GRACE
+            && !free.iter().any(|d| d.mounted.is_none() || holds_it(d))
+        {
+            empty_elsewhere -= 1;
             continue;
         }
         let pick = free
@@ -949,10 +969,60 @@ mod tests {
         // are all claimed, or stuck): past the grace, d1 writes it.
         let mut d0 = holding_cartridge("d0", labelled, "A", "P");
         d0.unavailable = true;
-        let late = vec![write("P", 5_000_000, 200, IDLE_HOLDER_GRACE.as_secs(), 50)];
+        let late = vec![write("P", 5_000_000, 200, HANDOFF_GRACE.as_secs(), 50)];
         let d = decide(&p, &late, &[empty("d1"), d0]);
         assert!(
             matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
+    }
+
+    /// Seen in the mixed benchmark: each drive loop decides for its own drive only; d0 held
+    /// the writer's cartridge, idle between two archive jobs, and unloaded it for a read while
+    /// d1 stood empty, so the writer's next job waited for a remount. An empty drive of another
+    /// loop takes the read instead (each empty drive one queue), for a grace at most.
+    #[test]
+    fn an_idle_mount_is_not_unloaded_while_another_loop_has_an_empty_drive() {
+        let p = policy();
+        let w = MountTarget::Write { pool: "W".into() };
+        let mut d1 = empty("d1");
+        d1.unavailable = true;
+        // d0 holds W's cartridge, idle for 10 s (under min_mount): it waits, d1 takes C2.
+        let q = vec![read("C2", 5_000_000, 1, 1, 50)];
+        let d = decide(&p, &q, &[holding("d0", w.clone(), 10), d1.clone()]);
+        assert_eq!(d[0], Decision::Idle { drive: "d0".into() }, "{d:?}");
+        let d = decide(&p, &q, &[empty("d1")]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
+        // Two reads waiting, one empty drive elsewhere: d0 takes the second.
+        let q2 = vec![
+            read("C2", 5_000_000, 1, 3, 50),
+            read("C3", 5_000_000, 1, 1, 50),
+        ];
+        let d = decide(&p, &q2, &[holding("d0", w.clone(), 10), d1.clone()]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, target, .. }
+                if drive == "d0" && *target == MountTarget::Read { barcode: "C3".into() }),
+            "{d:?}"
+        );
+        // Nor is a busy drive pre-empted for a higher priority while d1 stands empty.
+        let busy = vec![
+            read("C2", 5_000_000, 1, 1, 90),
+            write("W", 5_000_000, 200, 1, 10),
+        ];
+        let d = decide(&p, &busy, &[holding("d0", w.clone(), 400), d1.clone()]);
+        assert!(
+            matches!(&d[0], Decision::Stay { drive, .. } if drive == "d0"),
+            "{d:?}"
+        );
+        // The empty drive's loop does not take it within the grace (stuck, out of service):
+        // d0 serves it.
+        let late = vec![read("C2", 5_000_000, 1, HANDOFF_GRACE.as_secs(), 50)];
+        let d = decide(&p, &late, &[holding("d0", w, 10), d1]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d0"),
             "{d:?}"
         );
     }

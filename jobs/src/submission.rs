@@ -696,9 +696,7 @@ pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Re
             let job = a.clone();
             let entries = tokio::task::spawn_blocking(move || archive_entries(&job))
                 .await
-                .map_err(|e| {
-                    JobsError::Tape(format!("internal: the source walk stopped: {e}"))
-                })??;
+                .map_err(|e| JobsError::Internal(format!("the source walk stopped: {e}")))??;
             check_sizes(catalogue, config, &a.storage_class, &entries).await?;
         }
         JobSpec::Recall(r) => check_recall(catalogue, r).await?,

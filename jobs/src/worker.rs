@@ -10,6 +10,7 @@
 //!
 //! The tape part is the [`TapeExecutor`] trait, implemented by the engine's sessions.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -33,12 +34,14 @@ use crate::queue::apalis_bridge::ApalisDb;
 use crate::queue::drives::{BoardMount, DriveBoard};
 use crate::queue::lease::{Fence, LeaseManager, drive_resource, job_resource};
 use crate::queue::requests::{ClaimLimit, NewTapeRequest, TapeRequest, TapeRequests};
-use crate::queue::store::{FailOutcome, JobRecord, JobStore, Progress, StartOutcome};
+use crate::queue::store::{FailOutcome, JobRecord, JobStore, Progress, RunningJob, StartOutcome};
 use crate::queue::{JobQueue, Ticket};
 use crate::scheduler::{self, Decision, DriveState, MountTarget, Mounted, Policy};
 
-/// Progress callback: objects and bytes done so far in the current step.
-pub type ProgressFn = dyn Fn(Progress) + Send + Sync;
+/// Progress inside a batch: called with the ids of requests whose work is finished (a recalled
+/// file in place, archived objects durable) as it happens, before the batch ends and settles
+/// them. The drive loop turns it into each job's progress while the batch runs.
+pub type ProgressFn = Arc<dyn Fn(&[i64]) + Send + Sync>;
 
 /// What an executor did with a batch of requests. Requests in no list (the batch stopped early
 /// for a reason not theirs: a cancel, shutdown, early warning) go back to the queue as they
@@ -98,6 +101,16 @@ pub trait TapeExecutor: Send + Sync + 'static {
 
     /// Unload whatever is in `drive`.
     fn unmount(&self, drive: &str, fence: &Fence) -> impl Future<Output = Result<()>> + Send;
+
+    /// What this executor has mounted in `drive`: the barcode, and the cartridge's pool if it
+    /// has one. A drive loop that (re)acquires its drive's lease starts from this, so the
+    /// scheduler and the drive board see the cartridge. Default: nothing.
+    fn holding(
+        &self,
+        _drive: &str,
+    ) -> impl Future<Output = Result<Option<(String, Option<String>)>>> + Send {
+        async { Ok(None) }
+    }
 
     /// Cartridges loaded in drives of the library that this host does not use: another host
     /// sharing the library is using them, so this host does not mount them now (the scheduler
@@ -560,24 +573,14 @@ impl<E: TapeExecutor> Runtime<E> {
     /// queued requests), done when all are done, failed when any failed. Runs on every worker
     /// (idempotent), after each drive batch and on each heartbeat.
     pub async fn finalize_waiting(&self) -> Result<()> {
-        for rec in self
-            .store()
-            .list(Some(crate::job::JobState::Running), 10_000)
-            .await?
-        {
+        for rec in self.store().running(10_000).await? {
             self.finalize_record(&rec).await?;
         }
         Ok(())
     }
 
-    async fn finalize_record(&self, rec: &JobRecord) -> Result<()> {
-        let planned = rec
-            .checkpoint
-            .as_ref()
-            .and_then(|c| c.get("planned"))
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false);
-        if !planned {
+    async fn finalize_record(&self, rec: &RunningJob) -> Result<()> {
+        if !rec.planned {
             return Ok(());
         }
         if rec.cancel_requested {
@@ -586,12 +589,18 @@ impl<E: TapeExecutor> Runtime<E> {
             return Ok(());
         }
         let c = self.requests.counts(&rec.id).await?;
-        let p = Progress {
+        let mut p = Progress {
             objects_done: c.done,
             objects_total: c.total,
             bytes_done: c.bytes_done,
             bytes_total: c.bytes_total,
         };
+        // While a batch holds some of its requests, the drive loop counts what it finished
+        // ahead of the table (see `batch_progress`): never step back from that.
+        if c.claimed > 0 {
+            p.objects_done = p.objects_done.max(rec.progress.objects_done);
+            p.bytes_done = p.bytes_done.max(rec.progress.bytes_done);
+        }
         if p != rec.progress {
             self.store().set_progress(&rec.id, p).await?;
         }
@@ -900,6 +909,10 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
 /// Most requests one drive batch claims.
 pub const MAX_BATCH_FILES: u64 = 100_000;
 
+/// How long a drive loop takes no write for a pool after it found no writable cartridge for it
+/// (the pool's only cartridge in another drive, or none left): it takes other work meanwhile.
+pub const SHORT_POOL_PAUSE: Duration = Duration::from_secs(15);
+
 /// One drive: lease it, ask the scheduler what to do, mount, claim a batch, run it, repeat.
 pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
     let policy = Policy::from_config(&rt.config.scheduler);
@@ -912,6 +925,8 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
         max_bytes: rt.config.archive.barrier_bytes.max(1),
     };
     let mut mounted: Option<Held> = None;
+    // Pools this drive found short of a writable cartridge, and until when it leaves them be.
+    let mut short_pools: BTreeMap<String, tokio::time::Instant> = BTreeMap::new();
     // The lease, its token and its heartbeat (stopped before the lease is released, so it
     // never renews, or cries "lost" over, a lease let go on purpose).
     let mut lease: Option<(Fence, CancellationToken, AbortOnDrop)> = None;
@@ -930,8 +945,26 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 Ok(f) => {
                     let c = rt.shutdown.child_token();
                     let beat = AbortOnDrop(rt.spawn_lease_heartbeat(f.clone(), c.clone()));
-                    mounted = None; // a new lease knows nothing of what the drive holds
-                    if let Err(e) = rt.board.publish(&f, None).await {
+                    // A new lease starts from what the drive holds (a lease lost and taken
+                    // again with a cartridge still loaded): the scheduler keeps it or unloads
+                    // it, and no other drive tries to mount it meanwhile.
+                    mounted = match rt.executor.holding(&drive).await {
+                        Ok(h) => h.map(|(barcode, pool)| Held {
+                            target: MountTarget::Read {
+                                barcode: barcode.clone(),
+                            },
+                            barcode,
+                            pool,
+                            since: tokio::time::Instant::now(),
+                            since_ms: now_ms(),
+                        }),
+                        Err(e) => {
+                            tracing::warn!(drive = %drive, error = %e, "cannot tell what the drive holds");
+                            None
+                        }
+                    };
+                    let on_board = mounted.as_ref().map(|h| h.on_board(&policy));
+                    if let Err(e) = rt.board.publish(&f, on_board.as_ref()).await {
                         tracing::warn!(drive = %drive, error = %e, "cannot publish the drive on the board");
                     }
                     lease = Some((f.clone(), c.clone(), beat));
@@ -958,7 +991,16 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 }
             }
         }
-        let step = drive_step(&rt, &drive, &policy, limit, &fence, &cancel, &mut mounted).await;
+        let step = drive_step(
+            &rt,
+            &drive,
+            &policy,
+            limit,
+            (&fence, &cancel),
+            &mut mounted,
+            &mut short_pools,
+        )
+        .await;
         stranded = step.is_err();
         match step {
             // A drive that holds a cartridge answers again: its next failure starts the pause
@@ -1059,11 +1101,17 @@ async fn drive_step<E: TapeExecutor>(
     drive: &str,
     policy: &Policy,
     limit: ClaimLimit,
-    fence: &Fence,
-    cancel: &CancellationToken,
+    (fence, cancel): (&Fence, &CancellationToken),
     mounted: &mut Option<Held>,
+    short_pools: &mut BTreeMap<String, tokio::time::Instant>,
 ) -> Result<()> {
-    let queues = rt.requests.summaries().await?;
+    let mut queues = rt.requests.summaries().await?;
+    let now = tokio::time::Instant::now();
+    short_pools.retain(|_, until| *until > now);
+    queues.retain(|q| match &q.target {
+        MountTarget::Write { pool } => !short_pools.contains_key(pool),
+        MountTarget::Read { .. } => true,
+    });
     let state = DriveState {
         name: drive.to_string(),
         mounted: mounted.as_ref().map(|h| Mounted {
@@ -1176,6 +1224,18 @@ async fn drive_step<E: TapeExecutor>(
                     if counts && !cancel.is_cancelled() {
                         mount_failed(rt, &target, limit, fence, &e).await?;
                     }
+                    // A pool short of cartridges is no fault of the drive: set the pool aside
+                    // and take other work at once.
+                    if let MountTarget::Write { pool } = &target
+                        && !e.is_drive_failure()
+                        && !cancel.is_cancelled()
+                    {
+                        tracing::warn!(drive, %pool, error = %e, retry_in_s = SHORT_POOL_PAUSE.as_secs(),
+                            "no cartridge to write this pool on this drive now; taking other work meanwhile");
+                        short_pools
+                            .insert(pool.clone(), tokio::time::Instant::now() + SHORT_POOL_PAUSE);
+                        return Ok(());
+                    }
                     return Err(e);
                 }
             };
@@ -1212,7 +1272,8 @@ async fn drive_step<E: TapeExecutor>(
         idle(rt, rt.poll()).await;
         return Ok(());
     }
-    let progress: Box<ProgressFn> = Box::new(|_| {});
+    // What the batch finishes reaches its jobs' records while it runs.
+    let (progress, publisher) = batch_progress(rt, &batch);
     // A user's cancel of any job in the batch stops the batch at its next record boundary and
     // frees the drive; the cancelled job's unfinished requests are dropped, the other jobs'
     // go back to the queue.
@@ -1242,16 +1303,17 @@ async fn drive_step<E: TapeExecutor>(
     let outcome = match target {
         MountTarget::Read { .. } => {
             rt.executor
-                .read_batch(drive, barcode, &batch, fence, &batch_cancel, &*progress)
+                .read_batch(drive, barcode, &batch, fence, &batch_cancel, &progress)
                 .await
         }
         MountTarget::Write { .. } => {
             rt.executor
-                .write_batch(drive, barcode, &batch, fence, &batch_cancel, &*progress)
+                .write_batch(drive, barcode, &batch, fence, &batch_cancel, &progress)
                 .await
         }
     };
     watcher.abort();
+    drop(publisher);
     let mut cancelled = std::collections::BTreeSet::new();
     for j in &jobs {
         if rt.store().cancel_requested(j).await? {
@@ -1287,6 +1349,74 @@ async fn drive_step<E: TapeExecutor>(
         }
         None => rt.finalize_waiting().await,
     }
+}
+
+/// How often a running batch's progress reaches its jobs' records.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The progress callback of a batch, and the task that publishes what it reports: every
+/// [`PROGRESS_EVERY`], each job with newly finished requests gets its record's progress set
+/// to what the table counts done plus what this batch finished of it (still `claimed` there
+/// until the batch settles). The task stops when the returned guard is dropped, before the
+/// batch settles; `finalize_record` never steps back from it while requests are claimed.
+fn batch_progress<E: TapeExecutor>(
+    rt: &Arc<Runtime<E>>,
+    batch: &[TapeRequest],
+) -> (ProgressFn, AbortOnDrop) {
+    let finished: Arc<std::sync::Mutex<Vec<i64>>> = Arc::default();
+    let progress: ProgressFn = {
+        let finished = finished.clone();
+        Arc::new(move |ids: &[i64]| {
+            finished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(ids)
+        })
+    };
+    let of: std::collections::HashMap<i64, (String, u64)> = batch
+        .iter()
+        .map(|r| (r.id, (r.job_id.clone(), r.bytes)))
+        .collect();
+    let (requests, store) = (rt.requests.clone(), rt.store().clone());
+    let task = tokio::spawn(async move {
+        let mut seen = std::collections::HashSet::new();
+        let mut per_job: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        loop {
+            tokio::time::sleep(PROGRESS_EVERY).await;
+            let ids = std::mem::take(&mut *finished.lock().unwrap_or_else(|e| e.into_inner()));
+            let mut touched = std::collections::BTreeSet::new();
+            for id in ids {
+                if let Some((job, bytes)) = of.get(&id)
+                    && seen.insert(id)
+                {
+                    let e = per_job.entry(job.clone()).or_default();
+                    e.0 += 1;
+                    e.1 += bytes;
+                    touched.insert(job.clone());
+                }
+            }
+            for job in touched {
+                let (n, b) = per_job.get(&job).copied().unwrap_or_default();
+                let c = match requests.counts(&job).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::debug!(%job, error = %e, "cannot count the job's requests for its progress");
+                        continue;
+                    }
+                };
+                let p = Progress {
+                    objects_done: (c.done + n).min(c.total),
+                    objects_total: c.total,
+                    bytes_done: (c.bytes_done + b).min(c.bytes_total),
+                    bytes_total: c.bytes_total,
+                };
+                if let Err(e) = store.set_progress(&job, p).await {
+                    tracing::debug!(%job, error = %e, "cannot record the job's progress");
+                }
+            }
+        }
+    });
+    (progress, AbortOnDrop(task))
 }
 
 /// A cartridge that could not be mounted for reading (gone from the library, exported, a

@@ -89,11 +89,11 @@ impl TapeExecutor for Fake {
     ) -> Result<String> {
         fence.check().await?;
         let MountTarget::Read { barcode } = target else {
-            return Err(JobsError::Tape("read only fake".into()));
+            return Err(JobsError::Internal("read only fake".into()));
         };
         if barcode.starts_with("GONE") {
             *self.failed_mounts.lock().unwrap() += 1;
-            return Err(JobsError::Tape(format!(
+            return Err(JobsError::Internal(format!(
                 "cartridge {barcode} is not in the library"
             )));
         }
@@ -112,6 +112,15 @@ impl TapeExecutor for Fake {
         self.loaded.lock().unwrap().0.remove(drive);
         Ok(())
     }
+    async fn holding(&self, drive: &str) -> Result<Option<(String, Option<String>)>> {
+        Ok(self
+            .loaded
+            .lock()
+            .unwrap()
+            .0
+            .get(drive)
+            .map(|b| (b.clone(), Some("p".into()))))
+    }
     async fn write_batch(
         &self,
         _: &str,
@@ -121,7 +130,7 @@ impl TapeExecutor for Fake {
         _: &CancellationToken,
         _: &ProgressFn,
     ) -> Result<BatchOutcome> {
-        Err(JobsError::Tape("read only fake".into()))
+        Err(JobsError::Internal("read only fake".into()))
     }
     async fn read_batch(
         &self,
@@ -174,7 +183,7 @@ impl TapeExecutor for Fake {
         self.calls.lock().unwrap().push(now_ms());
         match self.intake {
             IntakeMode::Succeed => Ok(vec![]),
-            IntakeMode::Fail => Err(JobsError::Tape("simulated drive fault".into())),
+            IntakeMode::Fail => Err(JobsError::Internal("simulated drive fault".into())),
             // The worker stops waiting for a plan when the job is cancelled or shut down.
             IntakeMode::Hang => std::future::pending().await,
         }
@@ -606,6 +615,75 @@ async fn fifty_recalls_five_mounts_postgres() {
         return;
     };
     fifty_recalls_five_mounts(e).await;
+}
+
+/// A drive loop that takes its drive's lease while the drive still holds a cartridge (a lease
+/// lost and taken again, the executor's mount intact) starts from that cartridge: a recall
+/// from it is read where it is, with no mount (the fake refuses a cartridge mounted twice),
+/// and the drive board shows the cartridge from the start.
+async fn a_new_lease_starts_from_what_the_drive_holds(mut e: Env) {
+    e.config.library.drives = vec!["d0".into()];
+    e.config.scheduler.max_age_seconds = 0;
+    let q = e.queue().await;
+    let fake = Arc::new(Fake {
+        drives: vec!["d0".into()],
+        loaded: Mutex::new((BTreeMap::from([("d0".to_string(), "C1".to_string())]), 1)),
+        ..Arc::into_inner(Fake::new(IntakeMode::Succeed)).unwrap()
+    });
+    let (rt, h) = e.start(fake.clone()).await;
+    let mut on_board = None;
+    for _ in 0..200 {
+        on_board = rt
+            .board
+            .live()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|b| b.drive == "d0")
+            .and_then(|b| b.mount)
+            .and_then(|m| m.barcode);
+        if on_board.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        on_board.as_deref(),
+        Some("C1"),
+        "the board shows the held cartridge"
+    );
+    let spec = JobSpec::Recall(RecallJob {
+        selection: RecallSelection::Keys(vec!["C1/a".into(), "C1/b".into()]),
+        destination: "/tmp/reel-test-out".into(),
+        overwrite: Default::default(),
+    });
+    let id = q.submit(spec, None).await.unwrap().id;
+    let r = wait_for(&q, &id, "done", |r| r.state.is_final()).await;
+    assert_eq!(r.state, JobState::Done, "{r:?}");
+    rt.shutdown.cancel();
+    h.await.unwrap().unwrap();
+    assert!(
+        fake.mounts.lock().unwrap().is_empty(),
+        "mounted again: {:?}",
+        fake.mounts.lock().unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_lease_starts_from_what_the_drive_holds_sqlite() {
+    a_new_lease_starts_from_what_the_drive_holds(env(None).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_lease_starts_from_what_the_drive_holds_postgres() {
+    let Some(e) = env(Some(
+        "a_new_lease_starts_from_what_the_drive_holds_postgres",
+    ))
+    .await
+    else {
+        return;
+    };
+    a_new_lease_starts_from_what_the_drive_holds(e).await;
 }
 
 /// Two drives, recalls on four cartridges of one pool whose group may use one read drive:

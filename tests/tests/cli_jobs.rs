@@ -158,6 +158,60 @@ fn errors_say_what_and_exit_non_zero() {
     assert!(err.contains("urll"), "the bad key is named: {err}");
 }
 
+/// A host over a slow simulated drive (SCALED clock at 1×, 20 MB/s, verify NONE) with its
+/// worker running, and twelve 8 MiB files to archive: a recall of them reads for about 5 s.
+fn slow_library(
+    store: &Store,
+) -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    Worker,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), &store.url(), lib.path(), 1, "");
+    let slow = "sim.clock=scaled\\nsim.time_scale=1\\nsim.robot_ms=50\\nsim.load_ms=50\\nsim.unload_ms=50\\nsim.stream_bytes_per_sec=20000000\\nsim.min_stream_bytes_per_sec=10000000";
+    let t = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("sim.clock=instant", slow)
+        .replace("verify = \"full\"", "verify = \"none\"");
+    std::fs::write(&cfg, t).unwrap();
+    let worker = Worker::start(dir.path(), 1);
+    let src = tempfile::tempdir().unwrap();
+    for i in 0..12u64 {
+        write_random_file(&src.path().join(format!("f{i}")), 8 << 20, i);
+    }
+    (dir, lib, worker, src)
+}
+
+/// Archive every file of `src` under `prefix`, wait for it, then submit (not wait for) a recall
+/// of that prefix into a new directory; returns the directory and the recall's job id.
+fn archive_then_recall(
+    dir: &Path,
+    src: &Path,
+    prefix: &str,
+    store: &str,
+) -> (tempfile::TempDir, String) {
+    let (code, v, err) = run_job(
+        dir,
+        &["archive", src.to_str().unwrap(), "--key-prefix", prefix],
+    );
+    assert_eq!(code, 0, "{store}: archive {v} {err}");
+    let dst = tempfile::tempdir().unwrap();
+    let (_, v, _) = reel(
+        dir,
+        &[
+            "recall",
+            "--prefix",
+            prefix,
+            "--to",
+            dst.path().to_str().unwrap(),
+        ],
+    );
+    (dst, job_id(&v))
+}
+
 /// A running recall cancelled by the user stops at the next record boundary: the job ends
 /// cancelled, not every object was written, no partial file is left behind, and the drive is
 /// free for the next job. The simulator runs on its SCALED clock at 1× with a slow drive
@@ -165,43 +219,9 @@ fn errors_say_what_and_exit_non_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_of_a_running_recall_stops_it_and_frees_the_drive() {
     for store in stores("cancel_of_a_running_recall").await {
-        let dir = tempfile::tempdir().unwrap();
-        let lib = tempfile::tempdir().unwrap();
-        let cfg = write_config(dir.path(), &store.url(), lib.path(), 1, "");
-        let slow = "sim.clock=scaled\\nsim.time_scale=1\\nsim.robot_ms=50\\nsim.load_ms=50\\nsim.unload_ms=50\\nsim.stream_bytes_per_sec=20000000\\nsim.min_stream_bytes_per_sec=10000000";
-        let t = std::fs::read_to_string(&cfg)
-            .unwrap()
-            .replace("sim.clock=instant", slow)
-            .replace("verify = \"full\"", "verify = \"none\"");
-        std::fs::write(&cfg, t).unwrap();
-        let worker = Worker::start(dir.path(), 1);
-        let src = tempfile::tempdir().unwrap();
-        for i in 0..12u64 {
-            write_random_file(&src.path().join(format!("f{i}")), 8 << 20, i);
-        }
-        let (code, v, err) = run_job(
-            dir.path(),
-            &[
-                "archive",
-                src.path().to_str().unwrap(),
-                "--key-prefix",
-                "c/",
-            ],
-        );
-        assert_eq!(code, 0, "{}: archive {v} {err}", store.name());
+        let (dir, _lib, worker, src) = slow_library(&store);
         // ~100 MB at 20 MB/s: about 5 s of reading.
-        let dst = tempfile::tempdir().unwrap();
-        let (_, v, _) = reel(
-            dir.path(),
-            &[
-                "recall",
-                "--prefix",
-                "c/",
-                "--to",
-                dst.path().to_str().unwrap(),
-            ],
-        );
-        let id = job_id(&v);
+        let (dst, id) = archive_then_recall(dir.path(), src.path(), "c/", store.name());
         let t0 = std::time::Instant::now();
         while state_of(dir.path(), &id) != "running" && t0.elapsed().as_secs() < 30 {
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -248,4 +268,49 @@ fn walk_files(d: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// A long recall shows its progress while it runs (issue #15 item 6): `reel jobs show`, read
+/// while the one batch that holds all twelve objects is still reading, says some of them are
+/// done, and the count never goes back. The simulator runs on its SCALED clock at 1× with a
+/// slow drive (20 MB/s, about 5 s for the batch); the drive loop publishes a batch's progress
+/// every second ([`reel_jobs::worker::PROGRESS_EVERY`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_recall_shows_its_progress_while_it_runs() {
+    for store in stores("recall_progress").await {
+        let (dir, _lib, worker, src) = slow_library(&store);
+        let (dst, id) = archive_then_recall(dir.path(), src.path(), "p/", store.name());
+        let mut seen: Vec<(String, u64)> = Vec::new();
+        let t0 = std::time::Instant::now();
+        loop {
+            let (_, v, _) = reel(dir.path(), &["jobs", "show", &id]);
+            let job = v.get("job").unwrap_or(&v);
+            let state = job["state"].as_str().unwrap_or_default().to_string();
+            let done = job["progress"]["objects_done"].as_u64().unwrap_or(0);
+            seen.push((state.clone(), done));
+            if ["done", "failed", "cancelled"].contains(&state.as_str())
+                || t0.elapsed().as_secs() > 120
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(150));
+        }
+        let name = store.name();
+        assert_eq!(
+            seen.last().map(|s| s.0.as_str()),
+            Some("done"),
+            "{name}: {seen:?}"
+        );
+        assert_eq!(seen.last().map(|s| s.1), Some(12), "{name}: {seen:?}");
+        assert!(
+            seen.iter()
+                .any(|(s, d)| s == "running" && *d > 0 && *d < 12),
+            "{name}: no progress seen while the batch ran: {seen:?}"
+        );
+        assert!(
+            seen.windows(2).all(|w| w[0].1 <= w[1].1),
+            "{name}: progress went back: {seen:?}"
+        );
+        assert_eq!(worker.stop(), 0);
+    }
 }

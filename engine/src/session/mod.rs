@@ -313,12 +313,14 @@ pub struct Progress {
     pub bytes: u64,
 }
 
-/// A progress callback.
-pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+/// A progress callback: the session's totals so far, and the indices (in the session's item
+/// list) of the items this report finishes: a recalled file in place, or archived objects
+/// durable (verified, under a verify policy).
+pub type ProgressFn = Arc<dyn Fn(Progress, &[usize]) + Send + Sync>;
 
 /// A progress callback that ignores everything.
 pub fn no_progress() -> ProgressFn {
-    Arc::new(|_| {})
+    Arc::new(|_, _| {})
 }
 
 /// What a mount's worth of tape work cost, like CTA's end-of-session summary. Times are the

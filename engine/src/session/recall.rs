@@ -650,7 +650,7 @@ fn finisher(
         if let Ok(n) = &r {
             done.objects += 1;
             done.bytes += n;
-            progress(done);
+            progress(done, &[i]);
         }
         let _ = results.send(RecallResult {
             index: i,

@@ -409,12 +409,14 @@ async fn run(
                         Err(e) => return Err(e.into()),
                     }
                 }
+                let mut finished: Vec<usize> = Vec::new();
                 if live {
                     for c in &written_not_durable {
                         used += c.bytes;
                         if ctx.config.verify == VerifyMode::None {
                             progress.objects += c.items.len() as u64;
                             progress.bytes += c.bytes;
+                            finished.extend(c.items.iter().copied());
                         }
                     }
                 }
@@ -424,7 +426,7 @@ async fn run(
                 } else {
                     written_not_durable.clear();
                 }
-                (ctx.progress)(progress);
+                (ctx.progress)(progress, &finished);
             }
             Event::EarlyWarning => {
                 info!(barcode = %barcode, "early warning: closing the container and the cartridge");
@@ -584,6 +586,7 @@ async fn run(
     }
     let mut written_idx: Vec<usize> = Vec::new();
     let mut containers = Vec::new();
+    let mut finished: Vec<usize> = Vec::new();
     for c in durable {
         if failed_verify.contains(&c.id) {
             continue;
@@ -591,6 +594,7 @@ async fn run(
         if ctx.config.verify != VerifyMode::None {
             progress.objects += c.items.len() as u64;
             progress.bytes += c.bytes;
+            finished.extend(c.items.iter().copied());
         }
         summary.bytes += c.bytes;
         summary.objects += c.items.len() as u64;
@@ -599,7 +603,7 @@ async fn run(
         written_idx.extend(c.items.iter().copied());
         verified_ok.push(c);
     }
-    (ctx.progress)(progress);
+    (ctx.progress)(progress, &finished);
     let mut settled: std::collections::HashSet<usize> = written_idx.iter().copied().collect();
     settled.extend(failed.iter().map(|(i, _)| *i));
     let written: Vec<ArchiveItem> = written_idx.iter().map(|&i| items[i].clone()).collect();

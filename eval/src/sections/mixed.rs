@@ -134,13 +134,26 @@ fn phase(
         let writer = async {
             let mut bytes = 0u64;
             let mut i = 0;
-            while start.elapsed().as_secs_f64() < wall {
+            // The writer's next object is made while the current one archives, off the
+            // runtime's threads (a blocking write here would stall the readers' polling): the
+            // writer archives back to back, with no gap of the benchmark's own making.
+            let make = |i: u32| {
                 let key = format!("w{tag}-{i:05}");
                 let path = wspool.join(&key);
-                if make_spool_file(&path, &key, wsize).is_err() {
+                tokio::task::spawn_blocking(move || {
+                    make_spool_file(&path, &key, wsize).map(|()| (key, path))
+                })
+            };
+            let mut next = Some(make(i));
+            while start.elapsed().as_secs_f64() < wall {
+                let Some(made) = next.take() else {
                     break;
-                }
+                };
+                let Ok(Ok((key, path))) = made.await else {
+                    break;
+                };
                 i += 1;
+                next = Some(make(i));
                 let done = async {
                     let id = e
                         .submit(archive_spec(&[(key, path.clone())], "cw")?)
@@ -151,6 +164,12 @@ fn phase(
                 if let Ok(rec) = done {
                     bytes += archived(&rec).bytes;
                 }
+                let _ = std::fs::remove_file(&path);
+            }
+            // The object made for after the hour is not archived.
+            if let Some(made) = next
+                && let Ok(Ok((_, path))) = made.await
+            {
                 let _ = std::fs::remove_file(&path);
             }
             bytes

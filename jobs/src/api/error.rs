@@ -87,7 +87,12 @@ impl From<JobsError> for ApiError {
             JobsError::Catalogue(c) => return catalogue_error(c),
             JobsError::ConfigRead { .. }
             | JobsError::Payload { .. }
-            | JobsError::Tape(_)
+            | JobsError::RequestDetail { .. }
+            | JobsError::RequestFailed { .. }
+            | JobsError::JobEnded { .. }
+            | JobsError::Differs(_)
+            | JobsError::Recovery(_)
+            | JobsError::Internal(_)
             | JobsError::DriveFailed { .. }
             | JobsError::Session(_) => (
                 S::INTERNAL_SERVER_ERROR,

@@ -80,7 +80,7 @@ fn drive_of(fence: &Fence) -> Result<&str> {
     fence
         .resource
         .strip_prefix("drive:")
-        .ok_or_else(|| JobsError::Tape(format!("{} is not a drive lease", fence.resource)))
+        .ok_or_else(|| JobsError::Internal(format!("{} is not a drive lease", fence.resource)))
 }
 
 impl DriveBoard {

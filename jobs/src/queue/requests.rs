@@ -94,6 +94,8 @@ pub struct JobRequestCounts {
     pub done: u64,
     /// Failed.
     pub failed: u64,
+    /// Claimed by a drive: in a batch now.
+    pub claimed: u64,
     /// Bytes of all.
     pub bytes_total: u64,
     /// Bytes done.
@@ -814,6 +816,7 @@ impl TapeRequests {
         let sql = "SELECT CAST(COUNT(*) AS BIGINT) AS total, \
                    CAST(COALESCE(SUM(CASE WHEN state = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS done, \
                    CAST(COALESCE(SUM(CASE WHEN state = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT) AS failed, \
+                   CAST(COALESCE(SUM(CASE WHEN state = 'claimed' THEN 1 ELSE 0 END), 0) AS BIGINT) AS claimed, \
                    CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS bytes_total, \
                    CAST(COALESCE(SUM(CASE WHEN state = 'done' THEN bytes ELSE 0 END), 0) AS BIGINT) AS bytes_done \
                    FROM reel_tape_requests WHERE job_id = $1";
@@ -829,6 +832,7 @@ impl TapeRequests {
                     total: g("total")?,
                     done: g("done")?,
                     failed: g("failed")?,
+                    claimed: g("claimed")?,
                     bytes_total: g("bytes_total")?,
                     bytes_done: g("bytes_done")?,
                 })
@@ -840,12 +844,11 @@ impl TapeRequests {
 
 impl From<&TapeRequest> for JobsError {
     fn from(r: &TapeRequest) -> JobsError {
-        JobsError::Tape(format!(
-            "request {} ({}) failed: {}",
-            r.id,
-            r.object_key,
-            r.error.clone().unwrap_or_default()
-        ))
+        JobsError::RequestFailed {
+            request: r.id,
+            key: r.object_key.clone(),
+            reason: r.error.clone().unwrap_or_default(),
+        }
     }
 }
 

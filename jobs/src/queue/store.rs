@@ -66,6 +66,21 @@ pub struct Progress {
     pub bytes_total: u64,
 }
 
+/// A running job as the worker finishes it (see [`JobStore::running`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningJob {
+    /// Job id.
+    pub id: String,
+    /// Kind.
+    pub kind: JobKind,
+    /// Progress recorded.
+    pub progress: Progress,
+    /// Its tape requests are planned (checkpoint `{"planned": true}`).
+    pub planned: bool,
+    /// A user asked to cancel it.
+    pub cancel_requested: bool,
+}
+
 /// What happened when a worker tried to start an attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StartOutcome {
@@ -242,6 +257,96 @@ impl JobStore {
                 .map_err(self.db.err("listing jobs"))?;
             rows.iter().map(decode).collect()
         })
+    }
+
+    /// A job's state and progress, without its spec: for waiters that poll.
+    pub async fn status(&self, id: &str) -> Result<Option<(JobState, Progress)>> {
+        let sql = "SELECT state, objects_done, objects_total, bytes_done, bytes_total FROM reel_jobs WHERE id = $1";
+        let row = on_db!(&self.db, |p| {
+            let row = sqlx::query(sql)
+                .bind(id)
+                .fetch_optional(p)
+                .await
+                .map_err(self.db.err("reading a job's state"))?;
+            row.map(|row| {
+                let get = |c: &str| row.try_get::<i64, _>(c).map(|v| v as u64);
+                Ok::<_, sqlx::Error>((
+                    row.try_get::<String, _>("state")?,
+                    Progress {
+                        objects_done: get("objects_done")?,
+                        objects_total: get("objects_total")?,
+                        bytes_done: get("bytes_done")?,
+                        bytes_total: get("bytes_total")?,
+                    },
+                ))
+            })
+            .transpose()
+            .map_err(self.db.err("reading a job's state"))
+        })?;
+        row.map(|(state, p)| {
+            state
+                .parse()
+                .map(|s| (s, p))
+                .map_err(|what| JobsError::BadJobState {
+                    id: id.to_string(),
+                    state: what,
+                    hint: "the row was edited by hand; fix or delete it".into(),
+                })
+        })
+        .transpose()
+    }
+
+    /// The running jobs, with only what finishing them needs: no spec (a job's spec can name
+    /// a million objects, and this runs after every drive batch and on every heartbeat).
+    pub async fn running(&self, limit: u32) -> Result<Vec<RunningJob>> {
+        let sql = "SELECT id, kind, objects_done, objects_total, bytes_done, bytes_total, checkpoint, cancel_requested \
+                   FROM reel_jobs WHERE state = 'running' ORDER BY created_ms, id LIMIT $1";
+        on_db!(&self.db, |p| {
+            let rows = sqlx::query(sql)
+                .bind(limit as i64)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("listing running jobs"))?;
+            rows.iter()
+                .map(|row| {
+                    let get = |c: &str| row.try_get::<i64, _>(c);
+                    let id: String = row.try_get("id")?;
+                    let kind: String = row.try_get("kind")?;
+                    let checkpoint: Option<String> = row.try_get("checkpoint")?;
+                    Ok((
+                        id,
+                        kind,
+                        Progress {
+                            objects_done: get("objects_done")? as u64,
+                            objects_total: get("objects_total")? as u64,
+                            bytes_done: get("bytes_done")? as u64,
+                            bytes_total: get("bytes_total")? as u64,
+                        },
+                        checkpoint,
+                        get("cancel_requested")? != 0,
+                    ))
+                })
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(self.db.err("listing running jobs"))
+        })?
+        .into_iter()
+        .map(|(id, kind, progress, checkpoint, cancel_requested)| {
+            Ok(RunningJob {
+                kind: kind.parse().map_err(|what| JobsError::BadJobState {
+                    id: id.clone(),
+                    state: what,
+                    hint: "the row was edited by hand; fix or delete it".into(),
+                })?,
+                planned: checkpoint
+                    .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+                    .and_then(|c| c.get("planned").and_then(|v| v.as_bool()))
+                    .unwrap_or(false),
+                id,
+                progress,
+                cancel_requested,
+            })
+        })
+        .collect()
     }
 
     /// Link the apalis task carrying the job's next attempt, if none is linked yet.
