@@ -302,6 +302,8 @@ async fn a_long_recall_shows_its_progress_while_it_runs() {
             "{name}: {seen:?}"
         );
         assert_eq!(seen.last().map(|s| s.1), Some(12), "{name}: {seen:?}");
+        let recalled = walkdir_files(dst.path());
+        assert_eq!(recalled, 12, "{name}: files recalled into the destination");
         assert!(
             seen.iter()
                 .any(|(s, d)| s == "running" && *d > 0 && *d < 12),
@@ -313,4 +315,19 @@ async fn a_long_recall_shows_its_progress_while_it_runs() {
         );
         assert_eq!(worker.stop(), 0);
     }
+}
+
+/// How many regular files lie under `dir`, at any depth.
+fn walkdir_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => walkdir_files(&e.path()),
+                    Ok(t) if t.is_file() => 1,
+                    _ => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
