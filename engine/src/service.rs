@@ -1288,6 +1288,7 @@ mod tests {
             path: "/src/k".into(),
             size,
             kind: crate::format::ObjectKind::File,
+            confine: None,
             planned: mtime.map(|mtime_ns| SourceStamp {
                 size,
                 mtime_ns,

@@ -357,6 +357,7 @@ pub fn archive_spec(items: &[(String, PathBuf)], class: &str) -> Result<JobSpec>
         source: ArchiveSource::Files(items.iter().map(|(_, p)| p.clone()).collect()),
         key_prefix: String::new(),
         storage_class: class.to_string(),
+        confine: None,
     }))
 }
 
@@ -366,6 +367,7 @@ pub fn recall_spec(keys: &[String], root: &Path) -> JobSpec {
         selection: RecallSelection::Keys(keys.to_vec()),
         destination: root.to_path_buf(),
         overwrite: Overwrite::default(),
+        confine: None,
     })
 }
 

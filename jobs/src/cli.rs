@@ -65,6 +65,43 @@ pub enum Command {
     Demo,
     /// Serve the HTTP API (jobs, catalogue, /metrics, /openapi.json) until SIGTERM or SIGINT.
     Serve(ServeArgs),
+    /// Create, list and revoke the API tokens of `reel serve`.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// `reel token …`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; its secret is printed once and never stored.
+    Create {
+        /// Who or what uses it (shown in lists and logs).
+        #[arg(long)]
+        name: String,
+        /// Scopes, comma-separated: read, submit, operate, admin.
+        #[arg(long, value_name = "SCOPES")]
+        scope: String,
+        /// A directory its archive sources and recall destinations must lie in (repeat for
+        /// several). A token without roots names no paths.
+        #[arg(long, value_name = "DIR")]
+        root: Vec<PathBuf>,
+        /// A prefix of the object keys its jobs may archive and recall (repeat for several;
+        /// `''` for every key). A token without one archives and recalls nothing: the
+        /// catalogue is shared, and this keeps clients from reading or replacing each other's
+        /// objects.
+        #[arg(long = "key-prefix", value_name = "PREFIX")]
+        key_prefix: Vec<String>,
+        /// Highest priority its jobs may ask for (tokens with operate or admin: any).
+        #[arg(long, default_value_t = crate::token::DEFAULT_MAX_PRIORITY)]
+        max_priority: i32,
+    },
+    /// List tokens (never their secrets).
+    List,
+    /// Revoke a token by id: it authenticates nothing from the next request on.
+    Revoke {
+        /// Token id (the 12 hex digits after `reel_`), or the whole token.
+        id: String,
+    },
 }
 
 impl Command {
@@ -346,6 +383,124 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             })
         }
         Command::Serve(s) => run_serve(loaded, s).await,
+        Command::Token(t) => token(loaded, t).await,
+    }
+}
+
+/// `reel token`: the API tokens, in the `[store]` database.
+async fn token(loaded: &LoadedConfig, cmd: TokenCommand) -> Result<Output> {
+    use crate::token::{TokenStore, check_roots, parse_scopes};
+    ensure_data_dir(loaded).await?;
+    let store = TokenStore::new(crate::db::Db::connect(&loaded.config.store.url).await?);
+    let view = |t: &crate::token::Token| {
+        json!({
+            "id": t.id, "name": t.name, "scopes": t.scopes, "roots": t.roots,
+            "key_prefixes": t.key_prefixes,
+            "max_priority": t.max_priority, "created_ms": t.created_ms, "revoked_ms": t.revoked_ms,
+        })
+    };
+    match cmd {
+        TokenCommand::Create {
+            name,
+            scope,
+            root,
+            key_prefix,
+            max_priority,
+        } => {
+            let bad = |message: String| JobsError::Config {
+                origin: "reel token create".into(),
+                message,
+            };
+            let scopes = parse_scopes(&scope).map_err(bad)?;
+            // Roots as their links resolve, so a root and reel's own paths compare for real.
+            let roots = root
+                .iter()
+                .map(|r| {
+                    std::fs::canonicalize(r).map_err(|e| {
+                        bad(format!(
+                            "root {}: {e}; give an existing directory",
+                            r.display()
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(r) = roots.iter().find(|r| !r.is_dir()) {
+                return Err(bad(format!("root {} is not a directory", r.display())));
+            }
+            check_roots(&roots, &loaded.own_paths()).map_err(bad)?;
+            let new = store
+                .create(&name, scopes, roots, key_prefix, max_priority)
+                .await?;
+            let mut j = view(&new.token);
+            j["token"] = json!(new.bearer);
+            Ok(Output {
+                text: format!(
+                    "token {} ({}) created with scopes {}; it is shown this once, keep it secret:\n{}",
+                    new.token.id,
+                    new.token.name,
+                    new.token.scope_list(),
+                    new.bearer
+                ),
+                json: j,
+                status: 0,
+            })
+        }
+        TokenCommand::List => {
+            let tokens = store.list().await?;
+            let text = tokens
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{}  {:<20} {:<22} {}{}",
+                        t.id,
+                        t.name,
+                        t.scope_list(),
+                        t.roots
+                            .iter()
+                            .map(|r| r.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        if t.revoked_ms.is_some() {
+                            "  (revoked)"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            Ok(Output {
+                json: json!({"tokens": tokens.iter().map(view).collect::<Vec<_>>()}),
+                text: if text.is_empty() {
+                    "no tokens; create one with `reel token create`".into()
+                } else {
+                    text
+                },
+                status: 0,
+            })
+        }
+        TokenCommand::Revoke { id } => {
+            let t = store.revoke(&id).await?;
+            // What it queued and what runs for it stop too: a revoked client's work is not
+            // carried out after it lost the right to ask for it.
+            let queue = open_queue(loaded).await?;
+            let jobs = queue.store().unfinished_of_token(&t.id).await?;
+            for j in &jobs {
+                queue.cancel(j).await?;
+            }
+            let mut j = view(&t);
+            j["cancelled_jobs"] = json!(jobs);
+            Ok(Output {
+                text: format!(
+                    "token {} ({}) revoked; {} unfinished job(s) of it cancelled",
+                    t.id,
+                    t.name,
+                    jobs.len()
+                ),
+                json: j,
+                status: 0,
+            })
+        }
     }
 }
 
@@ -363,6 +518,7 @@ pub(crate) fn archive_spec(
         source,
         key_prefix,
         storage_class: class,
+        confine: None,
     }))
 }
 
@@ -387,6 +543,7 @@ pub(crate) fn recall_spec(
         selection,
         destination: absolute(to)?,
         overwrite,
+        confine: None,
     }))
 }
 
@@ -437,13 +594,23 @@ async fn run_serve(loaded: &LoadedConfig, args: ServeArgs) -> Result<Output> {
         .unwrap_or_else(|| loaded.config.serve.listen.clone());
     let queue = open_queue(loaded).await?;
     let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
-    let state = crate::api::AppState::new(loaded.config.clone(), queue, catalogue);
+    if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
+        let tokens = crate::token::TokenStore::new(queue.store().db().clone());
+        crate::api::check_exposure(addr, &tokens).await?;
+    }
     let listener = crate::api::bind(&listen).await?;
     let addr = listener.local_addr().map_err(|source| JobsError::Io {
         doing: "reading the bound address of",
         path: listen.clone().into(),
         source,
     })?;
+    let state = crate::api::AppState::new(
+        loaded.config.clone(),
+        queue,
+        catalogue,
+        Some(addr),
+        loaded.own_paths(),
+    );
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone())?);
     // Printed once the socket is bound, so scripts (and tests) can read the port from it.

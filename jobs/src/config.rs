@@ -56,14 +56,42 @@ pub const DEFAULT_SERVE_LISTEN: &str = "127.0.0.1:8420";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServeConfig {
-    /// Address the HTTP API listens on, `IP:PORT` (`reel serve --listen` overrides it).
+    /// Address the HTTP API listens on, `IP:PORT` (`reel serve --listen` overrides it). An
+    /// address other than loopback is refused while no API token exists.
     pub listen: String,
+    /// Host names clients call the service by, beside the loopback names and the listening
+    /// address; a request naming another `Host` is refused (DNS rebinding).
+    pub hosts: Vec<String>,
+    /// Connections open at once; one more gets 503 and is closed.
+    pub max_connections: u32,
+    /// Connections open at once from one client address, so that one client cannot hold all
+    /// of `max_connections`.
+    pub max_connections_per_address: u32,
+    /// A connection that sends no complete request head within this time (also between
+    /// requests on a kept-alive connection) is closed.
+    pub header_timeout_seconds: u64,
+    /// A request not answered within this time gets 408.
+    pub request_timeout_seconds: u64,
+    /// Largest JSON request body; more gets 413.
+    pub max_body_bytes: u64,
+    /// Requests per second one token may make on average (0: no limit); past it, 429.
+    pub rate_per_second: u32,
+    /// Requests one token may make at once before the rate applies.
+    pub rate_burst: u32,
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             listen: DEFAULT_SERVE_LISTEN.into(),
+            hosts: Vec::new(),
+            max_connections: 256,
+            max_connections_per_address: 32,
+            header_timeout_seconds: 10,
+            request_timeout_seconds: 60,
+            max_body_bytes: 1 << 20,
+            rate_per_second: 50,
+            rate_burst: 100,
         }
     }
 }
@@ -295,6 +323,42 @@ pub struct LoadedConfig {
     pub data_dir: PathBuf,
     /// The file read, if any.
     pub file: Option<PathBuf>,
+}
+
+impl LoadedConfig {
+    /// reel's own paths, which no API client may read or write through a job: the data
+    /// directory, the config file, the device plugin and the SQLite database files, each as
+    /// configured and as its links resolve (a root is compared with both).
+    pub fn own_paths(&self) -> Vec<PathBuf> {
+        let abs = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                std::env::current_dir()
+                    .map(|d| d.join(p))
+                    .unwrap_or_else(|_| p.to_path_buf())
+            }
+        };
+        let mut own = vec![abs(&self.data_dir)];
+        own.extend(self.file.as_deref().map(abs));
+        if !self.config.library.plugin.is_empty() {
+            own.push(abs(Path::new(&self.config.library.plugin)));
+        }
+        for url in [&self.config.store.url, &self.config.store.jobs_url] {
+            if let Some(path) = url.strip_prefix("sqlite:") {
+                let file = path.split('?').next().unwrap_or(path);
+                own.push(abs(Path::new(file)));
+            }
+        }
+        let resolved: Vec<PathBuf> = own
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        own.extend(resolved);
+        own.sort();
+        own.dedup();
+        own
+    }
 }
 
 /// Resolve the data dir: the flag, else `$REEL_DATA_DIR`, else [`DEFAULT_DATA_DIR`].
@@ -600,6 +664,17 @@ impl Config {
                     "`{}` is not IP:PORT (e.g. {DEFAULT_SERVE_LISTEN}, or 0.0.0.0:8420 for every interface)",
                     self.serve.listen
                 ),
+            );
+        }
+        if self.serve.max_connections == 0
+            || self.serve.max_connections_per_address == 0
+            || self.serve.header_timeout_seconds == 0
+            || self.serve.request_timeout_seconds == 0
+            || self.serve.max_body_bytes < 1024
+        {
+            return bad(
+                "[serve]",
+                "max_connections, max_connections_per_address, header_timeout_seconds and request_timeout_seconds must be at least 1, max_body_bytes at least 1024".into(),
             );
         }
         if !(1..=256).contains(&self.recall.writer_threads) {

@@ -217,6 +217,7 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
                 source: ArchiveSource::Tree(dir.join("sample")),
                 key_prefix: "sample/".into(),
                 storage_class: config.archive.default_class.clone(),
+                confine: None,
             }),
             None,
         )
@@ -236,6 +237,7 @@ pub async fn run(data_dir: Option<&Path>) -> Result<(Value, String)> {
                 destination: restore.clone(),
                 // A second demo in the same data dir recalls over the first one's files.
                 overwrite: reel_engine::session::destination::Overwrite::Always,
+                confine: None,
             }),
             None,
         )

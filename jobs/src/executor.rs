@@ -6,7 +6,7 @@
 //! bad copy is re-routed to another copy.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
@@ -25,7 +25,7 @@ use crate::cartridge_task::CartridgeTask;
 use crate::config::{Config, VerifyMode};
 use crate::error::{JobsError, Result};
 use crate::job::{
-    ArchiveJob, DEFAULT_PRIORITY, IntakeJob, IntakeSelection, RebuildJob, RecallJob,
+    ArchiveJob, ArchiveSource, DEFAULT_PRIORITY, IntakeJob, IntakeSelection, RebuildJob, RecallJob,
     RecallSelection, VerifyJob, VerifyTarget,
 };
 use crate::queue::{Fence, NewTapeRequest, TapeRequest};
@@ -400,6 +400,23 @@ impl TapeExecutor for EngineExecutor {
             })?;
         // The walk and key derivation of submission; what it refuses is refused for good
         // (JobsError::Invalid is not retried).
+        // A confined job's paths are checked again beneath its root: no link on the way to
+        // them (each source is then opened beneath the root as it is read).
+        if let Some(c) = &job.confine {
+            let paths: &[PathBuf] = match &job.source {
+                ArchiveSource::Files(f) => f,
+                ArchiveSource::Tree(t) => std::slice::from_ref(t),
+            };
+            for p in paths {
+                crate::confine::check_source("paths", c, p).map_err(|e| {
+                    crate::submission::SubmissionError::Invalid {
+                        field: "paths",
+                        value: p.display().to_string(),
+                        reason: e.to_string(),
+                    }
+                })?;
+            }
+        }
         let files = crate::submission::archive_entries(job)?;
         // One statement per few hundred keys, not a round trip each (a million objects).
         let keys: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
@@ -433,6 +450,7 @@ impl TapeExecutor for EngineExecutor {
                         kind,
                         mtime_ns: Some(mtime_ns),
                         ctime_ns: Some(ctime_ns),
+                        confine: job.confine.clone(),
                     }),
                 });
             }
@@ -461,11 +479,23 @@ impl TapeExecutor for EngineExecutor {
             .into());
         }
         let root = &job.destination;
-        std::fs::create_dir_all(root).map_err(|source| JobsError::Io {
-            doing: "creating",
-            path: root.clone(),
-            source,
-        })?;
+        match &job.confine {
+            // Checked again beneath the token's root: the destination (what of it exists) is
+            // directories reached with no link on the way; the rest is created beneath the
+            // root when the recall runs (Staging::open_within).
+            Some(c) => crate::confine::check_destination("to", c, root).map_err(|e| {
+                crate::submission::SubmissionError::Invalid {
+                    field: "to",
+                    value: root.display().to_string(),
+                    reason: e.to_string(),
+                }
+            })?,
+            None => std::fs::create_dir_all(root).map_err(|source| JobsError::Io {
+                doing: "creating",
+                path: root.clone(),
+                source,
+            })?,
+        }
         let mut reqs = Vec::new();
         let mut missing = Vec::new();
         for key in keys {
@@ -500,12 +530,10 @@ impl TapeExecutor for EngineExecutor {
                 bytes: c.length,
                 files: 1,
                 priority: DEFAULT_PRIORITY,
-                detail: request_detail::to_json(&ReadDetail::of(
-                    &c,
-                    dest,
-                    root.to_path_buf(),
-                    job.overwrite,
-                )),
+                detail: request_detail::to_json(&ReadDetail {
+                    confine: job.confine.clone(),
+                    ..ReadDetail::of(&c, dest, root.to_path_buf(), job.overwrite)
+                }),
             });
         }
         if !missing.is_empty() {
@@ -794,6 +822,7 @@ impl TapeExecutor for EngineExecutor {
                 path: d.path,
                 size: d.size,
                 kind: d.kind,
+                confine: d.confine,
             });
             by_key.insert(r.object_key.clone(), r.id);
         }
@@ -935,6 +964,7 @@ impl TapeExecutor for EngineExecutor {
                 root: d.root.clone(),
                 meta: d.meta,
                 overwrite: d.overwrite,
+                confine: d.confine.clone(),
             });
             reads.push((i, d));
         }
@@ -1048,6 +1078,7 @@ impl TapeExecutor for EngineExecutor {
                                 detail.root.clone(),
                                 detail.overwrite,
                             );
+                            d.confine = detail.confine.clone();
                             d.bad_copies = bad.iter().cloned().collect();
                             d.bad_copies.sort();
                             let d = request_detail::to_json(&d);

@@ -151,6 +151,10 @@ pub struct ArchiveJob {
     pub key_prefix: String,
     /// Storage class (decides pools and number of copies).
     pub storage_class: String,
+    /// The root every source must be reached beneath, with no symbolic link on the way: set
+    /// for a job submitted over the API with a token's roots; `None` for the `reel` command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<PathBuf>,
 }
 
 /// Which objects to recall.
@@ -173,6 +177,10 @@ pub struct RecallJob {
     /// What to do with files that exist already (`never` unless given).
     #[serde(default)]
     pub overwrite: Overwrite,
+    /// The root the destination must be reached beneath, with no symbolic link on the way:
+    /// set for a job submitted over the API with a token's roots; `None` for the `reel` command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<PathBuf>,
 }
 
 /// What to verify.
@@ -321,6 +329,7 @@ mod tests {
             selection: RecallSelection::Prefix("a/".into()),
             destination: "/tmp/out".into(),
             overwrite: Overwrite::IfNewer,
+            confine: None,
         });
         let j = serde_json::to_value(&s).unwrap();
         assert_eq!(j["kind"], "recall");
@@ -343,12 +352,14 @@ mod tests {
             source: ArchiveSource::Files(vec!["rel/x".into()]),
             key_prefix: String::new(),
             storage_class: "default".into(),
+            confine: None,
         });
         assert!(bad.validate().unwrap_err().contains("absolute"));
         let empty = JobSpec::Recall(RecallJob {
             selection: RecallSelection::Keys(vec![]),
             destination: "/d".into(),
             overwrite: Overwrite::Never,
+            confine: None,
         });
         assert!(empty.validate().is_err());
         let ok = JobSpec::Intake(IntakeJob {

@@ -19,6 +19,8 @@
 //! - [`demo`]: `reel demo`, the main job on SQLite and the simulator.
 //! - [`cli`]: the `reel` command line.
 //! - [`logging`]: its log and terminal output, which never panics on a closed pipe.
+//! - [`confine`]: where a token's jobs may read and write on the server.
+//! - [`token`]: API tokens, their scopes and roots.
 //! - [`api`]: the HTTP API of `reel serve` (jobs, catalogue, /metrics, /openapi.json).
 
 #![deny(missing_docs)]
@@ -27,6 +29,7 @@ pub mod api;
 pub mod cartridge_task;
 pub mod cli;
 pub mod config;
+pub mod confine;
 pub mod db;
 pub mod demo;
 pub mod embedded;
@@ -39,6 +42,7 @@ pub mod recall_copy;
 pub mod request_detail;
 pub mod scheduler;
 pub mod submission;
+pub mod token;
 pub mod worker;
 
 pub use error::{JobsError, Result};

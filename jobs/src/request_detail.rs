@@ -35,6 +35,9 @@ pub struct WriteDetail {
     /// Status change time when planned (ns).
     #[serde(default)]
     pub ctime_ns: Option<i64>,
+    /// The root the source must be reached beneath (the job came with an API token's roots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<PathBuf>,
 }
 
 fn file_kind() -> ObjectKind {
@@ -83,6 +86,9 @@ pub struct ReadDetail {
     /// Cartridges whose copy was found bad, for the job's result.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bad_copies: Vec<String>,
+    /// The root `root` must be reached beneath (the job came with an API token's roots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<PathBuf>,
 }
 
 fn always() -> Overwrite {
@@ -121,6 +127,7 @@ impl ReadDetail {
             meta: copy.meta,
             overwrite,
             bad_copies: Vec::new(),
+            confine: None,
         }
     }
 }
@@ -159,6 +166,7 @@ mod tests {
             meta: None,
             overwrite: Overwrite::Never,
             bad_copies: vec![],
+            confine: Some("/d".into()),
         }
     }
 

@@ -13,6 +13,7 @@ fn files(paths: &[&Path], prefix: &str) -> ArchiveJob {
         source: ArchiveSource::Files(paths.iter().map(|p| p.to_path_buf()).collect()),
         key_prefix: prefix.into(),
         storage_class: "default".into(),
+        confine: None,
     }
 }
 
@@ -21,6 +22,7 @@ fn tree(root: &Path, prefix: &str) -> ArchiveJob {
         source: ArchiveSource::Tree(root.to_path_buf()),
         key_prefix: prefix.into(),
         storage_class: "default".into(),
+        confine: None,
     }
 }
 
@@ -287,6 +289,7 @@ fn recall_input_rules() {
         selection: sel,
         destination: to.into(),
         overwrite: Default::default(),
+        confine: None,
     };
     let keys = |k: &[&str]| RecallSelection::Keys(k.iter().map(|s| s.to_string()).collect());
     let bad = |j: RecallJob| check_recall_input(&j).unwrap_err().to_string();
@@ -346,6 +349,7 @@ async fn catalogue_checks_refuse_what_it_does_not_know() {
             selection: sel,
             destination: "/o".into(),
             overwrite: Default::default(),
+            confine: None,
         })
     };
     let e = check(
@@ -387,6 +391,7 @@ async fn catalogue_checks_refuse_what_it_does_not_know() {
         source: ArchiveSource::Tree("/".into()),
         key_prefix: String::new(),
         storage_class: "gold".into(),
+        confine: None,
     });
     let e = check(&gold, c, &cat).await.unwrap_err().to_string();
     assert!(e.contains("`class`") && e.contains("gold"), "{e}");

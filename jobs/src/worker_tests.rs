@@ -584,6 +584,7 @@ async fn fifty_recalls_five_mounts(mut e: Env) {
             selection: RecallSelection::Keys(keys),
             destination: "/tmp/reel-test-out".into(),
             overwrite: Default::default(),
+            confine: None,
         });
         ids.push(q.submit(spec, None).await.unwrap().id);
     }
@@ -656,6 +657,7 @@ async fn a_new_lease_starts_from_what_the_drive_holds(mut e: Env) {
         selection: RecallSelection::Keys(vec!["C1/a".into(), "C1/b".into()]),
         destination: "/tmp/reel-test-out".into(),
         overwrite: Default::default(),
+        confine: None,
     });
     let id = q.submit(spec, None).await.unwrap().id;
     let r = wait_for(&q, &id, "done", |r| r.state.is_final()).await;
@@ -713,6 +715,7 @@ async fn group_cap_across_drives(mut e: Env, cap: u32) -> usize {
             selection: RecallSelection::Keys(keys),
             destination: "/tmp/reel-test-out".into(),
             overwrite: Default::default(),
+            confine: None,
         });
         ids.push(q.submit(spec, None).await.unwrap().id);
     }
@@ -766,6 +769,7 @@ async fn failing_requests_back_off_then_fail(mut e: Env) {
         selection: RecallSelection::Keys(vec!["C1/bad".into(), "C1/good".into()]),
         destination: "/tmp/reel-test-out".into(),
         overwrite: Default::default(),
+        confine: None,
     });
     let job = q.submit(spec, None).await.unwrap();
     let r = wait_for(&q, &job.id, "failed", |r| r.state == JobState::Failed).await;
@@ -823,6 +827,7 @@ async fn an_unmountable_cartridge_fails_its_requests(mut e: Env) {
         selection: RecallSelection::Keys(vec!["GONE1/x".into(), "C1/good".into()]),
         destination: "/tmp/reel-test-out".into(),
         overwrite: Default::default(),
+        confine: None,
     });
     let job = q.submit(spec, None).await.unwrap();
     let r = wait_for(&q, &job.id, "failed", |r| r.state == JobState::Failed).await;
@@ -868,6 +873,7 @@ async fn cancel_mid_batch_frees_the_queue(mut e: Env) {
             selection: RecallSelection::Keys(keys.iter().map(|k| k.to_string()).collect()),
             destination: "/tmp/reel-test-out".into(),
             overwrite: Default::default(),
+            confine: None,
         })
     };
     let a = q

@@ -16,17 +16,48 @@ use serde_json::{Value, json};
 struct Serve {
     child: Child,
     addr: String,
+    /// An admin token whose root is the test's directory for sources and destinations.
+    token: String,
+}
+
+/// `reel token create` in `data_dir` with one root and one key prefix; returns the bearer
+/// string.
+fn create_token(data_dir: &Path, scopes: &str, root: &Path, key_prefix: &str) -> String {
+    let (code, v, err) = reel(
+        data_dir,
+        &[
+            "token",
+            "create",
+            "--name",
+            scopes,
+            "--scope",
+            scopes,
+            "--root",
+            root.to_str().unwrap(),
+            "--key-prefix",
+            key_prefix,
+        ],
+    );
+    assert_eq!(code, 0, "token create: {v} {err}");
+    v["token"].as_str().expect("the token").to_string()
 }
 
 impl Serve {
-    /// `reel --data-dir DIR serve --listen 127.0.0.1:0`; the port is read back from its log.
-    fn start(data_dir: &Path) -> Serve {
+    /// `reel --data-dir DIR serve --listen 127.0.0.1:0` with an admin token rooted at `root`;
+    /// the port is read back from its log.
+    fn start(data_dir: &Path, root: &Path) -> Serve {
+        let token = create_token(data_dir, "admin", root, "");
+        Serve::start_listening(data_dir, "127.0.0.1:0", token)
+    }
+
+    /// `reel serve --listen LISTEN`, waiting until it says where it listens.
+    fn start_listening(data_dir: &Path, listen: &str, token: String) -> Serve {
         let log_path = data_dir.join("serve.log");
         let log = std::fs::File::create(&log_path).expect("serve log");
         let child = Command::new(binary_path("reel"))
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .env("REEL_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -37,6 +68,7 @@ impl Serve {
         let mut serve = Serve {
             child,
             addr: String::new(),
+            token,
         };
         while t0.elapsed() < Duration::from_secs(60) {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -68,7 +100,21 @@ impl Serve {
 
     /// One request; returns the status and the body (JSON, or a JSON string when it is not).
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let (status, body) = http(&self.addr, method, path, body);
+        self.call_as(Some(&self.token), method, path, body)
+    }
+
+    /// One request with `token` (or none).
+    fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let (status, body) = http(&self.addr, &auth, method, path, body);
         let json = serde_json::from_slice(&body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
         (status, json)
@@ -108,14 +154,15 @@ impl Drop for Serve {
     }
 }
 
-/// A minimal HTTP/1.1 request (`Connection: close`); returns the status and the body, with
-/// chunked transfer encoding undone.
-fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Vec<u8>) {
+/// A minimal HTTP/1.1 request (`Connection: close`) with `extra` header lines (each ending in
+/// CRLF); returns the status and the body, with chunked transfer encoding undone.
+fn http(addr: &str, extra: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
     let payload = body.map(Value::to_string).unwrap_or_default();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}");
     if body.is_some() {
         req.push_str("Content-Type: application/json\r\n");
     }
@@ -165,7 +212,8 @@ async fn archive_and_recall_through_the_http_api() {
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
         write_config(dir.path(), &store.url(), lib.path(), 1, "");
-        let serve = Serve::start(dir.path());
+        let base = tempfile::tempdir().unwrap();
+        let serve = Serve::start(dir.path(), base.path());
         let worker = Worker::start(dir.path(), 1);
 
         let (status, health) = serve.call("GET", "/healthz", None);
@@ -174,7 +222,7 @@ async fn archive_and_recall_through_the_http_api() {
         serve.run("/v1/jobs/intake", json!({"all_new": true}));
 
         // A small tree, archived over HTTP.
-        let src = tempfile::tempdir().unwrap();
+        let src = tempfile::tempdir_in(base.path()).unwrap();
         let mut sums = std::collections::BTreeMap::new();
         for i in 0..6u64 {
             let rel = format!("d{}/f{i}.bin", i % 2);
@@ -201,7 +249,7 @@ async fn archive_and_recall_through_the_http_api() {
         assert_eq!(status, 404, "{err}");
 
         // Recall one object over HTTP; the bytes match.
-        let dst = tempfile::tempdir().unwrap();
+        let dst = tempfile::tempdir_in(base.path()).unwrap();
         serve.run(
             "/v1/jobs/recall",
             json!({"keys": ["s/d1/f3.bin"], "to": dst.path()}),
@@ -218,7 +266,11 @@ async fn archive_and_recall_through_the_http_api() {
 
         // The job list and the metrics see the same jobs.
         let (_, done) = serve.call("GET", "/v1/jobs?state=done", None);
-        assert_eq!(done.as_array().map(Vec::len), Some(3), "{name}: {done}");
+        assert_eq!(
+            done["jobs"].as_array().map(Vec::len),
+            Some(3),
+            "{name}: {done}"
+        );
         let (status, metrics) = serve.call("GET", "/metrics", None);
         assert_eq!(status, 200);
         let text = metrics.as_str().unwrap_or_default();
@@ -246,4 +298,266 @@ async fn archive_and_recall_through_the_http_api() {
             "{name}: reel serve did not stop cleanly on SIGTERM"
         );
     }
+}
+
+/// Send `request` as it is on a new connection and read the whole answer (the status line
+/// first).
+fn raw_request(addr: &str, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    s.write_all(request.as_bytes()).expect("send");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The attacks of issue #17 fail through the real server and worker: no credentials, a path
+/// outside the token's roots (reel's own configuration, a root-only file, `/`, `..`), another
+/// client's job, a foreign `Host`, a revoked token, and a destination directory swapped for a
+/// symbolic link after the recall was queued; nothing is written outside the roots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attacks_on_the_service_fail() {
+    for store in stores("cli_serve_attacks").await {
+        let name = store.name();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        write_config(dir.path(), &store.url(), lib.path(), 1, "");
+        let base = tempfile::tempdir().unwrap();
+        let serve = Serve::start(dir.path(), base.path());
+        let client = create_token(dir.path(), "submit", base.path(), "c/");
+        let other = create_token(dir.path(), "submit", base.path(), "o/");
+        let worker = Worker::start(dir.path(), 1);
+        serve.run("/v1/jobs/intake", json!({"all_new": true}));
+        let src = base.path().join("src");
+        write_random_file(&src.join("a.bin"), 5000, 1);
+        let archive = |p: &Path| json!({"paths": [p], "key_prefix": "c/"});
+
+        // No credentials.
+        let (code, v) = serve.call_as(None, "POST", "/v1/jobs/archive", Some(&archive(&src)));
+        assert_eq!(code, 401, "{name}: {v}");
+
+        // Outside the roots: reel's own config, a root-only file, one that does not exist:
+        // the same answer.
+        let secret = tempfile::tempdir().unwrap();
+        std::fs::write(secret.path().join("shadow"), b"root only").unwrap();
+        let mut answers = Vec::new();
+        for p in [
+            dir.path().join("reel.toml"),
+            secret.path().join("shadow"),
+            secret.path().join("nothing"),
+            base.path().join("../etc"),
+        ] {
+            let (code, v) = serve.call_as(
+                Some(&client),
+                "POST",
+                "/v1/jobs/archive",
+                Some(&archive(&p)),
+            );
+            assert_eq!(code, 403, "{name}: {} {v}", p.display());
+            answers.push(
+                v["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace(&p.display().to_string(), "P"),
+            );
+        }
+        assert!(
+            answers.windows(2).all(|w| w[0] == w[1]),
+            "{name}: {answers:?}"
+        );
+
+        // A recall into `/`, into reel's data directory, or out through `..`.
+        let (_, job) = serve.call_as(
+            Some(&client),
+            "POST",
+            "/v1/jobs/archive",
+            Some(&archive(&src)),
+        );
+        let id = job["id"].as_str().expect("job id").to_string();
+        assert_eq!(serve.wait(&id)["state"], "done", "{name}");
+        for to in [
+            "/".to_string(),
+            dir.path().display().to_string(),
+            format!("{}/../", base.path().display()),
+        ] {
+            let body = json!({"keys": ["c/a.bin"], "to": to});
+            let (code, v) = serve.call_as(Some(&client), "POST", "/v1/jobs/recall", Some(&body));
+            assert_eq!(code, 403, "{name}: to {to}: {v}");
+        }
+
+        // Another client's job does not exist for it.
+        for (m, path) in [
+            ("GET", format!("/v1/jobs/{id}")),
+            ("POST", format!("/v1/jobs/{id}/retry")),
+        ] {
+            let (code, v) = serve.call_as(Some(&other), m, &path, None);
+            assert_eq!(code, 404, "{name}: {m} {path}: {v}");
+        }
+        let (_, list) = serve.call_as(Some(&other), "GET", "/v1/jobs", None);
+        assert_eq!(list["jobs"], json!([]), "{name}: {list}");
+        // Nor may it read or replace the client's objects: the catalogue is shared, keys are
+        // not.
+        let loot = base.path().join("loot");
+        for (route, body) in [
+            ("/v1/jobs/recall", json!({"keys": ["c/a.bin"], "to": loot})),
+            ("/v1/jobs/recall", json!({"prefix": "", "to": loot})),
+            (
+                "/v1/jobs/archive",
+                json!({"paths": [src], "key_prefix": "c/"}),
+            ),
+        ] {
+            let (code, v) = serve.call_as(Some(&other), "POST", route, Some(&body));
+            assert_eq!(code, 403, "{name}: {route} {body}: {v}");
+            assert!(
+                v["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("key prefixes"),
+                "{v}"
+            );
+        }
+        assert!(
+            !loot.exists(),
+            "{name}: something was recalled for the other client"
+        );
+
+        // A root swapped for a link to reel's data directory (its owner renamed it) is refused.
+        let inbox = base.path().join("inbox");
+        std::fs::create_dir(&inbox).unwrap();
+        let carol = create_token(dir.path(), "submit", &inbox, "carol/");
+        std::fs::rename(&inbox, base.path().join("inbox.real")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), &inbox).unwrap();
+        let body = json!({"paths": [inbox.join("reel.toml")], "key_prefix": "carol/"});
+        let (code, v) = serve.call_as(Some(&carol), "POST", "/v1/jobs/archive", Some(&body));
+        assert_eq!(code, 400, "{name}: {v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("symbolic link"),
+            "{v}"
+        );
+
+        // A foreign Host (DNS rebinding).
+        let answer = raw_request(
+            &serve.addr,
+            &format!(
+                "GET /v1/jobs HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer {client}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert!(answer.starts_with("HTTP/1.1 400"), "{name}: {answer}");
+
+        // The destination swapped for a link after the recall was queued: the worker, which
+        // resolves it again beneath the root, refuses it; nothing lands in the link's target.
+        assert_eq!(worker.stop(), 0);
+        let victim = tempfile::tempdir().unwrap();
+        let out = base.path().join("out");
+        let body = json!({"keys": ["c/a.bin"], "to": out.join("x")});
+        let (code, job) = serve.call_as(Some(&client), "POST", "/v1/jobs/recall", Some(&body));
+        assert_eq!(code, 202, "{name}: {job}");
+        std::os::unix::fs::symlink(victim.path(), &out).unwrap();
+        let worker = Worker::start(dir.path(), 2);
+        let job = serve.wait(job["id"].as_str().unwrap());
+        assert_eq!(job["state"], "failed", "{name}: {job}");
+        assert!(
+            job["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("symbolic link"),
+            "{name}: {job}"
+        );
+        assert_eq!(
+            std::fs::read_dir(victim.path()).unwrap().count(),
+            0,
+            "{name}: the recall wrote through the link"
+        );
+
+        // A revoked token is refused at its next request.
+        let (code, _, err) = reel(dir.path(), &["token", "revoke", &client]);
+        assert_eq!(code, 0, "{err}");
+        let (code, v) = serve.call_as(Some(&client), "GET", "/v1/jobs", None);
+        assert_eq!(code, 401, "{name}: {v}");
+
+        assert_eq!(worker.stop(), 0);
+        assert_eq!(serve.stop(), 0);
+    }
+}
+
+/// Connections are bounded: at most `max_connections` at once (one more gets 503), and one that
+/// sends nothing is closed after `header_timeout_seconds`; the service answers afterwards.
+#[test]
+fn idle_and_excess_connections_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    write_config(
+        dir.path(),
+        "sqlite:reel.db",
+        lib.path(),
+        1,
+        "\n[serve]\nheader_timeout_seconds = 2\nmax_connections = 8\n",
+    );
+    let serve = Serve::start(dir.path(), base.path());
+    let idle: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(&serve.addr).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = raw_request(
+        &serve.addr,
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("max_connections"), "{answer}");
+    // The idle ones are closed by the server within the header timeout (and some slack).
+    for mut c in idle {
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut buf = [0u8; 64];
+        let t0 = Instant::now();
+        let n = c.read(&mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "an idle connection got data");
+        assert!(t0.elapsed() < Duration::from_secs(9), "not closed in time");
+    }
+    let (code, _) = serve.call("GET", "/healthz", None);
+    assert_eq!(code, 200);
+    assert_eq!(serve.stop(), 0);
+}
+
+/// `reel serve` refuses an address other than loopback while no token exists, and says what
+/// to do; `reel token create` refuses roots over reel's own data directory.
+#[test]
+fn an_exposed_service_needs_a_token_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "sqlite:reel.db", lib.path(), 1, "");
+    let out = Command::new(binary_path("reel"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .expect("run reel serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("no API token exists"), "{err}");
+    assert!(err.contains("reel token create"), "{err}");
+    let (code, _, err) = reel(
+        dir.path(),
+        &[
+            "token", "create", "--name", "x", "--scope", "submit", "--root", "/",
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("overlaps reel's own"), "{err}");
+    let (code, _, err) = reel(
+        dir.path(),
+        &[
+            "token", "create", "--name", "x", "--scope", "writer", "--root", "/tmp",
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown scope"), "{err}");
+    let (code, v, _) = reel(dir.path(), &["token", "list"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["tokens"], json!([]), "{v}");
 }

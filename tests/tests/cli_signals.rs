@@ -181,6 +181,12 @@ fn second_signal_during_a_graceful_shutdown_exits_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let lib = tempfile::tempdir().unwrap();
     write_config(dir.path(), "sqlite:reel.db", lib.path(), 1, "");
+    let (code, v, err) = reel(
+        dir.path(),
+        &["token", "create", "--name", "t", "--scope", "operate"],
+    );
+    assert_eq!(code, 0, "{v} {err}");
+    let token = v["token"].as_str().expect("token").to_string();
     for (second, status) in [("TERM", 143), ("INT", 130)] {
         let what = format!("reel serve, SIGTERM then SIG{second}");
         let mut serve = Piped::start(
@@ -190,12 +196,13 @@ fn second_signal_during_a_graceful_shutdown_exits_at_once() {
         );
         let addr = listen_addr(&serve.seen);
         serve.close_log();
-        // A request in flight for good: the body is announced and never sent.
+        // A request in flight for good: the body is announced and never sent (by a client
+        // with a token, so that the handler waits for the body).
         let mut stuck = TcpStream::connect(&addr).expect("connect");
         write!(
             stuck,
             "POST /v1/jobs/intake HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-             Content-Length: 100\r\n\r\n{{"
+             Authorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n{{"
         )
         .expect("send request head");
         stuck.flush().expect("flush");

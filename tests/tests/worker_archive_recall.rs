@@ -120,6 +120,7 @@ fn recall_job(keys: Vec<String>, to: &Path) -> JobSpec {
         selection: RecallSelection::Keys(keys),
         destination: to.to_path_buf(),
         overwrite: Default::default(),
+        confine: None,
     })
 }
 
@@ -179,6 +180,7 @@ async fn archive_then_recall_byte_for_byte_on_both_backends() {
                 source: ArchiveSource::Tree(sp.dir.path().to_path_buf()),
                 key_prefix: String::new(),
                 storage_class: "two".into(),
+                confine: None,
             }),
         )
         .await;
@@ -335,6 +337,7 @@ async fn keys_escaping_the_destination_are_refused() {
                     source: ArchiveSource::Files(vec![p]),
                     key_prefix: prefix.to_string(),
                     storage_class: "default".into(),
+                    confine: None,
                 }),
             )
             .await;
@@ -409,6 +412,7 @@ async fn first_object_after_a_mount_is_read_through_not_located() {
                 source: ArchiveSource::Files(vec![p.clone()]),
                 key_prefix: String::new(),
                 storage_class: "default".into(),
+                confine: None,
             }),
         )
         .await;

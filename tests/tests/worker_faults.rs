@@ -99,6 +99,7 @@ async fn submit_archive(w: &EmbeddedWorker, b: &Batch, class: &str) -> String {
         source: ArchiveSource::Files(b.paths.clone()),
         key_prefix: format!("{}/", b.prefix),
         storage_class: class.to_string(),
+        confine: None,
     }))
     .await
     .unwrap()
@@ -205,6 +206,7 @@ async fn recall_all(
             selection: RecallSelection::Keys(keys.to_vec()),
             destination: dst.path().to_path_buf(),
             overwrite: Default::default(),
+            confine: None,
         }))
         .await
         .unwrap()
@@ -602,6 +604,7 @@ async fn a_recall_of_what_the_catalogue_lacks_fails_at_once_with_the_reason() {
                     selection,
                     destination: dst.path().to_path_buf(),
                     overwrite: Default::default(),
+                    confine: None,
                 }))
                 .await
                 .unwrap()

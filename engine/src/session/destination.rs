@@ -99,14 +99,46 @@ impl Staging {
     /// Open `root` (creating it if missing) and its private directory, and remove the partial
     /// files there that no live writer holds.
     pub fn open(root: &Path) -> Result<Arc<Staging>, String> {
-        std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
-        let root_fd = rustix::fs::openat(
-            CWD,
-            root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("{}: {e}", root.display()))?;
+        Staging::open_within(root, None)
+    }
+
+    /// [`Staging::open`], with `root` reached beneath `confine` when given: every directory
+    /// below `confine` is opened (or created) with no symbolic link followed
+    /// ([`crate::session::confine`]), so a recall confined to an API token's root cannot be
+    /// led out of it.
+    pub fn open_within(root: &Path, confine: Option<&Path>) -> Result<Arc<Staging>, String> {
+        let root_fd = match confine {
+            None => {
+                std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
+                rustix::fs::openat(
+                    CWD,
+                    root,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| format!("{}: {e}", root.display()))?
+            }
+            Some(c) => {
+                let rel = super::confine::relative_to(c, root).map_err(|e| e.to_string())?;
+                let root_path =
+                    super::confine::open_root(c).map_err(|e| super::confine::describe(c, &e))?;
+                // A descriptor that can be read (listed) and written through, of the same
+                // directory (O_PATH cannot serve mkdirat's recovery listing).
+                let mut fd = rustix::fs::openat(
+                    &root_path,
+                    ".",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| format!("{}: {e}", c.display()))?;
+                let mut at = c.to_path_buf();
+                for comp in rel.components() {
+                    at.push(comp);
+                    fd = open_dir_at(fd.as_fd(), comp.as_os_str(), &at, c)?;
+                }
+                fd
+            }
+        };
         let dir = open_private(root, &root_fd)?;
         let s = Staging {
             root: root.to_path_buf(),
@@ -307,6 +339,27 @@ impl Staging {
 
     /// Open (creating if missing) the directory `name` in `base`, never through a link.
     fn open_dir(&self, base: BorrowedFd<'_>, name: &OsStr, at: &Path) -> Result<OwnedFd, String> {
+        open_dir_at(base, name, at, &self.root)
+    }
+
+    fn shown(&self) -> String {
+        self.root.join(PARTIAL_DIR).display().to_string()
+    }
+
+    fn shown_name(&self, name: &OsStr) -> String {
+        self.root.join(PARTIAL_DIR).join(name).display().to_string()
+    }
+}
+
+/// Open (creating if missing) the directory `name` in `base` (`at` is its whole path, for
+/// messages), never through a link: the walk of a destination below `root`.
+fn open_dir_at(
+    base: BorrowedFd<'_>,
+    name: &OsStr,
+    at: &Path,
+    root: &Path,
+) -> Result<OwnedFd, String> {
+    {
         for _ in 0..4 {
             match rustix::fs::openat(
                 base,
@@ -334,7 +387,7 @@ impl Staging {
                         format!(
                             "{} is a symbolic link; recall does not follow links under the destination {}",
                             at.display(),
-                            self.root.display()
+                            root.display()
                         )
                     } else {
                         format!("{} exists and is not a directory", at.display())
@@ -347,14 +400,6 @@ impl Staging {
             "{}: the directory keeps disappearing",
             at.display()
         ))
-    }
-
-    fn shown(&self) -> String {
-        self.root.join(PARTIAL_DIR).display().to_string()
-    }
-
-    fn shown_name(&self, name: &OsStr) -> String {
-        self.root.join(PARTIAL_DIR).join(name).display().to_string()
     }
 }
 

@@ -48,6 +48,9 @@ pub struct RecallItem {
     pub meta: Option<ObjectMeta>,
     /// What to do with an existing file at `dest`.
     pub overwrite: Overwrite,
+    /// The root `root` must be reached beneath with no symbolic link on the way, when the job
+    /// came with an API token's roots ([`crate::session::confine`]).
+    pub confine: Option<PathBuf>,
 }
 
 impl RecallItem {
@@ -617,7 +620,7 @@ fn stage_items(items: &[RecallItem]) -> Stages {
             by_root
                 .entry(it.root.as_path())
                 .or_insert_with(|| {
-                    Staging::open(&it.root).inspect_err(|e| {
+                    Staging::open_within(&it.root, it.confine.as_deref()).inspect_err(|e| {
                         warn!(root = %it.root.display(), error = %e, "destination refused");
                     })
                 })
@@ -836,6 +839,7 @@ mod tests {
             root: root.to_path_buf(),
             meta: None,
             overwrite: Overwrite::Never,
+            confine: None,
         }
     }
 

@@ -124,6 +124,17 @@ pub enum SourceFault {
         /// The system's words.
         reason: String,
     },
+    /// The job is confined to a root (it came with an API token's roots) and the path cannot
+    /// be reached beneath it without a symbolic link or leaving it.
+    #[error(
+        "source {reason}; nothing was archived for it (a confined job reads no path through a link)"
+    )]
+    Confined {
+        /// The source.
+        path: String,
+        /// Why, with the path.
+        reason: String,
+    },
     /// The file is not what the archive was planned with (modified after submission).
     #[error("source {path} changed after the archive was submitted ({how}); submit it again")]
     ChangedSincePlanned {
@@ -189,7 +200,46 @@ pub fn open_as(
     path: &Path,
     size: u64,
     planned: Option<&SourceStamp>,
+    confine: Option<&Path>,
 ) -> Result<Opened, SourceFault> {
+    if let Some(root) = confine {
+        // The directory holding the source, reached beneath the root with no link on the
+        // way: what is opened below is then the file (or link) in that very directory.
+        let parent = path.parent().unwrap_or(path);
+        super::confine::open_beneath(
+            root,
+            parent,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+        )
+        .map_err(|e| SourceFault::Confined {
+            path: path.display().to_string(),
+            reason: super::confine::describe(parent, &e),
+        })?;
+        if kind == ObjectKind::File {
+            let fd = super::confine::open_beneath(
+                root,
+                path,
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::NOFOLLOW
+                    | rustix::fs::OFlags::NONBLOCK,
+            )
+            .map_err(|e| match e.raw_os_error() {
+                Some(nix::libc::ENOENT) | Some(nix::libc::ENOTDIR) => SourceFault::Missing {
+                    path: path.display().to_string(),
+                },
+                _ => SourceFault::Confined {
+                    path: path.display().to_string(),
+                    reason: super::confine::describe(path, &e),
+                },
+            })?;
+            let (f, m, stamp) = check_regular(File::from(fd), path, size, planned)?;
+            return Ok(Opened {
+                bytes: SourceBytes::File(f),
+                stamp,
+                meta: ObjectMeta::of(ObjectKind::File, &m),
+            });
+        }
+    }
     match kind {
         ObjectKind::File => {
             let (f, m, stamp) = open_regular(path, size, planned)?;
@@ -324,6 +374,17 @@ fn open_regular(
             },
             _ => SourceFault::unreadable(path, &e),
         })?;
+    check_regular(f, path, size, planned)
+}
+
+/// The checks of an opened source: a regular file, as planned.
+fn check_regular(
+    f: File,
+    path: &Path,
+    size: u64,
+    planned: Option<&SourceStamp>,
+) -> Result<(File, Metadata, SourceStamp), SourceFault> {
+    let shown = || path.display().to_string();
     let meta = f
         .metadata()
         .map_err(|e| SourceFault::unreadable(path, &e))?;
@@ -430,7 +491,7 @@ mod tests {
         let link = d.path().join("l");
         std::os::unix::fs::symlink("../somewhere/else", &link).unwrap();
         let planned = SourceStamp::of(&std::fs::symlink_metadata(&link).unwrap());
-        let mut o = open_as(ObjectKind::Symlink, &link, 17, Some(&planned)).unwrap();
+        let mut o = open_as(ObjectKind::Symlink, &link, 17, Some(&planned), None).unwrap();
         assert_eq!(o.meta.kind, ObjectKind::Symlink);
         let mut buf = Vec::new();
         o.bytes.read_to_end(&mut buf).unwrap();
@@ -440,19 +501,19 @@ mod tests {
         std::fs::remove_file(&link).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
         assert!(matches!(
-            open_as(ObjectKind::Symlink, &link, 17, Some(&planned)),
+            open_as(ObjectKind::Symlink, &link, 17, Some(&planned), None),
             Err(SourceFault::ChangedSincePlanned { .. })
         ));
         // Replaced by a regular file: refused, not read.
         std::fs::remove_file(&link).unwrap();
         std::fs::write(&link, b"0123456789abcdefg").unwrap();
-        let e = open_as(ObjectKind::Symlink, &link, 17, None).unwrap_err();
+        let e = open_as(ObjectKind::Symlink, &link, 17, None, None).unwrap_err();
         assert!(e.to_string().contains("is now a regular file"), "{e}");
         // A file's metadata comes with it.
         let f = d.path().join("f");
         std::fs::write(&f, b"abc").unwrap();
         std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
-        let o = open_as(ObjectKind::File, &f, 3, None).unwrap();
+        let o = open_as(ObjectKind::File, &f, 3, None, None).unwrap();
         assert_eq!(o.meta.kind, ObjectKind::File);
         assert_eq!(o.meta.mode, 0o640);
         assert_eq!(o.meta.mtime_ns, o.stamp.mtime_ns);

@@ -61,6 +61,9 @@ pub struct ArchiveItem {
     /// The source as the archive's planner saw it, when it recorded that: a source changed
     /// since is refused rather than archived (two copies of one object must be one content).
     pub planned: Option<SourceStamp>,
+    /// The root the source must be reached beneath, with no symbolic link on the way, when the
+    /// job came with an API token's roots ([`crate::session::confine`]); `None`: any path.
+    pub confine: Option<PathBuf>,
 }
 
 /// What a write session achieved on one cartridge.
@@ -831,7 +834,13 @@ fn read_object(
     stopped: &dyn Fn() -> bool,
     throttle: &Throttle<'_>,
 ) -> Result<Read, SessionError> {
-    let mut opened = match source::open_as(it.kind, &it.path, it.size, it.planned.as_ref()) {
+    let mut opened = match source::open_as(
+        it.kind,
+        &it.path,
+        it.size,
+        it.planned.as_ref(),
+        it.confine.as_deref(),
+    ) {
         Ok(x) => x,
         Err(fault) => return Ok(Read::Fault(fault)),
     };

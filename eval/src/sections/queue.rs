@@ -181,6 +181,7 @@ async fn measure(cat: &Catalogue, db: Db, n: u64, decisions: usize) -> Result<Me
             selection: RecallSelection::Prefix(format!("queue/job{j}")),
             destination: root.into(),
             overwrite: Default::default(),
+            confine: None,
         });
         let t = Instant::now();
         let rec = store

@@ -1,5 +1,6 @@
 //! `/v1/catalog`: objects by key prefix, and one key with where its copies are.
 
+use axum::Extension;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::Json;
@@ -8,8 +9,10 @@ use reel_engine::format::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
 use crate::error::JobsError;
+use crate::token::Scope;
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -117,13 +120,17 @@ pub struct ListObjectsQuery {
     responses(
         (status = 200, description = "objects in key order", body = Vec<ObjectView>),
         (status = 400, description = "bad limit", body = ErrorBody),
+        (status = 401, description = "no valid token", body = ErrorBody),
+        (status = 403, description = "the token lacks the read scope", body = ErrorBody),
         (status = 503, description = "catalogue unreachable", body = ErrorBody),
     )
 )]
 pub(super) async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     query: std::result::Result<Query<ListObjectsQuery>, QueryRejection>,
 ) -> ApiResult<Json<Vec<ObjectView>>> {
+    caller.require(Scope::Read, "list the catalogue")?;
     let Query(q) = query?;
     let limit = q.limit.unwrap_or(1000);
     if limit == 0 || limit > MAX_LIST {
@@ -150,13 +157,17 @@ pub(super) async fn list(
     responses(
         (status = 200, description = "the object and its copies", body = ObjectCopies),
         (status = 404, description = "no durable object with that key", body = ErrorBody),
+        (status = 401, description = "no valid token", body = ErrorBody),
+        (status = 403, description = "the token lacks the read scope", body = ErrorBody),
         (status = 503, description = "catalogue unreachable", body = ErrorBody),
     )
 )]
 pub(super) async fn find(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     key: std::result::Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<ObjectCopies>> {
+    caller.require(Scope::Read, "look the catalogue up")?;
     let Path(key) = key?;
     let cat = state.catalogue();
     let Some(obj) = cat.object(&key).await.map_err(JobsError::from)? else {

@@ -154,6 +154,13 @@ fn catalogue_error(e: &CatalogueError) -> ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> ApiError {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is larger than [serve] max_body_bytes allows",
+                "send a smaller body: recall a prefix rather than a million keys, or split the job",
+            );
+        }
         ApiError::bad_request(
             format!("bad JSON body: {}", r.body_text()),
             "send Content-Type: application/json and a body as described in GET /openapi.json",

@@ -3,6 +3,7 @@
 use reel_engine::session::destination::Overwrite;
 use std::path::{Path, PathBuf};
 
+use axum::Extension;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
@@ -10,11 +11,15 @@ use axum::response::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
 use crate::cli::{archive_spec, intake_spec, recall_spec, verify_spec};
+use crate::confine::{ConfineError, confine_paths};
 use crate::job::{JobSpec, JobState};
 use crate::queue::requests::{JobRequestCounts, TapeRequests};
+use crate::queue::store::JobFilter;
 use crate::queue::{JobRecord, Progress};
+use crate::token::Scope;
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -185,6 +190,8 @@ pub struct JobView {
     pub updated_ms: i64,
     /// Reached a final state (unix ms).
     pub finished_ms: Option<i64>,
+    /// Id of the API token that submitted it (none: the `reel` command).
+    pub token: Option<String>,
     /// Its tape requests (only on `GET /v1/jobs/{id}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestCountsView>,
@@ -193,7 +200,7 @@ pub struct JobView {
 impl From<JobRecord> for JobView {
     fn from(r: JobRecord) -> JobView {
         JobView {
-            spec: serde_json::to_value(&r.spec).unwrap_or(serde_json::Value::Null),
+            spec: compact(serde_json::to_value(&r.spec).unwrap_or(serde_json::Value::Null)),
             kind: r.kind.as_str().into(),
             state: r.state.as_str().into(),
             id: r.id,
@@ -204,14 +211,139 @@ impl From<JobRecord> for JobView {
             worker: r.worker,
             progress: r.progress.into(),
             cancel_requested: r.cancel_requested,
-            result: r.result,
+            result: r.result.map(compact),
             error: r.error,
             created_ms: r.created_ms,
             updated_ms: r.updated_ms,
             finished_ms: r.finished_ms,
+            token: r.token_id,
             requests: None,
         }
     }
+}
+
+/// Most items of one list a job view shows (keys of a recall, objects of a result).
+pub const VIEW_ITEMS: usize = 20;
+
+/// A job's spec or result as a view shows it: every list longer than [`VIEW_ITEMS`] cut to its
+/// first items, with `<field>_total` beside it, so a view stays small whatever the job's size.
+fn compact(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::with_capacity(map.len());
+            for (k, v) in map {
+                match v {
+                    Value::Array(a) if a.len() > VIEW_ITEMS => {
+                        out.insert(format!("{k}_total"), Value::from(a.len()));
+                        out.insert(
+                            k,
+                            Value::Array(a.into_iter().take(VIEW_ITEMS).map(compact).collect()),
+                        );
+                    }
+                    other => {
+                        out.insert(k, compact(other));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => {
+            // An array inside an array (a tagged enum's payload): cut it the same way.
+            let n = a.len();
+            let mut items: Vec<Value> = a.into_iter().take(VIEW_ITEMS).map(compact).collect();
+            if n > VIEW_ITEMS {
+                items.push(Value::String(format!("… {} more", n - VIEW_ITEMS)));
+            }
+            Value::Array(items)
+        }
+        other => other,
+    }
+}
+
+fn confine_error(e: ConfineError) -> ApiError {
+    let status = match e {
+        ConfineError::Unreachable { .. } => StatusCode::BAD_REQUEST,
+        _ => StatusCode::FORBIDDEN,
+    };
+    let hint = match e {
+        ConfineError::Outside { .. } | ConfineError::NoRoots { .. } => {
+            "give paths inside the token's roots (`reel token list` shows them to the operator)"
+        }
+        ConfineError::Own { .. } => {
+            "reel's data directory, configuration, plugin and database are never archived or written by a job"
+        }
+        ConfineError::Unreachable { .. } => {
+            "give the real path: confined jobs resolve no symbolic link on the way"
+        }
+    };
+    ApiError::new(status, e.to_string(), hint)
+}
+
+/// Lowest and highest priority a request may ask for.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
+
+/// The job's priority, within what the caller may ask for: a token without `operate` gets at
+/// most its maximum, also when it asks for none (the kind's default would be above it).
+fn priority_for(caller: &Caller, spec: &JobSpec, asked: Option<i32>) -> ApiResult<Option<i32>> {
+    let t = caller.token();
+    if let Some(p) = asked
+        && !PRIORITY_RANGE.contains(&p)
+    {
+        return Err(ApiError::bad_request(
+            format!("priority {p} is out of range"),
+            format!(
+                "give a priority from {} to {}",
+                PRIORITY_RANGE.start(),
+                PRIORITY_RANGE.end()
+            ),
+        ));
+    }
+    if t.has(Scope::Operate) {
+        return Ok(asked);
+    }
+    match asked {
+        Some(p) if p > t.max_priority => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "priority {p} is above this token's maximum, {}",
+                t.max_priority
+            ),
+            "ask for a lower priority, or have the operator raise the token's --max-priority",
+        )),
+        Some(p) => Ok(Some(p)),
+        None => Ok(Some(spec.default_priority().min(t.max_priority))),
+    }
+}
+
+/// 403 unless every key (or key prefix) is within the token's key prefixes.
+fn check_keys<'a>(
+    caller: &Caller,
+    field: &str,
+    keys: impl IntoIterator<Item = &'a str>,
+) -> ApiResult<()> {
+    let t = caller.token();
+    for k in keys {
+        if !t.may_use_key(k) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("`{field}` `{k}` is outside this token's key prefixes"),
+                if t.key_prefixes.is_empty() {
+                    "this token has no key prefixes: the operator gives them with `reel token create --key-prefix`".to_string()
+                } else {
+                    format!(
+                        "use keys under {}",
+                        t.key_prefixes
+                            .iter()
+                            .map(|p| format!("`{p}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Paths over HTTP are on the server host and must be absolute: the server's working directory
@@ -229,12 +361,18 @@ fn absolute_path(field: &str, p: &str) -> ApiResult<PathBuf> {
 
 async fn submit(
     state: &AppState,
+    caller: &Caller,
     spec: JobSpec,
     priority: Option<i32>,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
+    let priority = priority_for(caller, &spec, priority)?;
     crate::submission::check(&spec, state.config(), state.catalogue()).await?;
-    let rec = state.queue().submit(spec, priority).await?;
-    tracing::info!(id = %rec.id, kind = %rec.kind, "job submitted over HTTP");
+    let token = &caller.token().id;
+    let rec = state
+        .queue()
+        .submit_for(spec, priority, Some(token))
+        .await?;
+    tracing::info!(id = %rec.id, kind = %rec.kind, %token, "job submitted over HTTP");
     Ok((StatusCode::ACCEPTED, Json(rec.into())))
 }
 
@@ -252,9 +390,12 @@ async fn submit(
 )]
 pub(super) async fn submit_archive(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: std::result::Result<Json<ArchiveRequest>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
+    caller.require(Scope::Submit, "archive")?;
     let Json(req) = body?;
+    check_keys(&caller, "key_prefix", [req.key_prefix.as_str()])?;
     if req.paths.is_empty() {
         return Err(ApiError::bad_request(
             "`paths` is empty",
@@ -266,8 +407,19 @@ pub(super) async fn submit_archive(
         .iter()
         .map(|p| absolute_path("paths", p))
         .collect::<ApiResult<Vec<_>>>()?;
-    let spec = archive_spec(state.config(), &paths, req.class, req.key_prefix)?;
-    submit(&state, spec, req.priority).await
+    let root = confine_paths(
+        "paths",
+        &paths,
+        &caller.token().roots,
+        state.protected(),
+        false,
+    )
+    .map_err(confine_error)?;
+    let mut spec = archive_spec(state.config(), &paths, req.class, req.key_prefix)?;
+    if let JobSpec::Archive(a) = &mut spec {
+        a.confine = Some(root);
+    }
+    submit(&state, &caller, spec, req.priority).await
 }
 
 /// Recall objects from tape into a directory.
@@ -284,12 +436,27 @@ pub(super) async fn submit_archive(
 )]
 pub(super) async fn submit_recall(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: std::result::Result<Json<RecallRequest>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
+    caller.require(Scope::Submit, "recall")?;
     let Json(req) = body?;
+    check_keys(&caller, "keys", req.keys.iter().map(String::as_str))?;
+    check_keys(&caller, "prefix", req.prefix.as_deref())?;
     let to = absolute_path("to", &req.to)?;
-    let spec = recall_spec(req.keys, req.prefix, Path::new(&to), req.overwrite)?;
-    submit(&state, spec, req.priority).await
+    let root = confine_paths(
+        "to",
+        std::slice::from_ref(&to),
+        &caller.token().roots,
+        state.protected(),
+        true,
+    )
+    .map_err(confine_error)?;
+    let mut spec = recall_spec(req.keys, req.prefix, Path::new(&to), req.overwrite)?;
+    if let JobSpec::Recall(r) = &mut spec {
+        r.confine = Some(root);
+    }
+    submit(&state, &caller, spec, req.priority).await
 }
 
 /// Read back and check what is on tape.
@@ -306,11 +473,13 @@ pub(super) async fn submit_recall(
 )]
 pub(super) async fn submit_verify(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: std::result::Result<Json<VerifyRequest>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
+    caller.require(Scope::Submit, "verify")?;
     let Json(req) = body?;
     let spec = verify_spec(req.cartridge, req.container, req.sample_every)?;
-    submit(&state, spec, req.priority).await
+    submit(&state, &caller, spec, req.priority).await
 }
 
 /// Take new cartridges into the library's catalogue.
@@ -327,15 +496,17 @@ pub(super) async fn submit_verify(
 )]
 pub(super) async fn submit_intake(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: std::result::Result<Json<IntakeRequest>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
+    caller.require(Scope::Operate, "take cartridges in")?;
     let Json(req) = body?;
     let spec = intake_spec(req.barcodes, req.all_new, req.pool)?;
-    submit(&state, spec, req.priority).await
+    submit(&state, &caller, spec, req.priority).await
 }
 
-/// Most jobs one list returns.
-const MAX_LIST: u32 = 1000;
+/// Most jobs one page holds.
+const MAX_LIST: u32 = 200;
 
 /// `GET /v1/jobs` query.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -344,26 +515,51 @@ const MAX_LIST: u32 = 1000;
 pub struct ListJobsQuery {
     /// Only jobs in this state: queued, running, done, failed, cancelled.
     pub state: Option<String>,
-    /// At most this many (default 50, at most 1000).
+    /// At most this many (default 50, at most 200).
     pub limit: Option<u32>,
+    /// The `next_cursor` of the page before: the jobs after it.
+    pub cursor: Option<String>,
 }
 
-/// List jobs, newest first.
+/// A page of jobs, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobPage {
+    /// The jobs.
+    pub jobs: Vec<JobView>,
+    /// Give it as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+fn parse_cursor(c: &str) -> Option<(i64, String)> {
+    let (ms, id) = c.split_once('.')?;
+    let ms = ms.parse::<i64>().ok().filter(|m| *m >= 0)?;
+    (!id.is_empty() && id.len() <= 64).then(|| (ms, id.to_string()))
+}
+
+/// List jobs, newest first, a page at a time: every job with `read`, only the caller's own
+/// with `submit` alone.
 #[utoipa::path(
     get,
     path = "/v1/jobs",
     tag = "jobs",
     params(ListJobsQuery),
     responses(
-        (status = 200, description = "jobs, newest first", body = Vec<JobView>),
-        (status = 400, description = "unknown state or bad limit", body = ErrorBody),
+        (status = 200, description = "a page of jobs, newest first", body = JobPage),
+        (status = 400, description = "unknown state, bad limit or bad cursor", body = ErrorBody),
+        (status = 401, description = "no valid token", body = ErrorBody),
+        (status = 403, description = "the token has neither read nor submit", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]
 pub(super) async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     query: std::result::Result<Query<ListJobsQuery>, QueryRejection>,
-) -> ApiResult<Json<Vec<JobView>>> {
+) -> ApiResult<Json<JobPage>> {
+    if !caller.token().sees_all_jobs() {
+        caller.require(Scope::Submit, "list jobs")?;
+    }
     let Query(q) = query?;
     let job_state = match q.state.as_deref() {
         None | Some("") => None,
@@ -378,11 +574,48 @@ pub(super) async fn list(
     if limit == 0 || limit > MAX_LIST {
         return Err(ApiError::bad_request(
             format!("limit {limit} is out of range"),
-            format!("give a limit from 1 to {MAX_LIST}"),
+            format!("give a limit from 1 to {MAX_LIST}, and page with `cursor`"),
         ));
     }
-    let jobs = state.queue().store().list(job_state, limit).await?;
-    Ok(Json(jobs.into_iter().map(JobView::from).collect()))
+    let after = match q.cursor.as_deref() {
+        None | Some("") => None,
+        Some(c) => Some(parse_cursor(c).ok_or_else(|| {
+            ApiError::bad_request(
+                format!("cursor `{c}` is not one this service gave"),
+                "give the `next_cursor` of the page before, unchanged",
+            )
+        })?),
+    };
+    let filter = JobFilter {
+        state: job_state,
+        token_id: (!caller.token().sees_all_jobs()).then(|| caller.token().id.clone()),
+        after,
+    };
+    // One more than asked says whether there is a next page.
+    let mut jobs = state.queue().store().page(&filter, limit + 1).await?;
+    let next_cursor = if jobs.len() > limit as usize {
+        jobs.truncate(limit as usize);
+        jobs.last().map(|j| format!("{}.{}", j.created_ms, j.id))
+    } else {
+        None
+    };
+    Ok(Json(JobPage {
+        jobs: jobs.into_iter().map(JobView::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// The job, if the caller may see it; another's job is "no such job" to a `submit` token, so
+/// it learns nothing of jobs that are not its own.
+async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> ApiResult<JobRecord> {
+    if !caller.token().sees_all_jobs() {
+        caller.require(Scope::Submit, "see jobs")?;
+    }
+    let rec = state.queue().store().require(id).await?;
+    if !caller.owns_or_oversees(rec.token_id.as_deref()) {
+        return Err(crate::error::JobsError::NoSuchJob(id.to_string()).into());
+    }
+    Ok(rec)
 }
 
 /// One job in full, with progress and its tape requests.
@@ -399,10 +632,11 @@ pub(super) async fn list(
 )]
 pub(super) async fn show(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     id: std::result::Result<UrlPath<String>, PathRejection>,
 ) -> ApiResult<Json<JobView>> {
     let UrlPath(id) = id?;
-    let rec = state.queue().store().require(&id).await?;
+    let rec = visible_job(&state, &caller, &id).await?;
     let counts = TapeRequests::new(state.queue().store().db().clone())
         .counts(&id)
         .await?;
@@ -426,9 +660,11 @@ pub(super) async fn show(
 )]
 pub(super) async fn cancel(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     id: std::result::Result<UrlPath<String>, PathRejection>,
 ) -> ApiResult<Json<JobView>> {
     let UrlPath(id) = id?;
+    may_act_on(&state, &caller, &id, "cancel").await?;
     let rec = state.queue().cancel(&id).await?;
     tracing::info!(%id, state = %rec.state, "cancel requested over HTTP");
     Ok(Json(rec.into()))
@@ -449,10 +685,31 @@ pub(super) async fn cancel(
 )]
 pub(super) async fn retry(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     id: std::result::Result<UrlPath<String>, PathRejection>,
 ) -> ApiResult<Json<JobView>> {
     let UrlPath(id) = id?;
+    may_act_on(&state, &caller, &id, "retry").await?;
     let rec = state.queue().retry(&id).await?;
     tracing::info!(%id, "retried over HTTP");
     Ok(Json(rec.into()))
+}
+
+/// A job's own submitter (with `submit`) may cancel or retry it; anyone's needs `operate`.
+async fn may_act_on(state: &AppState, caller: &Caller, id: &str, what: &str) -> ApiResult<()> {
+    if caller.token().has(Scope::Operate) {
+        return Ok(());
+    }
+    if !caller.token().has(Scope::Submit) {
+        return caller.require(Scope::Operate, &format!("{what} jobs"));
+    }
+    let rec = state.queue().store().require(id).await?;
+    if rec.token_id.as_deref() == Some(caller.token().id.as_str()) {
+        return Ok(());
+    }
+    if caller.token().has(Scope::Read) {
+        // It can see the job, so say why it may not act on it.
+        return caller.require(Scope::Operate, &format!("{what} another token's job"));
+    }
+    Err(crate::error::JobsError::NoSuchJob(id.to_string()).into())
 }

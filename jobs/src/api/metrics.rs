@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use axum::Extension;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
@@ -26,10 +27,12 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, Prometheu
 use sqlx::Row;
 
 use super::AppState;
+use super::auth::Caller;
 use crate::error::Result;
 use crate::job::{JobKind, JobState};
 use crate::queue::requests::TapeRequests;
 use crate::scheduler::MountTarget;
+use crate::token::Scope;
 
 const STATES: [JobState; 5] = [
     JobState::Queued,
@@ -184,7 +187,12 @@ pub(super) async fn track(State(state): State<AppState>, req: Request, next: Nex
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
-    let method = req.method().to_string();
+    // Only the methods the API knows become a label; any other string a client sends would
+    // be a new series for good (unbounded memory).
+    let method = match req.method().as_str() {
+        m @ ("GET" | "POST" | "PUT" | "DELETE" | "HEAD" | "OPTIONS" | "PATCH") => m.to_string(),
+        _ => "other".to_string(),
+    };
     let t0 = Instant::now();
     let resp = next.run(req).await;
     state.metrics().http(
@@ -201,9 +209,19 @@ pub(super) async fn track(State(state): State<AppState>, req: Request, next: Nex
     get,
     path = "/metrics",
     tag = "service",
-    responses((status = 200, description = "Prometheus text format; reel_store_up is 0 when the store could not be read", content_type = "text/plain"))
+    responses(
+        (status = 200, description = "Prometheus text format; reel_store_up is 0 when the store could not be read", content_type = "text/plain"),
+        (status = 401, description = "no valid token", body = super::ErrorBody),
+        (status = 403, description = "the token lacks the read scope", body = super::ErrorBody),
+    )
 )]
-pub(super) async fn render(State(state): State<AppState>) -> Response {
+pub(super) async fn render(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
+    if let Err(e) = caller.require(Scope::Read, "read the metrics") {
+        return e.into_response();
+    }
     let up = match state.metrics().refresh(&state).await {
         Ok(()) => 1.0,
         Err(e) => {

@@ -15,18 +15,29 @@
 //! | `GET /v1/catalog/objects?prefix=&limit=` | objects by key prefix |
 //! | `GET /v1/catalog/objects/{key}` | one object and where its copies are |
 //! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | health, Prometheus, OpenAPI |
+//!
+//! Every route but `/healthz` and `/openapi.json` needs an API token with the right scope
+//! ([`auth`], [`crate::token`]); archive sources and recall destinations must lie in the
+//! token's roots ([`crate::confine`]); [`limits`] and [`connection`] bound what one client may
+//! cost. docs/OPERATIONS.md says how to run it safely.
 
+pub mod auth;
 mod catalog;
+mod connection;
 mod error;
 mod jobs;
+pub mod limits;
 mod metrics;
 mod openapi;
 #[cfg(test)]
 mod tests;
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
@@ -40,6 +51,7 @@ use utoipa::ToSchema;
 use crate::config::Config;
 use crate::error::{JobsError, Result};
 use crate::queue::JobQueue;
+use crate::token::TokenStore;
 
 pub use error::{ApiError, ErrorBody};
 pub use openapi::ApiDoc;
@@ -56,19 +68,61 @@ struct Inner {
     queue: JobQueue,
     catalogue: Catalogue,
     metrics: metrics::Metrics,
+    tokens: TokenStore,
+    rate: limits::RateLimiter,
+    hosts: limits::AllowedHosts,
+    protected: Vec<PathBuf>,
+    recent: auth::RecentAuth,
 }
 
 impl AppState {
-    /// State over an open queue and catalogue (both on the configured `[store]`).
-    pub fn new(config: Config, queue: JobQueue, catalogue: Catalogue) -> AppState {
+    /// State over an open queue and catalogue (both on the configured `[store]`), answering to
+    /// the host names of `listen` ([`limits::AllowedHosts`]). `protected` are reel's own paths
+    /// (data directory, config file, plugin, database files) that no client path may reach.
+    pub fn new(
+        config: Config,
+        queue: JobQueue,
+        catalogue: Catalogue,
+        listen: Option<SocketAddr>,
+        protected: Vec<PathBuf>,
+    ) -> AppState {
+        let tokens = TokenStore::new(queue.store().db().clone());
         AppState {
             inner: Arc::new(Inner {
+                rate: limits::RateLimiter::new(
+                    config.serve.rate_per_second,
+                    config.serve.rate_burst,
+                ),
+                hosts: limits::AllowedHosts::new(&config.serve, listen),
                 config,
                 queue,
                 catalogue,
                 metrics: metrics::Metrics::new(),
+                tokens,
+                protected,
+                recent: auth::RecentAuth::default(),
             }),
         }
+    }
+
+    fn tokens(&self) -> &TokenStore {
+        &self.inner.tokens
+    }
+
+    fn rate(&self) -> &limits::RateLimiter {
+        &self.inner.rate
+    }
+
+    fn hosts(&self) -> &limits::AllowedHosts {
+        &self.inner.hosts
+    }
+
+    fn recent(&self) -> &auth::RecentAuth {
+        &self.inner.recent
+    }
+
+    fn protected(&self) -> &[PathBuf] {
+        &self.inner.protected
     }
 
     fn config(&self) -> &Config {
@@ -105,6 +159,23 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/catalog/objects", get(catalog::list))
         .route("/v1/catalog/objects/{*key}", get(catalog::find))
         .fallback(no_route)
+        // Layers run from the last added to the first: metrics see every request, a foreign
+        // Host is refused before anything else is read, and no handler runs unauthenticated.
+        .layer(DefaultBodyLimit::max(
+            state.config().serve.max_body_bytes as usize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::request_timeout,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::check_host_and_headers,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::track,
@@ -124,6 +195,20 @@ pub async fn bind(listen: &str) -> Result<TcpListener> {
         })
 }
 
+/// Refuse to serve on an address other than loopback while no API token exists: every route
+/// would answer 401, and the operator most likely meant to create one first.
+pub async fn check_exposure(addr: SocketAddr, tokens: &TokenStore) -> Result<()> {
+    if addr.ip().is_loopback() || tokens.any_active().await? {
+        return Ok(());
+    }
+    Err(JobsError::Config {
+        origin: "[serve] listen (or --listen, REEL_SERVE_LISTEN)".into(),
+        message: format!(
+            "{addr} is reachable from other hosts and no API token exists; create one first (`reel token create --name NAME --scope read,submit --root DIR --key-prefix PREFIX`), or listen on 127.0.0.1"
+        ),
+    })
+}
+
 /// Serve the API on `listener` until `shutdown` is cancelled, then finish the requests in
 /// flight and return.
 pub async fn run(
@@ -136,14 +221,8 @@ pub async fn run(
         .map(|a| a.to_string())
         .unwrap_or_default();
     tracing::info!(%addr, "HTTP API listening");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(|source| JobsError::Io {
-            doing: "serving HTTP on",
-            path: addr.into(),
-            source,
-        })?;
+    let cfg = state.config().serve.clone();
+    connection::serve(listener, router(state), &cfg, shutdown).await;
     tracing::info!("HTTP API stopped");
     Ok(())
 }

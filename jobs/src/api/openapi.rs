@@ -27,6 +27,8 @@ use super::{catalog, jobs, metrics};
         metrics::render,
         document,
     ),
+    modifiers(&BearerAuth),
+    security(("token" = [])),
     tags(
         (name = "jobs", description = "submit and follow jobs"),
         (name = "catalog", description = "what is on tape, and where"),
@@ -34,6 +36,27 @@ use super::{catalog, jobs, metrics};
     )
 )]
 pub struct ApiDoc;
+
+/// Declares the bearer token every route but /healthz and /openapi.json needs.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "token",
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "an API token, `reel_<id>.<secret>`, from `reel token create`",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
 
 /// This document.
 #[utoipa::path(

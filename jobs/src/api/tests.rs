@@ -11,30 +11,69 @@ use crate::queue::JobQueue;
 
 struct Fixture {
     state: AppState,
+    /// An admin token with root `/` (the fixture protects none of reel's paths).
+    admin: String,
     _dir: tempfile::TempDir,
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(|_| {}).await
+}
+
+async fn fixture_with(edit: impl FnOnce(&mut crate::config::Config)) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let loaded = LoadedConfig::load_with(None, Some(dir.path()), &Default::default()).unwrap();
+    let mut loaded = LoadedConfig::load_with(None, Some(dir.path()), &Default::default()).unwrap();
+    edit(&mut loaded.config);
     let queue = JobQueue::open(&loaded.config).await.unwrap();
     let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url)
         .await
         .unwrap();
+    let state = AppState::new(loaded.config, queue, catalogue, None, Vec::new());
+    let admin = token(&state, "admin", "/").await;
     Fixture {
-        state: AppState::new(loaded.config, queue, catalogue),
+        state,
+        admin,
         _dir: dir,
     }
 }
 
-/// One request; returns the status and the body (JSON when it parses, else a JSON string).
-async fn call(
+/// A new token with these scopes and one root.
+async fn token(state: &AppState, scopes: &str, root: &str) -> String {
+    state
+        .tokens()
+        .create(
+            scopes,
+            crate::token::parse_scopes(scopes).unwrap(),
+            vec![root.into()],
+            vec![String::new()],
+            50,
+        )
+        .await
+        .unwrap()
+        .bearer
+}
+
+/// One request as the fixture's admin; returns the status and the body (JSON when it parses,
+/// else a JSON string).
+async fn call(f: &Fixture, method: Method, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+    call_as(&f.state, Some(&f.admin), method, uri, body).await
+}
+
+/// One request with `token` (or none).
+async fn call_as(
     state: &AppState,
+    token: Option<&str>,
     method: Method,
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let req = Request::builder().method(method).uri(uri);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "localhost:8420");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
     let req = match body {
         Some(b) => req
             .header("content-type", "application/json")
@@ -68,7 +107,7 @@ fn assert_error(status: StatusCode, body: &Value, want: StatusCode, needle: &str
 #[tokio::test]
 async fn api_submit_list_show_cancel_retry() {
     let f = fixture().await;
-    let s = &f.state;
+    let s = &f;
     let (st, job) = call(
         s,
         Method::POST,
@@ -99,11 +138,11 @@ async fn api_submit_list_show_cancel_retry() {
 
     let (st, list) = call(s, Method::GET, "/v1/jobs", None).await;
     assert_eq!(st, StatusCode::OK);
-    assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 2, "{list}");
     let (_, list) = call(s, Method::GET, "/v1/jobs?state=queued&limit=1", None).await;
-    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1, "{list}");
     let (_, list) = call(s, Method::GET, "/v1/jobs?state=done", None).await;
-    assert_eq!(list, json!([]));
+    assert_eq!(list, json!({"jobs": []}));
 
     let (st, shown) = call(s, Method::GET, &format!("/v1/jobs/{id}"), None).await;
     assert_eq!(st, StatusCode::OK, "{shown}");
@@ -117,7 +156,7 @@ async fn api_submit_list_show_cancel_retry() {
     let (st, v) = call(s, Method::POST, &format!("/v1/jobs/{id}/cancel"), None).await;
     assert_error(st, &v, StatusCode::CONFLICT, "cancelled");
     let (_, list) = call(s, Method::GET, "/v1/jobs?state=cancelled", None).await;
-    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1, "{list}");
 
     let (st, v) = call(s, Method::POST, &format!("/v1/jobs/{id}/retry"), None).await;
     assert_eq!(st, StatusCode::OK, "{v}");
@@ -169,8 +208,8 @@ async fn seed(state: &AppState, barcode: &str, key: &str) -> i64 {
 #[tokio::test]
 async fn api_archive_and_recall_specs_match_the_cli() {
     let f = fixture().await;
-    let s = &f.state;
-    seed(s, "S00001", "x/a.txt").await;
+    let s = &f;
+    seed(&s.state, "S00001", "x/a.txt").await;
     let tree = tempfile::tempdir().unwrap();
     std::fs::write(tree.path().join("a.txt"), b"a").unwrap();
     let (st, v) = call(
@@ -188,7 +227,10 @@ async fn api_archive_and_recall_specs_match_the_cli() {
         "x/".into(),
     )
     .unwrap();
-    assert_eq!(v["spec"], serde_json::to_value(&want).unwrap());
+    // The same spec, confined to the token's root the paths lie in.
+    let mut want = serde_json::to_value(&want).unwrap();
+    want["confine"] = json!("/");
+    assert_eq!(v["spec"], want);
 
     let (st, v) = call(
         s,
@@ -200,12 +242,13 @@ async fn api_archive_and_recall_specs_match_the_cli() {
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     assert_eq!(v["spec"]["selection"], json!({"prefix": "x/"}));
     assert_eq!(v["spec"]["destination"], "/restore");
+    assert_eq!(v["spec"]["confine"], "/");
 }
 
 #[tokio::test]
 async fn api_bad_input_is_400_and_unknown_is_404() {
     let f = fixture().await;
-    let s = &f.state;
+    let s = &f;
     let cases = [
         (
             "/v1/jobs/archive",
@@ -255,10 +298,12 @@ async fn api_bad_input_is_400_and_unknown_is_404() {
     let req = Request::builder()
         .method(Method::POST)
         .uri("/v1/jobs/intake")
+        .header("host", "localhost")
+        .header("authorization", format!("Bearer {}", s.admin))
         .header("content-type", "application/json")
         .body(Body::from("{nope"))
         .unwrap();
-    let resp = router(s.clone()).oneshot(req).await.unwrap();
+    let resp = router(s.state.clone()).oneshot(req).await.unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
 
     let (st, v) = call(s, Method::GET, "/v1/jobs?state=bogus", None).await;
@@ -292,8 +337,8 @@ async fn api_bad_input_is_400_and_unknown_is_404() {
 #[tokio::test]
 async fn api_refuses_bad_submissions_naming_the_value() {
     let f = fixture().await;
-    let s = &f.state;
-    let id = seed(s, "S00001", "kept/a.txt").await;
+    let s = &f;
+    let id = seed(&s.state, "S00001", "kept/a.txt").await;
     let src = tempfile::tempdir().unwrap();
     let (ax, bx) = (src.path().join("a/x"), src.path().join("b/x"));
     for p in [&ax, &bx] {
@@ -397,7 +442,7 @@ async fn api_refuses_bad_submissions_naming_the_value() {
     .await;
     assert_error(st, &v, StatusCode::BAD_REQUEST, "A00001");
     let (_, list) = call(s, Method::GET, "/v1/jobs", None).await;
-    assert_eq!(list, json!([]), "nothing was queued");
+    assert_eq!(list, json!({"jobs": []}), "nothing was queued");
 
     // What the catalogue knows is accepted.
     for (uri, body) in [
@@ -416,8 +461,12 @@ async fn api_refuses_bad_submissions_naming_the_value() {
 #[tokio::test]
 async fn api_store_down_is_503() {
     let f = fixture().await;
-    let s = &f.state;
-    match s.queue().store().db() {
+    let s = &f;
+    // A client that has been calling: its token passes while the store is down (for a
+    // minute), so it sees the outage rather than a 401.
+    let (st, _) = call(s, Method::GET, "/v1/jobs", None).await;
+    assert_eq!(st, StatusCode::OK);
+    match s.state.queue().store().db() {
         crate::db::Db::Sqlite(p) => p.close().await,
         crate::db::Db::Postgres(p) => p.close().await,
     }
@@ -441,7 +490,7 @@ async fn api_store_down_is_503() {
 #[tokio::test]
 async fn api_openapi_names_every_route() {
     let f = fixture().await;
-    let (st, doc) = call(&f.state, Method::GET, "/openapi.json", None).await;
+    let (st, doc) = call(&f, Method::GET, "/openapi.json", None).await;
     assert_eq!(st, StatusCode::OK);
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
     let paths = doc["paths"].as_object().unwrap();
@@ -480,7 +529,7 @@ async fn api_openapi_names_every_route() {
         } else {
             Method::POST
         };
-        let (_, v) = call(&f.state, m, &uri, Some(json!({}))).await;
+        let (_, v) = call(&f, m, &uri, Some(json!({}))).await;
         assert!(
             !v["error"]
                 .as_str()
@@ -498,7 +547,7 @@ async fn api_openapi_names_every_route() {
 #[tokio::test]
 async fn api_metrics_has_job_gauges_and_http_counts() {
     let f = fixture().await;
-    let s = &f.state;
+    let s = &f;
     for _ in 0..3 {
         let (st, _) = call(
             s,
@@ -543,8 +592,8 @@ async fn healthz_is_503_naming_the_file_while_the_store_cannot_take_a_write() {
     use sqlx::ConnectOptions;
     use std::str::FromStr;
     let f = fixture().await;
-    let s = &f.state;
-    let file = s.queue().store().db().location();
+    let s = &f;
+    let file = s.state.queue().store().db().location();
     let mut other = sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite:{file}"))
         .unwrap()
         .connect()
@@ -565,4 +614,513 @@ async fn healthz_is_503_naming_the_file_while_the_store_cannot_take_a_write() {
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     let (st, v) = call(s, Method::GET, "/healthz", None).await;
     assert_eq!(st, StatusCode::OK, "{v}");
+}
+
+/// Send raw header lines (besides Host) as the admin, for the limit tests.
+async fn raw(f: &Fixture, host: &str, extra: &[(&str, String)], body: Body) -> (StatusCode, Value) {
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/jobs/intake")
+        .header("host", host)
+        .header("authorization", format!("Bearer {}", f.admin))
+        .header("content-type", "application/json");
+    for (k, v) in extra {
+        req = req.header(*k, v.as_str());
+    }
+    let resp = router(f.state.clone())
+        .oneshot(req.body(body).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Missing, malformed, wrong and revoked tokens are one 401 with `WWW-Authenticate`; a token
+/// without the scope is 403 naming the scope; /healthz and /openapi.json stay open.
+#[tokio::test]
+async fn tokens_authenticate_and_scopes_authorise() {
+    let f = fixture().await;
+    let st = &f.state;
+    let reader = token(st, "read", "/").await;
+    let mut wrong = reader.clone();
+    let last = wrong.pop().unwrap();
+    wrong.push(if last == 'a' { 'b' } else { 'a' });
+    let revoked = token(st, "read", "/").await;
+    st.tokens().revoke(&revoked).await.unwrap();
+    for (who, t) in [
+        ("none", None),
+        ("garbage", Some("nonsense")),
+        ("wrong secret", Some(wrong.as_str())),
+        ("revoked", Some(revoked.as_str())),
+    ] {
+        for (m, uri) in [
+            (Method::GET, "/v1/jobs"),
+            (Method::GET, "/metrics"),
+            (Method::GET, "/v1/catalog/objects"),
+            (Method::POST, "/v1/jobs/intake"),
+            (Method::GET, "/v1/no/such/route"),
+        ] {
+            let (code, v) = call_as(st, t, m, uri, Some(json!({"all_new": true}))).await;
+            assert_error(code, &v, StatusCode::UNAUTHORIZED, "needs an API token");
+            assert!(!v.to_string().contains("revoked\""), "{who}: {v}");
+        }
+    }
+    let req = Request::builder()
+        .uri("/v1/jobs")
+        .header("host", "localhost")
+        .body(Body::empty())
+        .unwrap();
+    let resp = router(st.clone()).oneshot(req).await.unwrap();
+    assert_eq!(
+        resp.headers().get("www-authenticate").unwrap(),
+        r#"Bearer realm="reel""#
+    );
+    for open in ["/healthz", "/openapi.json"] {
+        let (code, _) = call_as(st, None, Method::GET, open, None).await;
+        assert_eq!(code, StatusCode::OK, "{open}");
+    }
+    // A reader reads, and may not submit, take cartridges in, cancel or retry.
+    let (code, _) = call_as(st, Some(&reader), Method::GET, "/v1/jobs", None).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, v) = call_as(
+        st,
+        Some(&reader),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"prefix": "x/", "to": "/tmp/r"})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "`submit` scope");
+    let (code, v) = call_as(
+        st,
+        Some(&reader),
+        Method::POST,
+        "/v1/jobs/intake",
+        Some(json!({"all_new": true})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "`operate` scope");
+    // A submitter may not read the catalogue or the metrics.
+    let submitter = token(st, "submit", "/").await;
+    for uri in ["/v1/catalog/objects", "/metrics"] {
+        let (code, v) = call_as(st, Some(&submitter), Method::GET, uri, None).await;
+        assert_error(code, &v, StatusCode::FORBIDDEN, "`read` scope");
+    }
+}
+
+/// A `submit` token sees, cancels and retries only its own jobs (another's is "no such job"),
+/// may not raise its priority past its maximum, and its jobs record it; `operate` acts on all.
+#[tokio::test]
+async fn a_submit_token_owns_its_jobs_only() {
+    let f = fixture().await;
+    let st = &f.state;
+    seed(st, "S00001", "x/a.txt").await;
+    let (alice, bob) = (
+        token(st, "submit", "/").await,
+        token(st, "submit", "/").await,
+    );
+    let operator = token(st, "operate", "/").await;
+    let recall = json!({"prefix": "x/", "to": "/tmp/reel-api-owner"});
+    let (code, job) = call_as(
+        st,
+        Some(&alice),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(recall.clone()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    let alice_id = crate::token::split_bearer(&alice).unwrap().0;
+    assert_eq!(job["token"], alice_id);
+    let (code, _) = call_as(
+        st,
+        Some(&bob),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(recall.clone()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    // Each sees one job: its own.
+    for t in [&alice, &bob] {
+        let (_, list) = call_as(st, Some(t), Method::GET, "/v1/jobs", None).await;
+        assert_eq!(list["jobs"].as_array().unwrap().len(), 1, "{list}");
+    }
+    let (_, list) = call_as(st, Some(&operator), Method::GET, "/v1/jobs", None).await;
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 2, "{list}");
+    // Bob cannot see, cancel or retry Alice's job: it does not exist for him.
+    for (m, uri) in [
+        (Method::GET, format!("/v1/jobs/{id}")),
+        (Method::POST, format!("/v1/jobs/{id}/cancel")),
+        (Method::POST, format!("/v1/jobs/{id}/retry")),
+    ] {
+        let (code, v) = call_as(st, Some(&bob), m, &uri, None).await;
+        assert_error(code, &v, StatusCode::NOT_FOUND, "no job");
+    }
+    // Alice cancels her own, the operator retries it.
+    let (code, v) = call_as(
+        st,
+        Some(&alice),
+        Method::POST,
+        &format!("/v1/jobs/{id}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    let (code, v) = call_as(
+        st,
+        Some(&operator),
+        Method::POST,
+        &format!("/v1/jobs/{id}/retry"),
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    // Priority: up to the token's maximum (50), any for operate.
+    let mut urgent = recall.clone();
+    urgent["priority"] = json!(90);
+    let (code, v) = call_as(
+        st,
+        Some(&alice),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(urgent.clone()),
+    )
+    .await;
+    assert_error(
+        code,
+        &v,
+        StatusCode::FORBIDDEN,
+        "above this token's maximum",
+    );
+    let (code, v) = call_as(
+        st,
+        Some(&operator),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(urgent),
+    )
+    .await;
+    assert_eq!(
+        code,
+        StatusCode::FORBIDDEN,
+        "operate alone does not submit: {v}"
+    );
+}
+
+/// Paths outside the token's roots are refused alike whether they exist or not; a link on the
+/// way is refused; reel's own paths are refused even inside a root.
+#[tokio::test]
+async fn paths_are_confined_to_the_tokens_roots() {
+    let f = fixture().await;
+    let st = &f.state;
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("root");
+    std::fs::create_dir_all(root.join("in")).unwrap();
+    std::fs::write(root.join("in/f"), b"f").unwrap();
+    std::fs::write(base.path().join("secret"), b"s").unwrap();
+    std::os::unix::fs::symlink(base.path(), root.join("up")).unwrap();
+    let t = token(st, "submit", root.to_str().unwrap()).await;
+    let archive = |p: std::path::PathBuf| json!({"paths": [p]});
+    let (code, v) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(archive(root.join("in/f"))),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["spec"]["confine"], root.to_str().unwrap());
+    let (c1, v1) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(archive(base.path().join("secret"))),
+    )
+    .await;
+    let (c2, v2) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(archive(base.path().join("nothing"))),
+    )
+    .await;
+    assert_error(c1, &v1, StatusCode::FORBIDDEN, "outside this token's roots");
+    assert_error(c2, &v2, StatusCode::FORBIDDEN, "outside this token's roots");
+    let (code, v) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(archive(root.join("up/secret"))),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "symbolic link");
+    let (code, v) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(archive(root.join("in/../../secret"))),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "outside");
+    for to in ["/", "/etc", "/tmp/../etc"] {
+        let (code, v) = call_as(
+            st,
+            Some(&t),
+            Method::POST,
+            "/v1/jobs/recall",
+            Some(json!({"keys": ["k"], "to": to})),
+        )
+        .await;
+        assert_error(code, &v, StatusCode::FORBIDDEN, "outside");
+    }
+    let (code, v) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"keys": ["k"], "to": root.join("up/x")})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "symbolic link");
+    // reel's own paths inside a root.
+    let own = AppState::new(
+        st.config().clone(),
+        st.queue().clone(),
+        st.catalogue().clone(),
+        None,
+        vec![root.join("in")],
+    );
+    let (code, v) = call_as(
+        &own,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(archive(root.join("in/f"))),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "reel's own");
+    // A token without roots names no paths.
+    let rootless = st
+        .tokens()
+        .create(
+            "x",
+            crate::token::parse_scopes("submit").unwrap(),
+            vec![],
+            vec![String::new()],
+            50,
+        )
+        .await
+        .unwrap()
+        .bearer;
+    let (code, v) = call_as(
+        st,
+        Some(&rootless),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(archive(root.join("in/f"))),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "no roots");
+}
+
+/// A foreign or missing Host, oversized headers and bodies, and a token past its rate are
+/// refused with JSON bodies.
+#[tokio::test]
+async fn host_size_and_rate_limits_answer_with_json() {
+    let f = fixture_with(|c| {
+        c.serve.rate_per_second = 1;
+        c.serve.rate_burst = 3;
+        c.serve.max_body_bytes = 4096;
+    })
+    .await;
+    let (code, v) = raw(&f, "evil.example", &[], Body::from("{}")).await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "evil.example");
+    let (code, v) = raw(
+        &f,
+        "localhost",
+        &[("x-big", "a".repeat(20_000))],
+        Body::from("{}"),
+    )
+    .await;
+    assert_error(
+        code,
+        &v,
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "headers",
+    );
+    let big = json!({"barcodes": vec!["A00001"; 2000]}).to_string();
+    let (code, v) = raw(&f, "localhost", &[], Body::from(big)).await;
+    assert_error(code, &v, StatusCode::PAYLOAD_TOO_LARGE, "max_body_bytes");
+    // The body refused above was the token's first request of its burst of three (a foreign
+    // Host and oversized headers are refused before the token is looked at); two more pass,
+    // the fourth is over the rate.
+    let get = || {
+        Request::builder()
+            .uri("/v1/jobs")
+            .header("host", "127.0.0.1:8420")
+            .header("authorization", format!("Bearer {}", f.admin))
+            .body(Body::empty())
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let resp = router(f.state.clone()).oneshot(get()).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    let resp = router(f.state.clone()).oneshot(get()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(resp.headers().get("retry-after").unwrap(), "1");
+}
+
+/// Job lists page with a cursor and a job's view cuts long lists (a recall of 5 000 keys shows
+/// 20 and the count).
+#[tokio::test]
+async fn job_lists_page_and_views_stay_small() {
+    let f = fixture().await;
+    for _ in 0..5 {
+        let (code, _) = call(
+            &f,
+            Method::POST,
+            "/v1/jobs/intake",
+            Some(json!({"all_new": true})),
+        )
+        .await;
+        assert_eq!(code, StatusCode::ACCEPTED);
+    }
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (code, page) = call(
+            &f,
+            Method::GET,
+            &format!("/v1/jobs?limit=2&cursor={cursor}"),
+            None,
+        )
+        .await;
+        assert_eq!(code, StatusCode::OK, "{page}");
+        seen.extend(
+            page["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["id"].clone()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    let mut unique = seen.clone();
+    unique.sort_by_key(|v| v.to_string());
+    unique.dedup();
+    assert_eq!(unique.len(), 5);
+    let (code, v) = call(&f, Method::GET, "/v1/jobs?cursor=bogus", None).await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "cursor");
+    let (code, v) = call(&f, Method::GET, "/v1/jobs?limit=1000", None).await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "limit");
+
+    // A view of a job with 5 000 keys.
+    let keys: Vec<String> = (0..5000).map(|i| format!("k/{i}")).collect();
+    let spec = crate::cli::recall_spec(keys, None, std::path::Path::new("/r"), Default::default())
+        .unwrap();
+    let rec = f.state.queue().store().insert(&spec, 50, 3).await.unwrap();
+    let (_, v) = call(&f, Method::GET, &format!("/v1/jobs/{}", rec.id), None).await;
+    let text = v.to_string();
+    assert!(text.len() < 4096, "{} bytes", text.len());
+    assert!(text.contains(r#""keys_total":5000"#), "{text}");
+}
+
+/// A token's jobs archive and recall only keys under its key prefixes, and a token without
+/// `operate` gets at most its maximum priority also when it asks for none.
+#[tokio::test]
+async fn key_prefixes_and_priority_bound_a_token() {
+    let f = fixture().await;
+    let st = &f.state;
+    seed(st, "S00001", "a/x").await;
+    seed(st, "S00002", "b/x").await;
+    let t = st
+        .tokens()
+        .create(
+            "a",
+            crate::token::parse_scopes("submit").unwrap(),
+            vec!["/".into()],
+            vec!["a/".into()],
+            10,
+        )
+        .await
+        .unwrap()
+        .bearer;
+    let to = "/tmp/reel-api-prefix";
+    for body in [
+        json!({"keys": ["b/x"], "to": to}),
+        json!({"keys": ["a/x", "b/x"], "to": to}),
+        json!({"prefix": "", "to": to}),
+        json!({"prefix": "b/", "to": to}),
+    ] {
+        let (code, v) = call_as(
+            st,
+            Some(&t),
+            Method::POST,
+            "/v1/jobs/recall",
+            Some(body.clone()),
+        )
+        .await;
+        assert_error(code, &v, StatusCode::FORBIDDEN, "key prefixes");
+    }
+    let (code, v) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/archive",
+        Some(json!({"paths": ["/tmp"], "key_prefix": "b/"})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "key prefixes");
+    let (code, v) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"keys": ["a/x"], "to": to})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(
+        v["priority"], 10,
+        "the default is capped at the token's maximum: {v}"
+    );
+    let (code, v) = call_as(
+        st,
+        Some(&t),
+        Method::POST,
+        "/v1/jobs/recall",
+        Some(json!({"keys": ["a/x"], "to": to, "priority": -5000})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "out of range");
+    // A reader asked to cancel is told it needs operate.
+    let reader = token(st, "read", "/").await;
+    let id = v["id"].as_str().unwrap_or("x").to_string();
+    let (code, v) = call_as(
+        st,
+        Some(&reader),
+        Method::POST,
+        &format!("/v1/jobs/{id}/cancel"),
+        None,
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "`operate` scope");
 }

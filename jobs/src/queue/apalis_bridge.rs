@@ -305,6 +305,16 @@ impl JobQueue {
 
     /// Record and queue a job; returns its record.
     pub async fn submit(&self, spec: JobSpec, priority: Option<i32>) -> Result<JobRecord> {
+        self.submit_for(spec, priority, None).await
+    }
+
+    /// [`JobQueue::submit`] on behalf of an API token, recorded with the job.
+    pub async fn submit_for(
+        &self,
+        spec: JobSpec,
+        priority: Option<i32>,
+        token_id: Option<&str>,
+    ) -> Result<JobRecord> {
         spec.validate().map_err(|m| JobsError::Config {
             origin: "the submitted job".into(),
             message: m,
@@ -312,7 +322,7 @@ impl JobQueue {
         let priority = priority.unwrap_or_else(|| spec.default_priority());
         let rec = self
             .store
-            .insert(&spec, priority, self.worker.max_attempts)
+            .insert_for(&spec, priority, self.worker.max_attempts, token_id)
             .await?;
         self.push(&rec, Duration::ZERO).await?;
         self.store.require(&rec.id).await

@@ -880,6 +880,7 @@ mod tests {
             selection: RecallSelection::Prefix("x".into()),
             destination: "/tmp/d".into(),
             overwrite: Default::default(),
+            confine: None,
         });
         store.insert(&spec, 50, 3).await.unwrap().id
     }

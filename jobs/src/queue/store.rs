@@ -51,6 +51,8 @@ pub struct JobRecord {
     pub updated_ms: i64,
     /// When it reached a final state (unix ms).
     pub finished_ms: Option<i64>,
+    /// The API token that submitted it ([`crate::token`]); `None` for the `reel` command.
+    pub token_id: Option<String>,
 }
 
 /// Objects and bytes done out of the totals known so far.
@@ -79,6 +81,17 @@ pub struct RunningJob {
     pub planned: bool,
     /// A user asked to cancel it.
     pub cancel_requested: bool,
+}
+
+/// Which jobs a list shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only jobs in this state.
+    pub state: Option<JobState>,
+    /// Only jobs this token submitted.
+    pub token_id: Option<String>,
+    /// Only jobs after this one in the list's order (its `created_ms` and id): the cursor.
+    pub after: Option<(i64, String)>,
 }
 
 /// What happened when a worker tried to start an attempt.
@@ -120,7 +133,7 @@ pub enum FailOutcome {
 
 const COLUMNS: &str = "id, kind, spec, state, priority, attempts, max_attempts, not_before, worker, apalis_task_id, \
     objects_done, objects_total, bytes_done, bytes_total, checkpoint, cancel_requested, result, error, \
-    created_ms, updated_ms, finished_ms";
+    created_ms, updated_ms, finished_ms, token_id";
 
 /// Access to the job records.
 #[derive(Clone, Debug)]
@@ -178,6 +191,7 @@ where
         created_ms: row.try_get("created_ms").map_err(get_err)?,
         updated_ms: row.try_get("updated_ms").map_err(get_err)?,
         finished_ms: row.try_get("finished_ms").map_err(get_err)?,
+        token_id: row.try_get("token_id").map_err(get_err)?,
         id,
     })
 }
@@ -200,14 +214,25 @@ impl JobStore {
         priority: i32,
         max_attempts: u32,
     ) -> Result<JobRecord> {
+        self.insert_for(spec, priority, max_attempts, None).await
+    }
+
+    /// Record a new queued job submitted with an API token (`None`: the `reel` command).
+    pub async fn insert_for(
+        &self,
+        spec: &JobSpec,
+        priority: i32,
+        max_attempts: u32,
+        token_id: Option<&str>,
+    ) -> Result<JobRecord> {
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_ms();
         let spec_json = serde_json::to_string(spec).map_err(|source| JobsError::Payload {
             id: id.clone(),
             source,
         })?;
-        let sql = "INSERT INTO reel_jobs (id, kind, spec, state, priority, attempts, max_attempts, not_before, created_ms, updated_ms) \
-                   VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $6, $6)";
+        let sql = "INSERT INTO reel_jobs (id, kind, spec, state, priority, attempts, max_attempts, not_before, created_ms, updated_ms, token_id) \
+                   VALUES ($1, $2, $3, 'queued', $4, 0, $5, $6, $6, $6, $7)";
         on_db!(&self.db, |p| sqlx::query(sql)
             .bind(&id)
             .bind(spec.kind().as_str())
@@ -215,6 +240,7 @@ impl JobStore {
             .bind(priority as i64)
             .bind(max_attempts as i64)
             .bind(now)
+            .bind(token_id)
             .execute(p)
             .await
             .map(|_| ()))
@@ -244,18 +270,58 @@ impl JobStore {
 
     /// Jobs, newest first, optionally of one state.
     pub async fn list(&self, state: Option<JobState>, limit: u32) -> Result<Vec<JobRecord>> {
+        self.page(
+            &JobFilter {
+                state,
+                ..JobFilter::default()
+            },
+            limit,
+        )
+        .await
+    }
+
+    /// One page of jobs, newest first: those `filter` selects, after its cursor.
+    pub async fn page(&self, filter: &JobFilter, limit: u32) -> Result<Vec<JobRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM reel_jobs WHERE ($1 = '' OR state = $1) ORDER BY created_ms DESC, id LIMIT $2"
+            "SELECT {COLUMNS} FROM reel_jobs WHERE ($1 = '' OR state = $1) AND ($2 = '' OR token_id = $2) \
+             AND ($3 < 0 OR created_ms < $3 OR (created_ms = $3 AND id > $4)) \
+             ORDER BY created_ms DESC, id LIMIT $5"
         );
-        let st = state.map(|s| s.as_str()).unwrap_or("");
+        let st = filter.state.map(|s| s.as_str()).unwrap_or("");
+        let token = filter.token_id.as_deref().unwrap_or("");
+        let (after_ms, after_id) = match &filter.after {
+            Some((ms, id)) => (*ms, id.as_str()),
+            None => (-1, ""),
+        };
         on_db!(&self.db, |p| {
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
                 .bind(st)
+                .bind(token)
+                .bind(after_ms)
+                .bind(after_id)
                 .bind(limit as i64)
                 .fetch_all(p)
                 .await
                 .map_err(self.db.err("listing jobs"))?;
             rows.iter().map(decode).collect()
+        })
+    }
+
+    /// Ids of the jobs a token submitted that have not finished (to cancel when it is revoked).
+    pub async fn unfinished_of_token(&self, token_id: &str) -> Result<Vec<String>> {
+        let sql = "SELECT id FROM reel_jobs WHERE token_id = $1 AND state IN ('queued','running') ORDER BY created_ms";
+        on_db!(&self.db, |p| {
+            let rows = sqlx::query(sql)
+                .bind(token_id)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("listing a token's jobs"))?;
+            rows.iter()
+                .map(|r| {
+                    r.try_get::<String, _>("id")
+                        .map_err(self.db.err("listing a token's jobs"))
+                })
+                .collect()
         })
     }
 
@@ -713,6 +779,7 @@ mod tests {
             selection: RecallSelection::Prefix("x".into()),
             destination: "/tmp/d".into(),
             overwrite: Default::default(),
+            confine: None,
         });
         let id = store.insert(&spec, 50, 3).await.unwrap().id;
         let run = store.start(&id, "w", "t1").await.unwrap();
