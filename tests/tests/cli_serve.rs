@@ -205,15 +205,29 @@ fn http(addr: &str, extra: &str, method: &str, path: &str, body: Option<&Value>)
     (status, body)
 }
 
+/// A data directory configured for `store_url` with a simulated library, a directory for the
+/// test's sources and destinations, and `reel serve` on it with an admin token rooted there.
+fn site(
+    store_url: &str,
+) -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    tempfile::TempDir,
+    Serve,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    write_config(dir.path(), store_url, lib.path(), 1, "");
+    let base = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path(), base.path());
+    (dir, lib, base, serve)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_and_recall_through_the_http_api() {
     for store in stores("cli_serve").await {
         let name = store.name();
-        let dir = tempfile::tempdir().unwrap();
-        let lib = tempfile::tempdir().unwrap();
-        write_config(dir.path(), &store.url(), lib.path(), 1, "");
-        let base = tempfile::tempdir().unwrap();
-        let serve = Serve::start(dir.path(), base.path());
+        let (dir, _lib, base, serve) = site(&store.url());
         let worker = Worker::start(dir.path(), 1);
 
         let (status, health) = serve.call("GET", "/healthz", None);
@@ -320,11 +334,7 @@ fn raw_request(addr: &str, request: &str) -> String {
 async fn the_attacks_on_the_service_fail() {
     for store in stores("cli_serve_attacks").await {
         let name = store.name();
-        let dir = tempfile::tempdir().unwrap();
-        let lib = tempfile::tempdir().unwrap();
-        write_config(dir.path(), &store.url(), lib.path(), 1, "");
-        let base = tempfile::tempdir().unwrap();
-        let serve = Serve::start(dir.path(), base.path());
+        let (dir, _lib, base, serve) = site(&store.url());
         let client = create_token(dir.path(), "submit", base.path(), "c/");
         let other = create_token(dir.path(), "submit", base.path(), "o/");
         let worker = Worker::start(dir.path(), 1);
