@@ -59,6 +59,11 @@ async fn call(f: &Fixture, method: Method, uri: &str, body: Option<Value>) -> (S
     call_as(&f.state, Some(&f.admin), method, uri, body).await
 }
 
+/// A POST with `token` and a JSON body.
+async fn post(state: &AppState, token: &str, uri: &str, body: Value) -> (StatusCode, Value) {
+    call_as(state, Some(token), Method::POST, uri, Some(body)).await
+}
+
 /// One request with `token` (or none).
 async fn call_as(
     state: &AppState,
@@ -688,23 +693,15 @@ async fn tokens_authenticate_and_scopes_authorise() {
     // A reader reads, and may not submit, take cartridges in, cancel or retry.
     let (code, _) = call_as(st, Some(&reader), Method::GET, "/v1/jobs", None).await;
     assert_eq!(code, StatusCode::OK);
-    let (code, v) = call_as(
+    let (code, v) = post(
         st,
-        Some(&reader),
-        Method::POST,
+        &reader,
         "/v1/jobs/recall",
-        Some(json!({"prefix": "x/", "to": "/tmp/r"})),
+        json!({"prefix": "x/", "to": "/tmp/r"}),
     )
     .await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "`submit` scope");
-    let (code, v) = call_as(
-        st,
-        Some(&reader),
-        Method::POST,
-        "/v1/jobs/intake",
-        Some(json!({"all_new": true})),
-    )
-    .await;
+    let (code, v) = post(st, &reader, "/v1/jobs/intake", json!({"all_new": true})).await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "`operate` scope");
     // A submitter may not read the catalogue or the metrics.
     let submitter = token(st, "submit", "/").await;
@@ -727,26 +724,12 @@ async fn a_submit_token_owns_its_jobs_only() {
     );
     let operator = token(st, "operate", "/").await;
     let recall = json!({"prefix": "x/", "to": "/tmp/reel-api-owner"});
-    let (code, job) = call_as(
-        st,
-        Some(&alice),
-        Method::POST,
-        "/v1/jobs/recall",
-        Some(recall.clone()),
-    )
-    .await;
+    let (code, job) = post(st, &alice, "/v1/jobs/recall", recall.clone()).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{job}");
     let id = job["id"].as_str().unwrap().to_string();
     let alice_id = crate::token::split_bearer(&alice).unwrap().0;
     assert_eq!(job["token"], alice_id);
-    let (code, _) = call_as(
-        st,
-        Some(&bob),
-        Method::POST,
-        "/v1/jobs/recall",
-        Some(recall.clone()),
-    )
-    .await;
+    let (code, _) = post(st, &bob, "/v1/jobs/recall", recall.clone()).await;
     assert_eq!(code, StatusCode::ACCEPTED);
     // Each sees one job: its own.
     for t in [&alice, &bob] {
@@ -786,28 +769,14 @@ async fn a_submit_token_owns_its_jobs_only() {
     // Priority: up to the token's maximum (50), any for operate.
     let mut urgent = recall.clone();
     urgent["priority"] = json!(90);
-    let (code, v) = call_as(
-        st,
-        Some(&alice),
-        Method::POST,
-        "/v1/jobs/recall",
-        Some(urgent.clone()),
-    )
-    .await;
+    let (code, v) = post(st, &alice, "/v1/jobs/recall", urgent.clone()).await;
     assert_error(
         code,
         &v,
         StatusCode::FORBIDDEN,
         "above this token's maximum",
     );
-    let (code, v) = call_as(
-        st,
-        Some(&operator),
-        Method::POST,
-        "/v1/jobs/recall",
-        Some(urgent),
-    )
-    .await;
+    let (code, v) = post(st, &operator, "/v1/jobs/recall", urgent).await;
     assert_eq!(
         code,
         StatusCode::FORBIDDEN,
@@ -829,69 +798,44 @@ async fn paths_are_confined_to_the_tokens_roots() {
     std::os::unix::fs::symlink(base.path(), root.join("up")).unwrap();
     let t = token(st, "submit", root.to_str().unwrap()).await;
     let archive = |p: std::path::PathBuf| json!({"paths": [p]});
-    let (code, v) = call_as(
-        st,
-        Some(&t),
-        Method::POST,
-        "/v1/jobs/archive",
-        Some(archive(root.join("in/f"))),
-    )
-    .await;
+    let (code, v) = post(st, &t, "/v1/jobs/archive", archive(root.join("in/f"))).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{v}");
     assert_eq!(v["spec"]["confine"], root.to_str().unwrap());
-    let (c1, v1) = call_as(
+    let (c1, v1) = post(
         st,
-        Some(&t),
-        Method::POST,
+        &t,
         "/v1/jobs/archive",
-        Some(archive(base.path().join("secret"))),
+        archive(base.path().join("secret")),
     )
     .await;
-    let (c2, v2) = call_as(
+    let (c2, v2) = post(
         st,
-        Some(&t),
-        Method::POST,
+        &t,
         "/v1/jobs/archive",
-        Some(archive(base.path().join("nothing"))),
+        archive(base.path().join("nothing")),
     )
     .await;
     assert_error(c1, &v1, StatusCode::FORBIDDEN, "outside this token's roots");
     assert_error(c2, &v2, StatusCode::FORBIDDEN, "outside this token's roots");
-    let (code, v) = call_as(
-        st,
-        Some(&t),
-        Method::POST,
-        "/v1/jobs/archive",
-        Some(archive(root.join("up/secret"))),
-    )
-    .await;
+    let (code, v) = post(st, &t, "/v1/jobs/archive", archive(root.join("up/secret"))).await;
     assert_error(code, &v, StatusCode::BAD_REQUEST, "symbolic link");
-    let (code, v) = call_as(
+    let (code, v) = post(
         st,
-        Some(&t),
-        Method::POST,
+        &t,
         "/v1/jobs/archive",
-        Some(archive(root.join("in/../../secret"))),
+        archive(root.join("in/../../secret")),
     )
     .await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "outside");
     for to in ["/", "/etc", "/tmp/../etc"] {
-        let (code, v) = call_as(
-            st,
-            Some(&t),
-            Method::POST,
-            "/v1/jobs/recall",
-            Some(json!({"keys": ["k"], "to": to})),
-        )
-        .await;
+        let (code, v) = post(st, &t, "/v1/jobs/recall", json!({"keys": ["k"], "to": to})).await;
         assert_error(code, &v, StatusCode::FORBIDDEN, "outside");
     }
-    let (code, v) = call_as(
+    let (code, v) = post(
         st,
-        Some(&t),
-        Method::POST,
+        &t,
         "/v1/jobs/recall",
-        Some(json!({"keys": ["k"], "to": root.join("up/x")})),
+        json!({"keys": ["k"], "to": root.join("up/x")}),
     )
     .await;
     assert_error(code, &v, StatusCode::BAD_REQUEST, "symbolic link");
@@ -903,14 +847,7 @@ async fn paths_are_confined_to_the_tokens_roots() {
         None,
         vec![root.join("in")],
     );
-    let (code, v) = call_as(
-        &own,
-        Some(&t),
-        Method::POST,
-        "/v1/jobs/archive",
-        Some(archive(root.join("in/f"))),
-    )
-    .await;
+    let (code, v) = post(&own, &t, "/v1/jobs/archive", archive(root.join("in/f"))).await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "reel's own");
     // A token without roots names no paths.
     let rootless = st
@@ -925,12 +862,11 @@ async fn paths_are_confined_to_the_tokens_roots() {
         .await
         .unwrap()
         .bearer;
-    let (code, v) = call_as(
+    let (code, v) = post(
         st,
-        Some(&rootless),
-        Method::POST,
+        &rootless,
         "/v1/jobs/archive",
-        Some(archive(root.join("in/f"))),
+        archive(root.join("in/f")),
     )
     .await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "no roots");
@@ -1070,31 +1006,22 @@ async fn key_prefixes_and_priority_bound_a_token() {
         json!({"prefix": "", "to": to}),
         json!({"prefix": "b/", "to": to}),
     ] {
-        let (code, v) = call_as(
-            st,
-            Some(&t),
-            Method::POST,
-            "/v1/jobs/recall",
-            Some(body.clone()),
-        )
-        .await;
+        let (code, v) = post(st, &t, "/v1/jobs/recall", body.clone()).await;
         assert_error(code, &v, StatusCode::FORBIDDEN, "key prefixes");
     }
-    let (code, v) = call_as(
+    let (code, v) = post(
         st,
-        Some(&t),
-        Method::POST,
+        &t,
         "/v1/jobs/archive",
-        Some(json!({"paths": ["/tmp"], "key_prefix": "b/"})),
+        json!({"paths": ["/tmp"], "key_prefix": "b/"}),
     )
     .await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "key prefixes");
-    let (code, v) = call_as(
+    let (code, v) = post(
         st,
-        Some(&t),
-        Method::POST,
+        &t,
         "/v1/jobs/recall",
-        Some(json!({"keys": ["a/x"], "to": to})),
+        json!({"keys": ["a/x"], "to": to}),
     )
     .await;
     assert_eq!(code, StatusCode::ACCEPTED, "{v}");
@@ -1102,12 +1029,11 @@ async fn key_prefixes_and_priority_bound_a_token() {
         v["priority"], 10,
         "the default is capped at the token's maximum: {v}"
     );
-    let (code, v) = call_as(
+    let (code, v) = post(
         st,
-        Some(&t),
-        Method::POST,
+        &t,
         "/v1/jobs/recall",
-        Some(json!({"keys": ["a/x"], "to": to, "priority": -5000})),
+        json!({"keys": ["a/x"], "to": to, "priority": -5000}),
     )
     .await;
     assert_error(code, &v, StatusCode::BAD_REQUEST, "out of range");
