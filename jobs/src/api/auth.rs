@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -76,9 +76,26 @@ fn unauthorized(why: &str) -> Response {
 
 /// The bearer string of `Authorization: Bearer …` (the scheme is case-insensitive).
 fn bearer(req: &Request) -> Option<&str> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    bearer_of(req.headers())
+}
+
+fn bearer_of(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, rest) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then_some(rest.trim())
+}
+
+/// Whether the request on an open route carries a valid token with `read` (which may see
+/// the details of a fault: database paths, hosts).
+pub(super) async fn may_read_details(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(presented) = bearer_of(headers) else {
+        return false;
+    };
+    let token = match state.tokens().authenticate(presented).await {
+        Ok(t) => t,
+        Err(_) => state.recent().recall(presented),
+    };
+    token.is_some_and(|t| t.has(Scope::Read))
 }
 
 /// Middleware: authenticate the request's token, check its rate, and record it as the

@@ -250,12 +250,28 @@ pub const HEALTH_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_
     tag = "service",
     responses(
         (status = 200, description = "serving, and the store takes a write", body = Health),
-        (status = 503, description = "the store cannot be written (full, locked, read-only) or is unreachable; the body names the database and the fault", body = ErrorBody),
+        (status = 503, description = "the store cannot be written (full, locked, read-only) or is unreachable; to a token with read, the body names the database and the fault", body = ErrorBody),
     )
 )]
-async fn health(State(state): State<AppState>) -> std::result::Result<Json<Health>, ApiError> {
+async fn health(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> std::result::Result<Json<Health>, ApiError> {
     let db = state.queue().store().db();
-    db.probe_write(HEALTH_PROBE_TIMEOUT).await?;
+    if let Err(e) = db.probe_write(HEALTH_PROBE_TIMEOUT).await {
+        let full = ApiError::from(e);
+        // The route is open: the database's path and the fault go to a token with `read`
+        // and to the log, not to anyone who asks.
+        if auth::may_read_details(&state, &headers).await {
+            return Err(full);
+        }
+        tracing::warn!(error = ?full, "health check: the store cannot take a write");
+        return Err(ApiError::new(
+            full.status(),
+            "the store cannot take a write",
+            "the operator finds the cause in reel serve's log; a token with the read scope gets it in this answer",
+        ));
+    }
     Ok(Json(Health {
         status: "ok",
         store: db.backend(),

@@ -613,6 +613,15 @@ async fn healthz_is_503_naming_the_file_while_the_store_cannot_take_a_write() {
     assert!(t0.elapsed() < std::time::Duration::from_secs(10), "{v}");
     assert_error(st, &v, StatusCode::SERVICE_UNAVAILABLE, &file);
     assert!(v["error"].as_str().unwrap().contains("write lock"), "{v}");
+    // Without a token: the fault, not where the database is.
+    let (st, v) = call_as(&s.state, None, Method::GET, "/healthz", None).await;
+    assert_error(
+        st,
+        &v,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "cannot take a write",
+    );
+    assert!(!v.to_string().contains(&file), "{v}");
     // Reads still answer meanwhile.
     let (st, _) = call(s, Method::GET, "/v1/jobs", None).await;
     assert_eq!(st, StatusCode::OK);
