@@ -134,7 +134,8 @@ impl Token {
 
     /// Whether it sees and acts on every job, not only its own.
     pub fn sees_all_jobs(&self) -> bool {
-        self.has(Scope::Read) || self.has(Scope::Operate)
+        // `operate` and `admin` hold `read`.
+        self.has(Scope::Read)
     }
 
     /// The scopes as `read,submit`.

@@ -203,19 +203,20 @@ pub fn open_as(
     confine: Option<&Path>,
 ) -> Result<Opened, SourceFault> {
     if let Some(root) = confine {
-        // The directory holding the source, reached beneath the root with no link on the
-        // way: what is opened below is then the file (or link) in that very directory.
-        let parent = path.parent().unwrap_or(path);
-        super::confine::open_beneath(
-            root,
-            parent,
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
-        )
-        .map_err(|e| SourceFault::Confined {
-            path: path.display().to_string(),
-            reason: super::confine::describe(parent, &e),
-        })?;
-        if kind == ObjectKind::File {
+        // A file is opened beneath the root in one call, which refuses a link at any step. A
+        // link (archived as a link, read by name) needs its directory checked first.
+        if kind == ObjectKind::Symlink {
+            let parent = path.parent().unwrap_or(path);
+            super::confine::open_beneath(
+                root,
+                parent,
+                rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            )
+            .map_err(|e| SourceFault::Confined {
+                path: path.display().to_string(),
+                reason: super::confine::describe(parent, &e),
+            })?;
+        } else {
             let fd = super::confine::open_beneath(
                 root,
                 path,
@@ -492,6 +493,25 @@ mod tests {
         std::os::unix::fs::symlink("../somewhere/else", &link).unwrap();
         let planned = SourceStamp::of(&std::fs::symlink_metadata(&link).unwrap());
         let mut o = open_as(ObjectKind::Symlink, &link, 17, Some(&planned), None).unwrap();
+        // Confined to the directory: the same link is read; through a linked directory it is
+        // refused, and so is a file.
+        assert!(
+            open_as(
+                ObjectKind::Symlink,
+                &link,
+                17,
+                Some(&planned),
+                Some(d.path())
+            )
+            .is_ok()
+        );
+        let via = d.path().join("via");
+        std::os::unix::fs::symlink(d.path(), &via).unwrap();
+        for kind in [ObjectKind::Symlink, ObjectKind::File] {
+            let e = open_as(kind, &via.join("l"), 17, None, Some(d.path())).unwrap_err();
+            assert!(matches!(e, SourceFault::Confined { .. }), "{e}");
+            assert!(!e.retryable());
+        }
         assert_eq!(o.meta.kind, ObjectKind::Symlink);
         let mut buf = Vec::new();
         o.bytes.read_to_end(&mut buf).unwrap();
@@ -514,6 +534,16 @@ mod tests {
         std::fs::write(&f, b"abc").unwrap();
         std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
         let o = open_as(ObjectKind::File, &f, 3, None, None).unwrap();
+        let confined = open_as(ObjectKind::File, &f, 3, None, Some(d.path())).unwrap();
+        assert_eq!(confined.meta.mode, 0o640);
+        let e = open_as(
+            ObjectKind::File,
+            &d.path().join("gone"),
+            3,
+            None,
+            Some(d.path()),
+        );
+        assert!(matches!(e, Err(SourceFault::Missing { .. })));
         assert_eq!(o.meta.kind, ObjectKind::File);
         assert_eq!(o.meta.mode, 0o640);
         assert_eq!(o.meta.mtime_ns, o.stamp.mtime_ns);
