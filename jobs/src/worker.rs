@@ -786,29 +786,50 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     if drives.is_empty() {
         drives = rt.config.library.drives.clone();
     }
-    for d in drives {
-        tasks.push(tokio::spawn(drive_loop(rt.clone(), d)));
-    }
+    let drive_loops: Vec<tokio::task::JoinHandle<()>> = drives
+        .into_iter()
+        .map(|d| tokio::spawn(drive_loop(rt.clone(), d)))
+        .collect();
     rt.shutdown.cancelled().await;
     tracing::info!(worker = %rt.name, "shutting down: finishing current steps");
-    // One deadline for all of them. A task still running at the deadline is aborted, as a
-    // crash would stop it, before the leases go: left running, it could take a job lease
-    // again after `release_all` (a ticket apalis re-delivered meanwhile) and keep it past
-    // the exit (seen once in CI: `cancel_and_shutdown_sqlite` found the lease still held).
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(rt.config.worker.lease_ms);
-    for mut t in tasks {
-        if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
-            tracing::warn!(
-                "a task did not stop within the lease time; stopped as a crash would stop it, \
-                 its work is re-delivered after the lease window"
-            );
-            t.abort();
-            let _ = t.await;
-        }
+    // One deadline for the job and maintenance tasks. A task still running at the deadline is
+    // aborted, as a crash would stop it, before the leases go: left running, it could take a
+    // job lease again after `release_all` (a ticket apalis re-delivered meanwhile) and keep it
+    // past the exit (seen once in CI: `cancel_and_shutdown_sqlite` found the lease still held).
+    let lease = Duration::from_millis(rt.config.worker.lease_ms);
+    let deadline = tokio::time::Instant::now() + lease;
+    for t in tasks {
+        stop_by(t, deadline, "a task").await;
+    }
+    // The drive loops end their step at a record boundary and unload what they hold; a real
+    // drive's rewind and unload take minutes, and a loop aborted in the middle leaves its
+    // cartridge half unloaded while the plugin call runs on (seen in CI: the next worker in
+    // the same process found the library changing under it). Their drive leases are kept
+    // alive by their heartbeats meanwhile, so they get the longer bound.
+    let deadline = tokio::time::Instant::now() + lease.max(DRIVE_STOP);
+    for t in drive_loops {
+        stop_by(t, deadline, "a drive loop").await;
     }
     let released = rt.leases.release_all(&rt.name).await?;
     tracing::info!(worker = %rt.name, released, "worker stopped");
     Ok(())
+}
+
+/// How long a graceful shutdown waits for the drive loops to finish their step and unload
+/// (at least the lease time): an LTO rewind from end of tape and its unload take about three
+/// minutes. A second signal stops the process at once.
+pub const DRIVE_STOP: Duration = Duration::from_secs(300);
+
+/// Wait for `t` until `deadline`; abort it there, as a crash would stop it.
+async fn stop_by(mut t: tokio::task::JoinHandle<()>, deadline: tokio::time::Instant, what: &str) {
+    if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
+        tracing::warn!(
+            "{what} did not stop in time; stopped as a crash would stop it, its work is \
+             re-delivered after the lease window"
+        );
+        t.abort();
+        let _ = t.await;
+    }
 }
 
 /// Exit status of a process that a second SIGINT stopped during its graceful shutdown: 128 + 2,
