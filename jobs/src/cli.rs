@@ -610,7 +610,7 @@ async fn run_serve(loaded: &LoadedConfig, args: ServeArgs) -> Result<Output> {
         catalogue,
         Some(addr),
         loaded.own_paths(),
-    );
+    )?;
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone())?);
     // Printed once the socket is bound, so scripts (and tests) can read the port from it.

@@ -78,6 +78,22 @@ pub struct ServeConfig {
     pub rate_per_second: u32,
     /// Requests one token may make at once before the rate applies.
     pub rate_burst: u32,
+    /// Where `PUT /v1/objects/{key}` keeps uploaded bodies until their archive job ends
+    /// (relative to the data directory). The workers read the archive sources from here, so
+    /// it must be on the host (or a filesystem shared with the hosts) where they run.
+    pub spool_dir: String,
+    /// Bytes the spool may hold; an upload past it gets 503 (or 507 if it alone is larger).
+    pub spool_bytes: u64,
+    /// Largest object one `PUT /v1/objects/{key}` may upload; more gets 413.
+    pub max_object_bytes: u64,
+    /// Where staged recalls put objects for `GET /v1/objects/{key}` (relative to the data
+    /// directory); the workers write it.
+    pub staging_dir: String,
+    /// Bytes staged objects may hold; a stage request past it gets 503 (507 if the object
+    /// alone is larger).
+    pub staging_bytes: u64,
+    /// Hours a staged object stays for `GET` after its recall finished.
+    pub staging_hours: u64,
 }
 
 impl Default for ServeConfig {
@@ -92,6 +108,12 @@ impl Default for ServeConfig {
             max_body_bytes: 1 << 20,
             rate_per_second: 50,
             rate_burst: 100,
+            spool_dir: "spool".into(),
+            spool_bytes: 64 << 30,
+            max_object_bytes: 64 << 30,
+            staging_dir: "staging".into(),
+            staging_bytes: 64 << 30,
+            staging_hours: 24,
         }
     }
 }
@@ -677,6 +699,18 @@ impl Config {
                 "max_connections, max_connections_per_address, header_timeout_seconds and request_timeout_seconds must be at least 1, max_body_bytes at least 1024".into(),
             );
         }
+        if self.serve.spool_dir.is_empty()
+            || self.serve.staging_dir.is_empty()
+            || self.serve.spool_bytes == 0
+            || self.serve.staging_bytes == 0
+            || self.serve.max_object_bytes == 0
+            || self.serve.staging_hours == 0
+        {
+            return bad(
+                "[serve]",
+                "spool_dir and staging_dir must be given, spool_bytes, staging_bytes, max_object_bytes and staging_hours must be at least 1".into(),
+            );
+        }
         if !(1..=256).contains(&self.recall.writer_threads) {
             return bad(
                 "[recall] writer_threads",
@@ -711,6 +745,11 @@ impl Config {
         };
         resolve_sqlite(&mut self.store.url);
         resolve_sqlite(&mut self.store.jobs_url);
+        for dir in [&mut self.serve.spool_dir, &mut self.serve.staging_dir] {
+            if Path::new(dir.as_str()).is_relative() {
+                *dir = data_dir.join(dir.as_str()).display().to_string();
+            }
+        }
         if !self.library.plugin.is_empty() && Path::new(&self.library.plugin).is_relative() {
             self.library.plugin = data_dir.join(&self.library.plugin).display().to_string();
         }

@@ -19,6 +19,23 @@ pub struct ErrorBody {
     pub hint: String,
     /// The HTTP status, repeated for clients that only keep the body.
     pub status: u16,
+    /// On a 409 of `GET /v1/objects/{key}`: where the object's recall stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall: Option<RecallState>,
+}
+
+/// Where an object's recall to the staging area stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct RecallState {
+    /// `none` (not asked for: POST /v1/stage/{key}), `queued`, `running`, `failed` or
+    /// `cancelled`.
+    pub state: String,
+    /// The recall job, if there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// Why it failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// An error answered to an HTTP client.
@@ -27,6 +44,8 @@ pub struct ApiError {
     status: StatusCode,
     cause: String,
     hint: String,
+    retry_after: Option<u64>,
+    recall: Option<Box<RecallState>>,
 }
 
 const STORE_HINT: &str = "the job store or catalogue database failed: check that the database at the [store] url is up, reachable from reel serve and writable (GET /healthz probes a write), then retry";
@@ -38,7 +57,30 @@ impl ApiError {
             status,
             cause: cause.into(),
             hint: hint.into(),
+            retry_after: None,
+            recall: None,
         }
+    }
+
+    /// The same error, saying where an object's recall stands.
+    pub fn with_recall(
+        mut self,
+        state: &str,
+        job: Option<String>,
+        error: Option<String>,
+    ) -> ApiError {
+        self.recall = Some(Box::new(RecallState {
+            state: state.to_string(),
+            job,
+            error,
+        }));
+        self
+    }
+
+    /// The same error, telling the client to try again after `seconds` (`Retry-After`).
+    pub fn retry_after(mut self, seconds: u64) -> ApiError {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// 400: the request is wrong.
@@ -192,7 +234,15 @@ impl IntoResponse for ApiError {
             error: self.cause,
             hint: self.hint,
             status: self.status.as_u16(),
+            recall: self.recall.map(|r| *r),
         };
-        (self.status, Json(body)).into_response()
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(s),
+            );
+        }
+        resp
     }
 }

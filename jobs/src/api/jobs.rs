@@ -317,7 +317,7 @@ fn priority_for(caller: &Caller, spec: &JobSpec, asked: Option<i32>) -> ApiResul
 }
 
 /// 403 unless every key (or key prefix) is within the token's key prefixes.
-fn check_keys<'a>(
+pub(super) fn check_keys<'a>(
     caller: &Caller,
     field: &str,
     keys: impl IntoIterator<Item = &'a str>,
@@ -359,7 +359,7 @@ fn absolute_path(field: &str, p: &str) -> ApiResult<PathBuf> {
     Ok(path)
 }
 
-async fn submit(
+pub(super) async fn submit(
     state: &AppState,
     caller: &Caller,
     spec: JobSpec,

@@ -127,6 +127,11 @@ pub(super) async fn request_timeout(
     next: Next,
 ) -> Response {
     let limit = Duration::from_secs(state.config().serve.request_timeout_seconds.max(1));
+    // An upload may take hours: it is bounded by the wait for each piece of its body instead
+    // (the same time, see `spool::Spool::receive`).
+    if req.method() == axum::http::Method::PUT && req.uri().path().starts_with("/v1/objects/") {
+        return next.run(req).await;
+    }
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(resp) => resp,
         Err(_) => ApiError::new(

@@ -74,6 +74,16 @@ impl Metrics {
                 "Age of the oldest queued tape request per cartridge (reads) or pool (writes)"
             );
             metrics::describe_gauge!(
+                "reel_serve_area_bytes",
+                metrics::Unit::Bytes,
+                "Bytes taken in the upload spool and the staging area (area=spool|staging)"
+            );
+            metrics::describe_gauge!(
+                "reel_serve_area_limit_bytes",
+                metrics::Unit::Bytes,
+                "The budgets of the upload spool and the staging area ([serve] spool_bytes, staging_bytes)"
+            );
+            metrics::describe_gauge!(
                 "reel_store_up",
                 "1 when the last scrape could read the job store, else 0"
             );
@@ -116,6 +126,14 @@ impl Metrics {
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let mut now = BTreeSet::new();
         self.with(|| {
+            for (area, q) in [
+                ("spool", state.spool().quota()),
+                ("staging", state.staging().quota()),
+            ] {
+                metrics::gauge!("reel_serve_area_bytes", "area" => area).set(q.used() as f64);
+                metrics::gauge!("reel_serve_area_limit_bytes", "area" => area)
+                    .set(q.limit() as f64);
+            }
             for kind in JobKind::ALL {
                 for st in STATES {
                     let n = counts

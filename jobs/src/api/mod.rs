@@ -14,6 +14,8 @@
 //! | `POST /v1/jobs/{id}/cancel`, `POST /v1/jobs/{id}/retry` | cancel, retry |
 //! | `GET /v1/catalog/objects?prefix=&limit=` | objects by key prefix |
 //! | `GET /v1/catalog/objects/{key}` | one object and where its copies are |
+//! | `PUT /v1/objects/{key}` | upload an object (streamed to the spool, then archived) |
+//! | `POST /v1/stage/{key}`, `GET /v1/objects/{key}` | recall an object to the staging area; download it (with `Range`) |
 //! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | health, Prometheus, OpenAPI |
 //!
 //! Every route but `/healthz` and `/openapi.json` needs an API token with the right scope
@@ -28,7 +30,12 @@ mod error;
 mod jobs;
 pub mod limits;
 mod metrics;
+mod objects;
 mod openapi;
+mod quota;
+mod range;
+mod spool;
+mod staging;
 #[cfg(test)]
 mod tests;
 
@@ -73,22 +80,54 @@ struct Inner {
     hosts: limits::AllowedHosts,
     protected: Vec<PathBuf>,
     recent: auth::RecentAuth,
+    spool: spool::Spool,
+    staging: staging::Staging,
+    stage_lock: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
     /// State over an open queue and catalogue (both on the configured `[store]`), answering to
     /// the host names of `listen` ([`limits::AllowedHosts`]). `protected` are reel's own paths
     /// (data directory, config file, plugin, database files) that no client path may reach.
+    /// Creates the upload spool and the staging area if they are not there.
     pub fn new(
         config: Config,
         queue: JobQueue,
         catalogue: Catalogue,
         listen: Option<SocketAddr>,
         protected: Vec<PathBuf>,
-    ) -> AppState {
+    ) -> Result<AppState> {
         let tokens = TokenStore::new(queue.store().db().clone());
-        AppState {
+        fn area(doing: &'static str, dir: &str) -> impl FnOnce(std::io::Error) -> JobsError {
+            let path = PathBuf::from(dir);
+            move |source| JobsError::Io {
+                doing,
+                path,
+                source,
+            }
+        }
+        let spool = spool::Spool::open(
+            std::path::Path::new(&config.serve.spool_dir),
+            config.serve.spool_bytes,
+        )
+        .map_err(area(
+            "creating the upload spool ([serve] spool_dir)",
+            &config.serve.spool_dir,
+        ))?;
+        let staging = staging::Staging::open(
+            std::path::Path::new(&config.serve.staging_dir),
+            config.serve.staging_bytes,
+            std::time::Duration::from_secs(config.serve.staging_hours.saturating_mul(3600)),
+        )
+        .map_err(area(
+            "creating the staging area ([serve] staging_dir)",
+            &config.serve.staging_dir,
+        ))?;
+        Ok(AppState {
             inner: Arc::new(Inner {
+                spool,
+                staging,
+                stage_lock: tokio::sync::Mutex::new(()),
                 rate: limits::RateLimiter::new(
                     config.serve.rate_per_second,
                     config.serve.rate_burst,
@@ -102,7 +141,19 @@ impl AppState {
                 protected,
                 recent: auth::RecentAuth::default(),
             }),
-        }
+        })
+    }
+
+    fn spool(&self) -> &spool::Spool {
+        &self.inner.spool
+    }
+
+    fn staging(&self) -> &staging::Staging {
+        &self.inner.staging
+    }
+
+    fn stage_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.stage_lock
     }
 
     fn tokens(&self) -> &TokenStore {
@@ -158,6 +209,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/retry", post(jobs::retry))
         .route("/v1/catalog/objects", get(catalog::list))
         .route("/v1/catalog/objects/{*key}", get(catalog::find))
+        // Bodies of any size, streamed to the spool under [serve] max_object_bytes.
+        .route(
+            "/v1/objects/{*key}",
+            get(objects::get_object)
+                .put(objects::put_object)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/v1/stage/{*key}", post(objects::stage_object))
         .fallback(no_route)
         // Layers run from the last added to the first: metrics see every request, a foreign
         // Host is refused before anything else is read, and no handler runs unauthenticated.
@@ -222,7 +281,9 @@ pub async fn run(
         .unwrap_or_default();
     tracing::info!(%addr, "HTTP API listening");
     let cfg = state.config().serve.clone();
+    let janitor = tokio::spawn(objects::janitor(state.clone(), shutdown.clone()));
     connection::serve(listener, router(state), &cfg, shutdown).await;
+    janitor.abort();
     tracing::info!("HTTP API stopped");
     Ok(())
 }

@@ -3,14 +3,14 @@
 use axum::response::Json;
 use utoipa::OpenApi;
 
-use super::{catalog, jobs, metrics};
+use super::{catalog, jobs, metrics, objects};
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "reel",
-        description = "reel's HTTP API: submit archive, recall, verify and intake jobs, follow, cancel and retry them, look the catalogue up. Errors are JSON {error, hint, status}."
+        description = "reel's HTTP API: submit archive, recall, verify and intake jobs, follow, cancel and retry them, look the catalogue up, upload and download objects. Errors are JSON {error, hint, status}."
     ),
     paths(
         jobs::submit_archive,
@@ -23,6 +23,9 @@ use super::{catalog, jobs, metrics};
         jobs::retry,
         catalog::list,
         catalog::find,
+        objects::put_object,
+        objects::stage_object,
+        objects::get_object,
         super::health,
         metrics::render,
         document,
@@ -32,6 +35,7 @@ use super::{catalog, jobs, metrics};
     tags(
         (name = "jobs", description = "submit and follow jobs"),
         (name = "catalog", description = "what is on tape, and where"),
+        (name = "objects", description = "objects streamed in and out, for clients without a shared filesystem"),
         (name = "service", description = "health, metrics and this document"),
     )
 )]

@@ -28,7 +28,7 @@ async fn fixture_with(edit: impl FnOnce(&mut crate::config::Config)) -> Fixture 
     let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url)
         .await
         .unwrap();
-    let state = AppState::new(loaded.config, queue, catalogue, None, Vec::new());
+    let state = AppState::new(loaded.config, queue, catalogue, None, Vec::new()).unwrap();
     let admin = token(&state, "admin", "/").await;
     Fixture {
         state,
@@ -510,6 +510,9 @@ async fn api_openapi_names_every_route() {
         ("/v1/jobs/{id}/retry", "post"),
         ("/v1/catalog/objects", "get"),
         ("/v1/catalog/objects/{key}", "get"),
+        ("/v1/objects/{key}", "get"),
+        ("/v1/objects/{key}", "put"),
+        ("/v1/stage/{key}", "post"),
         ("/healthz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
@@ -520,19 +523,20 @@ async fn api_openapi_names_every_route() {
             "{method} {path} missing from the OpenAPI document"
         );
     }
+    let distinct: std::collections::BTreeSet<_> = want.iter().map(|(p, _)| *p).collect();
     assert_eq!(
         paths.len(),
-        want.len(),
+        distinct.len(),
         "routes not in the test: {:?}",
         paths.keys()
     );
     // Every route the document names answers (not the router's 404 fallback).
     for (path, method) in want {
         let uri = path.replace("{id}", "x").replace("{key}", "k");
-        let m = if method == "get" {
-            Method::GET
-        } else {
-            Method::POST
+        let m = match method {
+            "get" => Method::GET,
+            "put" => Method::PUT,
+            _ => Method::POST,
         };
         let (_, v) = call(&f, m, &uri, Some(json!({}))).await;
         assert!(
@@ -855,7 +859,8 @@ async fn paths_are_confined_to_the_tokens_roots() {
         st.catalogue().clone(),
         None,
         vec![root.join("in")],
-    );
+    )
+    .unwrap();
     let (code, v) = post(&own, &t, "/v1/jobs/archive", archive(root.join("in/f"))).await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "reel's own");
     // A token without roots names no paths.
@@ -1058,4 +1063,298 @@ async fn key_prefixes_and_priority_bound_a_token() {
     )
     .await;
     assert_error(code, &v, StatusCode::FORBIDDEN, "`operate` scope");
+}
+
+/// One raw request with `token`: headers as given, the body as bytes; the status, headers and
+/// body bytes of the answer.
+async fn send(
+    state: &AppState,
+    token: &str,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, String)],
+    body: Body,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "localhost:8420")
+        .header("authorization", format!("Bearer {token}"));
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    let resp = router(state.clone())
+        .oneshot(req.body(body).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 << 20).await.unwrap();
+    (parts.status, parts.headers, bytes.to_vec())
+}
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into()))
+}
+
+/// Upload directories in the spool.
+fn uploads(state: &AppState) -> usize {
+    std::fs::read_dir(&state.config().serve.spool_dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
+        .count()
+}
+
+fn body_of(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn sha_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(b))
+}
+
+#[tokio::test]
+async fn api_put_object_streams_to_the_spool_and_queues_an_archive() {
+    let f = fixture_with(|c| {
+        c.serve.max_object_bytes = 3 << 20;
+        c.serve.spool_bytes = 5 << 20;
+    })
+    .await;
+    let st = &f.state;
+    // Larger than the JSON body limit (1 MiB): objects are streamed, not buffered.
+    let data = body_of(2 << 20, 1);
+    let (code, h, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/photos/2026/a.jpg?priority=5",
+        &[("x-reel-sha256", sha_hex(&data))],
+        Body::from(data.clone()),
+    )
+    .await;
+    let job = json_of(&b);
+    assert_eq!(code, StatusCode::ACCEPTED, "{job}");
+    assert_eq!(h["x-reel-sha256"], sha_hex(&data).as_str());
+    assert_eq!(job["kind"], "archive");
+    assert_eq!(job["priority"], 5);
+    assert_eq!(job["spec"]["key_prefix"], "photos/2026/");
+    let src = job["spec"]["source"]["files"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(src.ends_with("/a.jpg"), "{src}");
+    assert!(
+        std::path::Path::new(&src).starts_with(&st.config().serve.spool_dir),
+        "{src}"
+    );
+    assert_eq!(std::fs::read(&src).unwrap(), data);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&src).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "the spooled file is private: {mode:o}");
+    assert_eq!(st.spool().quota().used(), 2 << 20);
+
+    // A wrong checksum, a bad header, a bad key, a foreign class: refused, nothing stays.
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, StatusCode, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "/v1/objects/x",
+            vec![("x-reel-sha256", sha_hex(b"other"))],
+            StatusCode::BAD_REQUEST,
+            "SHA-256",
+        ),
+        (
+            "/v1/objects/x",
+            vec![("x-reel-sha256", "zz".into())],
+            StatusCode::BAD_REQUEST,
+            "x-reel-sha256",
+        ),
+        (
+            "/v1/objects/a//b",
+            vec![],
+            StatusCode::BAD_REQUEST,
+            "empty segment",
+        ),
+        (
+            "/v1/objects/x?class=nope",
+            vec![],
+            StatusCode::BAD_REQUEST,
+            "nope",
+        ),
+        (
+            "/v1/objects/x?priority=5000",
+            vec![],
+            StatusCode::BAD_REQUEST,
+            "priority",
+        ),
+    ];
+    for (uri, headers, want, needle) in cases {
+        let (code, _, b) = send(
+            st,
+            &f.admin,
+            Method::PUT,
+            uri,
+            &headers,
+            Body::from(body_of(1000, 2)),
+        )
+        .await;
+        assert_error(code, &json_of(&b), want, needle);
+    }
+    assert_eq!(uploads(st), 1, "a refused upload left its directory");
+    assert_eq!(st.spool().quota().used(), 2 << 20);
+
+    // Too large: said by Content-Length, or found while streaming a chunked body.
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/big",
+        &[],
+        Body::from(body_of(4 << 20, 3)),
+    )
+    .await;
+    assert_error(code, &json_of(&b), StatusCode::PAYLOAD_TOO_LARGE, "at most");
+    let chunks = futures::stream::iter(
+        (0..8).map(|i| Ok::<_, std::io::Error>(axum::body::Bytes::from(body_of(1 << 19, i)))),
+    );
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/big",
+        &[],
+        Body::from_stream(chunks),
+    )
+    .await;
+    assert_error(code, &json_of(&b), StatusCode::PAYLOAD_TOO_LARGE, "at most");
+    // The spool is full for now (3 MiB free of 5): 503 with Retry-After; never: 507.
+    let (code, h, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/c",
+        &[],
+        Body::from(body_of(3 << 20, 4)),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{}", json_of(&b));
+    let (code, h2, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/d",
+        &[],
+        Body::from(body_of(1 << 20, 5)),
+    )
+    .await;
+    assert_error(
+        code,
+        &json_of(&b),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "full for now",
+    );
+    assert!(h2.contains_key("retry-after"), "{h2:?} {h:?}");
+    assert_eq!(uploads(st), 2);
+    let big = fixture_with(|c| {
+        c.serve.max_object_bytes = 8 << 20;
+        c.serve.spool_bytes = 1 << 20;
+    })
+    .await;
+    let (code, _, b) = send(
+        &big.state,
+        &big.admin,
+        Method::PUT,
+        "/v1/objects/e",
+        &[],
+        Body::from(body_of(2 << 20, 6)),
+    )
+    .await;
+    assert_error(
+        code,
+        &json_of(&b),
+        StatusCode::INSUFFICIENT_STORAGE,
+        "never fit",
+    );
+
+    // The janitor frees an upload once its job ended.
+    let id = job["id"].as_str().unwrap();
+    let (code, v) = call(&f, Method::POST, &format!("/v1/jobs/{id}/cancel"), None).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(st.spool().sweep(st.queue().store()).await, 1);
+    assert!(!std::path::Path::new(&src).exists());
+    assert_eq!(st.spool().quota().used(), 3 << 20);
+    assert_eq!(uploads(st), 1);
+}
+
+#[tokio::test]
+async fn api_objects_need_the_scope_and_the_key_prefix() {
+    let f = fixture().await;
+    let st = &f.state;
+    let reader = token(st, "read", "/").await;
+    let (code, _, b) = send(
+        st,
+        &reader,
+        Method::PUT,
+        "/v1/objects/x",
+        &[],
+        Body::from("x"),
+    )
+    .await;
+    assert_error(code, &json_of(&b), StatusCode::FORBIDDEN, "submit");
+    let (code, _, b) = send(st, &reader, Method::POST, "/v1/stage/x", &[], Body::empty()).await;
+    assert_error(code, &json_of(&b), StatusCode::FORBIDDEN, "submit");
+    let fenced = st
+        .tokens()
+        .create(
+            "fenced",
+            crate::token::parse_scopes("read,submit").unwrap(),
+            vec!["/".into()],
+            vec!["team-a/".into()],
+            50,
+        )
+        .await
+        .unwrap()
+        .bearer;
+    for (m, uri) in [
+        (Method::PUT, "/v1/objects/team-b/x"),
+        (Method::GET, "/v1/objects/team-b/x"),
+        (Method::POST, "/v1/stage/team-b/x"),
+    ] {
+        let (code, _, b) = send(st, &fenced, m.clone(), uri, &[], Body::from("x")).await;
+        assert_error(code, &json_of(&b), StatusCode::FORBIDDEN, "key prefixes");
+    }
+    assert_eq!(uploads(st), 0);
+    // Without a token: 401, nothing read.
+    let req = Request::builder()
+        .method(Method::PUT)
+        .uri("/v1/objects/team-a/x")
+        .header("host", "localhost")
+        .body(Body::from("x"))
+        .unwrap();
+    let resp = router(st.clone()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(uploads(st), 0);
+    // Unknown objects: 404 for GET and stage.
+    let (code, _, b) = send(
+        st,
+        &fenced,
+        Method::GET,
+        "/v1/objects/team-a/none",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_error(code, &json_of(&b), StatusCode::NOT_FOUND, "team-a/none");
+    let (code, _, b) = send(
+        st,
+        &fenced,
+        Method::POST,
+        "/v1/stage/team-a/none",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_error(code, &json_of(&b), StatusCode::NOT_FOUND, "team-a/none");
 }

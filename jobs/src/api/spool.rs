@@ -1,0 +1,338 @@
+//! The upload spool of `PUT /v1/objects/{key}`: a body is streamed to a file of its own in a
+//! private directory (SHA-256 taken on the way, never held whole in memory), made durable, and
+//! archived from there by an ordinary archive job; the janitor removes it once the job ended.
+//!
+//! Layout under `[serve] spool_dir` (mode 0700): `UPLOAD/NAME`, the body under the last
+//! segment of its key, in a directory named by a fresh UUID (so no name in it can be guessed
+//! or planted: it is created with `O_EXCL` and opened with `O_NOFOLLOW`), and `UPLOAD.job`,
+//! the id of the archive job, written once the job is queued.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use super::ApiError;
+use super::quota::Quota;
+use crate::queue::store::JobStore;
+
+/// An upload directory with no job after this long belongs to a request that never finished
+/// (the server stopped in the middle): the janitor removes it.
+pub const ORPHAN_AGE: Duration = Duration::from_secs(600);
+
+/// The spool: its directory and its byte budget.
+#[derive(Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    quota: Quota,
+    /// Upload directories being written now (the janitor leaves them alone).
+    uploading: Mutex<HashSet<String>>,
+}
+
+/// A body received whole and durable in the spool.
+#[derive(Debug)]
+pub struct Received {
+    /// The file, to be archived.
+    pub path: PathBuf,
+    /// Its upload's name (the directory's).
+    pub upload: String,
+    /// Bytes.
+    pub size: u64,
+    /// SHA-256 of the bytes.
+    pub sha256: [u8; 32],
+}
+
+/// Limits of one upload.
+#[derive(Debug, Clone, Copy)]
+pub struct UploadLimits {
+    /// Bytes the body may have.
+    pub max_bytes: u64,
+    /// Longest wait for the next piece of the body.
+    pub idle: Duration,
+}
+
+impl Spool {
+    /// Open (and create, mode 0700) the spool at `dir` with a budget of `limit` bytes; what it
+    /// holds already counts.
+    pub fn open(dir: &Path, limit: u64) -> io::Result<Spool> {
+        let dir = private_dir(dir)?;
+        let used = bytes_under(&dir);
+        Ok(Spool {
+            quota: Quota::new("upload spool", "spool_bytes", limit, used),
+            dir,
+            uploading: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The budget.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    /// Stream `body` into a new upload under the file name `name` (the key's last segment),
+    /// refusing more than `limits.max_bytes` (413), a budget that is full (503/507), a body
+    /// that stalls or breaks (408/400), and a body whose SHA-256 is not `expected` (400).
+    /// Nothing of a refused upload stays.
+    pub async fn receive(
+        &self,
+        name: &str,
+        body: Body,
+        declared: Option<u64>,
+        expected: Option<[u8; 32]>,
+        limits: UploadLimits,
+    ) -> Result<Received, ApiError> {
+        if let Some(n) = declared
+            && n > limits.max_bytes
+        {
+            return Err(too_large(n, limits.max_bytes));
+        }
+        let upload = uuid::Uuid::new_v4().simple().to_string();
+        self.lock().insert(upload.clone());
+        let mut taken = 0u64;
+        let r = self
+            .receive_into(&upload, name, body, declared, expected, limits, &mut taken)
+            .await;
+        if r.is_err() {
+            let _ = std::fs::remove_dir_all(self.dir.join(&upload));
+            self.quota.give_back(taken);
+        }
+        self.lock().remove(&upload);
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn receive_into(
+        &self,
+        upload: &str,
+        name: &str,
+        body: Body,
+        declared: Option<u64>,
+        expected: Option<[u8; 32]>,
+        limits: UploadLimits,
+        taken: &mut u64,
+    ) -> Result<Received, ApiError> {
+        if let Some(n) = declared {
+            self.quota.take(n).map_err(quota_error)?;
+            *taken = n;
+        }
+        let dir = self.dir.join(upload);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| spool_io("creating an upload directory in", &self.dir, e))?;
+        let path = dir.join(name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| spool_io("creating the upload file in", &dir, e))?;
+        let mut file = tokio::fs::File::from_std(file);
+        let mut hasher = Sha256::new();
+        let mut size = 0u64;
+        let mut stream = body.into_data_stream();
+        loop {
+            let next = tokio::time::timeout(limits.idle, stream.next())
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        format!(
+                            "the body stalled: nothing came for {} s after {size} bytes",
+                            limits.idle.as_secs()
+                        ),
+                        "send the body without pauses longer than [serve] request_timeout_seconds",
+                    )
+                })?;
+            let Some(chunk) = next else { break };
+            let chunk = chunk.map_err(|e| {
+                ApiError::bad_request(
+                    format!("the body broke off after {size} bytes: {e}"),
+                    "send the whole body (its Content-Length, or a complete chunked body)",
+                )
+            })?;
+            let n = chunk.len() as u64;
+            size += n;
+            if size > limits.max_bytes {
+                return Err(too_large(size, limits.max_bytes));
+            }
+            if size > *taken {
+                self.quota.take(size - *taken).map_err(quota_error)?;
+                *taken = size;
+            }
+            hasher.update(&chunk);
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| spool_io("writing the upload file in", &dir, e))?;
+        }
+        let sha256: [u8; 32] = hasher.finalize().into();
+        if let Some(want) = expected
+            && want != sha256
+        {
+            return Err(ApiError::bad_request(
+                format!(
+                    "the body's SHA-256 is {}, not the {} the request gave in x-reel-sha256; nothing was archived",
+                    hex::encode(sha256),
+                    hex::encode(want)
+                ),
+                "the body was damaged on the way or the checksum is of other data: send it again",
+            ));
+        }
+        // Durable before the job that names it is queued and the client told 202.
+        file.sync_all()
+            .await
+            .map_err(|e| spool_io("syncing the upload file in", &dir, e))?;
+        drop(file);
+        for d in [&dir, &self.dir] {
+            sync_dir(d).map_err(|e| spool_io("syncing", d, e))?;
+        }
+        if *taken > size {
+            self.quota.give_back(*taken - size);
+            *taken = size;
+        }
+        Ok(Received {
+            path,
+            upload: upload.to_string(),
+            size,
+            sha256,
+        })
+    }
+
+    /// Record that `upload` is archived by job `job`.
+    pub fn mark(&self, upload: &str, job: &str) -> Result<(), ApiError> {
+        let marker = self.dir.join(format!("{upload}.job"));
+        std::fs::write(&marker, job).map_err(|e| spool_io("recording the job of", &marker, e))
+    }
+
+    /// Give up an upload whose job could not be queued.
+    pub fn discard(&self, r: &Received) {
+        let _ = std::fs::remove_dir_all(self.dir.join(&r.upload));
+        self.quota.give_back(r.size);
+    }
+
+    /// Remove the uploads whose archive job ended (done, failed, cancelled or pruned) and the
+    /// ones a stopped server left without a job. Returns how many were removed.
+    pub async fn sweep(&self, jobs: &JobStore) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(kind) = e.file_type() else { continue };
+            if !kind.is_dir() {
+                // A marker whose upload is gone.
+                if let Some(upload) = name.strip_suffix(".job")
+                    && !self.dir.join(upload).exists()
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+                continue;
+            }
+            if self.lock().contains(&name) {
+                continue;
+            }
+            let ended = match std::fs::read_to_string(self.dir.join(format!("{name}.job"))) {
+                Ok(job) => match jobs.get(job.trim()).await {
+                    Ok(Some(rec)) => rec.state.is_final(),
+                    Ok(None) => true,
+                    // The store is down: look again next time.
+                    Err(_) => false,
+                },
+                Err(_) => older_than(&e.path(), ORPHAN_AGE),
+            };
+            if ended {
+                let size = bytes_under(&e.path());
+                if std::fs::remove_dir_all(e.path()).is_ok() {
+                    let _ = std::fs::remove_file(self.dir.join(format!("{name}.job")));
+                    self.quota.give_back(size);
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.uploading.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Create `dir` (mode 0700 for what is created) and return it with its links resolved, so
+/// that paths under it can be opened with no link on the way.
+pub fn private_dir(dir: &Path) -> io::Result<PathBuf> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    dir.canonicalize()
+}
+
+/// Bytes of the regular files under `dir` (not following links).
+pub fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) if m.is_file() => total += m.len(),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
+/// Whether `path` was last modified more than `age` ago.
+pub fn older_than(path: &Path, age: Duration) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|d| d > age)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn too_large(size: u64, max: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the object has at least {size} bytes; this service takes objects of at most {max} bytes"
+        ),
+        "split the object, or ask the operator to raise [serve] max_object_bytes",
+    )
+}
+
+fn quota_error(full: super::quota::QuotaFull) -> ApiError {
+    full.into_error()
+}
+
+fn spool_io(doing: &str, path: &Path, e: io::Error) -> ApiError {
+    tracing::error!(path = %path.display(), error = %e, "{doing} the upload spool");
+    let status = if e.raw_os_error() == Some(nix::libc::ENOSPC) {
+        StatusCode::INSUFFICIENT_STORAGE
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    ApiError::new(
+        status,
+        format!("the upload spool failed while {doing} it: {}", e.kind()),
+        "nothing was archived; the operator finds the cause in reel serve's log ([serve] spool_dir)",
+    )
+}

@@ -1,0 +1,213 @@
+//! The staging area of `GET /v1/objects/{key}`: an object is fetched from tape by an ordinary
+//! recall job into a directory of its own here (`POST /v1/stage/{key}`), served from there with
+//! ranges while it stays, and removed by the janitor `[serve] staging_hours` after it was
+//! asked for (at once if the recall failed or was cancelled).
+//!
+//! Layout under `[serve] staging_dir` (mode 0700): `NAME/KEY`, where the recall put the object,
+//! and `NAME.json`, the [`Stage`] record; `NAME` is the SHA-256 of the key (hex, 40 digits)
+//! and the generation, so a key archived again is staged afresh and never served stale.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::quota::Quota;
+use super::spool::{bytes_under, older_than, private_dir};
+use crate::job::JobState;
+use crate::queue::store::JobStore;
+
+/// The record of one staged object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stage {
+    /// The key.
+    pub key: String,
+    /// The generation staged.
+    pub generation: u64,
+    /// The object's size (taken from the budget until the stage is removed).
+    pub size: u64,
+    /// The recall job.
+    pub job: String,
+}
+
+/// Where a stage stands, as a client sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StageState {
+    /// No recall has staged this generation.
+    None,
+    /// The recall is queued or running.
+    Pending {
+        /// The recall job.
+        job: String,
+        /// Its state.
+        state: JobState,
+    },
+    /// The recall ended without the object (failed or cancelled).
+    Ended {
+        /// The recall job.
+        job: String,
+        /// Its state.
+        state: JobState,
+        /// Why, if it failed.
+        error: Option<String>,
+    },
+    /// Staged: the object is here.
+    Ready {
+        /// The directory the object lies under (its key below it).
+        dir: PathBuf,
+    },
+}
+
+/// The staging area: its directory, its budget and how long a stage stays.
+#[derive(Debug)]
+pub struct Staging {
+    dir: PathBuf,
+    quota: Quota,
+    keep: Duration,
+}
+
+impl Staging {
+    /// Open (and create, mode 0700) the staging area at `dir` with a budget of `limit` bytes;
+    /// stages are kept `keep` after their recall ended.
+    pub fn open(dir: &Path, limit: u64, keep: Duration) -> io::Result<Staging> {
+        let dir = private_dir(dir)?;
+        let used = bytes_under(&dir);
+        Ok(Staging {
+            quota: Quota::new("staging area", "staging_bytes", limit, used),
+            dir,
+            keep,
+        })
+    }
+
+    /// The budget.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    /// The name of the stage of generation `generation` of `key`.
+    pub fn name(key: &str, generation: u64) -> String {
+        let digest = Sha256::digest(key.as_bytes());
+        format!("{}-g{generation}", &hex::encode(digest)[..40])
+    }
+
+    /// The directory a stage's recall writes to.
+    pub fn dir_of(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The stage record, if any.
+    pub fn record(&self, name: &str) -> Option<Stage> {
+        let text = std::fs::read(self.dir.join(format!("{name}.json"))).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Create the directory of a new stage (mode 0700; an old one of the same name, from a
+    /// recall that ended without the object, is removed first).
+    pub fn prepare(&self, name: &str) -> io::Result<PathBuf> {
+        let dir = self.dir_of(name);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(dir)
+    }
+
+    /// Write the record of a stage whose recall is queued.
+    pub fn write_record(&self, name: &str, stage: &Stage) -> io::Result<()> {
+        let path = self.dir.join(format!("{name}.json"));
+        let tmp = self.dir.join(format!(".{name}.json.tmp"));
+        std::fs::write(&tmp, serde_json::to_vec(stage).map_err(io::Error::other)?)?;
+        std::fs::rename(&tmp, &path)
+    }
+
+    /// Where the stage of generation `generation` of `key` stands.
+    pub async fn state(
+        &self,
+        key: &str,
+        generation: u64,
+        jobs: &JobStore,
+    ) -> crate::error::Result<StageState> {
+        let name = Self::name(key, generation);
+        let Some(stage) = self.record(&name) else {
+            return Ok(StageState::None);
+        };
+        let Some(rec) = jobs.get(&stage.job).await? else {
+            return Ok(StageState::None);
+        };
+        Ok(match rec.state {
+            JobState::Done => StageState::Ready {
+                dir: self.dir_of(&name),
+            },
+            JobState::Queued | JobState::Running => StageState::Pending {
+                job: stage.job,
+                state: rec.state,
+            },
+            JobState::Failed | JobState::Cancelled => StageState::Ended {
+                job: stage.job,
+                state: rec.state,
+                error: rec.error,
+            },
+        })
+    }
+
+    /// Remove the stages whose recall ended without the object, or that were asked for longer
+    /// than the keeping time ago (the record is written when the recall is queued), and
+    /// directories with no record (a server stopped while staging). Returns how many.
+    pub async fn sweep(&self, jobs: &JobStore) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let record = self.dir.join(format!("{name}.json"));
+            let gone = match self.record(&name) {
+                Some(stage) => match jobs.get(&stage.job).await {
+                    Ok(Some(rec)) => match rec.state {
+                        JobState::Failed | JobState::Cancelled => true,
+                        JobState::Done => older_than(&record, self.keep),
+                        JobState::Queued | JobState::Running => false,
+                    },
+                    Ok(None) => true,
+                    Err(_) => false,
+                },
+                None => older_than(&e.path(), super::spool::ORPHAN_AGE),
+            };
+            if gone {
+                let size = self
+                    .record(&name)
+                    .map(|s| s.size)
+                    .unwrap_or_else(|| bytes_under(&e.path()));
+                if std::fs::remove_dir_all(e.path()).is_ok() {
+                    let _ = std::fs::remove_file(&record);
+                    self.quota.give_back(size);
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stage_is_named_by_key_and_generation() {
+        let a = Staging::name("photos/2026/a.jpg", 1);
+        assert_eq!(a.len(), 43);
+        assert!(a.ends_with("-g1"));
+        assert_ne!(a, Staging::name("photos/2026/a.jpg", 2));
+        assert_ne!(a, Staging::name("photos/2026/b.jpg", 1));
+        assert!(!a.contains('/'));
+    }
+}
