@@ -729,6 +729,26 @@ impl TapeExecutor for EngineExecutor {
         Ok(barcode)
     }
 
+    async fn inventory(&self) -> Result<Vec<crate::queue::ElementView>> {
+        let inv = self
+            .service
+            .library()
+            .inventory()
+            .await
+            .map_err(|e| JobsError::Session(e.into()))?;
+        Ok(inv
+            .into_iter()
+            .map(|e| crate::queue::ElementView {
+                kind: crate::queue::inventory::kind_name(e.kind).to_string(),
+                index: e.index,
+                address: e.address,
+                barcode: (!e.barcode.is_empty()).then_some(e.barcode),
+                full: e.flags & reel_plugin_abi::REEL_ELEMENT_FULL != 0,
+                flags: e.flags,
+            })
+            .collect())
+    }
+
     async fn held_elsewhere(&self) -> Result<Vec<String>> {
         Ok(self
             .service

@@ -32,6 +32,7 @@ use crate::error::{JobsError, Result};
 use crate::job::{ArchiveJob, IntakeJob, JobKind, JobSpec, RebuildJob, RecallJob, VerifyJob};
 use crate::queue::apalis_bridge::ApalisDb;
 use crate::queue::drives::{BoardMount, DriveBoard};
+use crate::queue::inventory::{ElementView, Inventory};
 use crate::queue::lease::{Fence, LeaseManager, drive_resource, job_resource};
 use crate::queue::requests::{ClaimLimit, NewTapeRequest, TapeRequest, TapeRequests};
 use crate::queue::store::{FailOutcome, JobRecord, JobStore, Progress, RunningJob, StartOutcome};
@@ -117,6 +118,12 @@ pub trait TapeExecutor: Send + Sync + 'static {
     /// treats them as mounted elsewhere). Asked only before mounting a cartridge for reading.
     /// Default: none (this host is the library's only user).
     fn held_elsewhere(&self) -> impl Future<Output = Result<Vec<String>>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// The library's elements as its changer reports them now, for the dashboard
+    /// ([`crate::queue::Inventory`]). Default: none (an executor without a changer).
+    fn inventory(&self) -> impl Future<Output = Result<Vec<ElementView>>> + Send {
         async { Ok(Vec::new()) }
     }
 
@@ -243,6 +250,8 @@ pub struct Runtime<E> {
     pub leases: LeaseManager,
     /// What every leased drive holds, on every host.
     pub board: DriveBoard,
+    /// The library's elements as this worker last saw them, for the dashboard.
+    pub inventory: Inventory,
     /// The tape side.
     pub executor: Arc<E>,
     /// Cancelled on SIGTERM/SIGINT.
@@ -280,6 +289,7 @@ impl<E: TapeExecutor> Runtime<E> {
             name: unique_name(&config.worker.name_prefix),
             requests: TapeRequests::new(db.clone()),
             board: DriveBoard::new(db.clone()),
+            inventory: Inventory::new(db.clone()),
             leases: LeaseManager::new(db),
             config,
             queue,
@@ -891,12 +901,36 @@ pub fn cancel_on_signals(
     })
 }
 
-/// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs.
+/// How often a worker records the library's elements for the dashboard.
+pub const INVENTORY_EVERY: Duration = Duration::from_secs(5);
+
+/// Record what the changer reports now; a failure is logged and tried again next time.
+async fn publish_inventory<E: TapeExecutor>(rt: &Runtime<E>) {
+    let elements = match rt.executor.inventory().await {
+        Ok(e) if e.is_empty() => return,
+        Ok(e) => e,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read the library's elements for the dashboard");
+            return;
+        }
+    };
+    if let Err(e) = rt.inventory.publish(&rt.name, &elements).await {
+        tracing::debug!(error = %e, "cannot record the library's elements");
+    }
+}
+
+/// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs, record
+/// the library's elements.
 async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
     let every = Duration::from_millis(rt.config.worker.heartbeat_ms);
     let retention = Duration::from_secs(rt.config.worker.retention_hours * 3600);
     let mut ticks: u64 = 0;
+    let mut inventory_due = tokio::time::Instant::now();
     loop {
+        if tokio::time::Instant::now() >= inventory_due {
+            inventory_due = tokio::time::Instant::now() + INVENTORY_EVERY;
+            publish_inventory(&rt).await;
+        }
         tokio::select! {
             _ = rt.shutdown.cancelled() => return,
             _ = tokio::time::sleep(every) => {}

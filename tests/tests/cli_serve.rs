@@ -171,8 +171,7 @@ fn http(addr: &str, extra: &str, method: &str, path: &str, body: Option<&Value>)
         payload.len()
     ));
     s.write_all(req.as_bytes()).expect("send request");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read response");
+    let raw = read_answer(&mut s);
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -203,6 +202,32 @@ fn http(addr: &str, extra: &str, method: &str, path: &str, body: Option<&Value>)
         body = out;
     }
     (status, body)
+}
+
+/// Read one answer: to its `Content-Length` when it gives one (a server may keep the
+/// connection open regardless of `Connection: close`), else to the end of the stream.
+fn read_answer(s: &mut TcpStream) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 64 << 10];
+    loop {
+        if let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if let Some(n) = length
+                && raw.len() >= split + 4 + n
+            {
+                return raw;
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return raw,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("read response: {e}"),
+        }
+    }
 }
 
 /// A data directory configured for `store_url` with a simulated library, a directory for the
@@ -874,4 +899,242 @@ async fn objects_stream_in_and_out_without_a_shared_filesystem() {
         assert_eq!(worker.stop(), 0, "{name}: worker did not stop cleanly");
         assert_eq!(serve.stop(), 0, "{name}: reel serve did not stop cleanly");
     }
+}
+
+/// A WebDriver session on Debian's `chromedriver` and headless `chromium`, both as installed
+/// by `.ci/run` (under `CI=true` their absence fails the test; elsewhere it is skipped loudly).
+struct Browser {
+    driver: Child,
+    addr: String,
+    session: String,
+}
+
+impl Browser {
+    fn start() -> Option<Browser> {
+        let (chromium, chromedriver) = ("/usr/bin/chromium", "/usr/bin/chromedriver");
+        if !Path::new(chromium).exists() || !Path::new(chromedriver).exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "chromium and chromedriver are missing under CI=true (.ci/run installs them)"
+            );
+            eprintln!(
+                "*** SKIPPED the dashboard's browser test: apt-get install chromium chromium-driver ***"
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn chromedriver");
+        let addr = format!("127.0.0.1:{port}");
+        let t0 = Instant::now();
+        while TcpStream::connect(&addr).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "chromedriver did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut b = Browser {
+            driver,
+            addr,
+            session: String::new(),
+        };
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1400,1600"]
+            }
+        }}});
+        let v = b.call("POST", "/session", Some(&caps));
+        b.session = v["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no WebDriver session: {v}"))
+            .to_string();
+        Some(b)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let (status, bytes) = http(&self.addr, "", method, path, body);
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        assert_eq!(status, 200, "WebDriver {method} {path}: {v}");
+        v
+    }
+
+    fn go(&self, url: &str) {
+        self.call(
+            "POST",
+            &format!("/session/{}/url", self.session),
+            Some(&json!({ "url": url })),
+        );
+    }
+
+    /// Run `script` in the page; its return value.
+    fn eval(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            &format!("/session/{}/execute/sync", self.session),
+            Some(&json!({"script": script, "args": []})),
+        )["value"]
+            .clone()
+    }
+
+    /// Wait until `script` returns true in the page.
+    fn wait_for(&self, what: &str, script: &str) {
+        let t0 = Instant::now();
+        while self.eval(script) != Value::Bool(true) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the dashboard never showed {what}: {}",
+                self.eval("return document.body.innerText")
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn screenshot(&self, to: &Path) {
+        let v = self.call(
+            "GET",
+            &format!("/session/{}/screenshot", self.session),
+            None,
+        );
+        let png = base64_decode(v["value"].as_str().expect("screenshot"));
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        std::fs::write(to, png).expect("write the screenshot");
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = http(
+                &self.addr,
+                "",
+                "DELETE",
+                &format!("/session/{}", self.session),
+                None,
+            );
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Standard base64 (the screenshot WebDriver returns).
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in text.bytes().filter_map(value) {
+        acc = (acc << 6) | c;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+/// The dashboard in a real browser: it loads with a token, shows the simulated library's
+/// drives and cartridges, and shows a job that ran after it loaded without a reload; the
+/// screenshot is saved as `target/dashboard.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_the_library_live_in_a_browser() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let store = stores("cli_serve_dashboard").await.remove(0);
+    let (dir, _lib, base, serve) = site(&store.url());
+    let worker = Worker::start(dir.path(), 1);
+    serve.run("/v1/jobs/intake", json!({"all_new": true}));
+    // What the page must show, as the API says it.
+    let t0 = Instant::now();
+    let lib = loop {
+        let (_, lib) = serve.call("GET", "/v1/library", None);
+        if lib["seen_ms"].as_i64().unwrap_or(0) > 0 && !lib["drives"].as_array().unwrap().is_empty()
+        {
+            break lib;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no library view: {lib}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let drive = lib["drives"][0]["drive"].as_str().unwrap().to_string();
+    let barcode = lib["cartridges"][0]["barcode"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    browser.go(&format!(
+        "http://{}/dashboard#token={}",
+        serve.addr, serve.token
+    ));
+    browser.wait_for(
+        "the drive and a cartridge",
+        &format!(
+            "return document.querySelector('#drives tr[data-drive=\"{drive}\"]') !== null \
+             && document.querySelector('#cartridges tr[data-barcode=\"{barcode}\"]') !== null \
+             && document.querySelectorAll('#slots div').length > 0"
+        ),
+    );
+    assert_eq!(
+        browser.eval("return location.hash"),
+        json!(""),
+        "the token stayed in the address bar"
+    );
+    let loads = browser.eval("return performance.getEntriesByType('navigation').length");
+
+    // A job after the page loaded appears without a reload.
+    let src = tempfile::tempdir_in(base.path()).unwrap();
+    write_random_file(&src.path().join("a.bin"), 100_000, 1);
+    let job = serve.run(
+        "/v1/jobs/archive",
+        json!({"paths": [src.path()], "key_prefix": "dash/"}),
+    );
+    let id = job["id"].as_str().unwrap();
+    browser.wait_for(
+        "the finished archive job",
+        &format!("return document.querySelector('#done tr[data-job=\"{id}\"]') !== null"),
+    );
+    assert_eq!(
+        browser.eval("return performance.getEntriesByType('navigation').length"),
+        loads,
+        "the page was reloaded"
+    );
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/dashboard.png");
+    browser.screenshot(&shot);
+    // A wrong token: the page says so and shows nothing.
+    browser.go(&format!(
+        "http://{}/dashboard#token=reel_nope.nope",
+        serve.addr
+    ));
+    browser.wait_for(
+        "the refusal",
+        "return document.getElementById('main').hidden === true \
+         && document.getElementById('status').textContent.includes('token')",
+    );
+    drop(browser);
+    assert_eq!(worker.stop(), 0);
+    assert_eq!(serve.stop(), 0);
 }

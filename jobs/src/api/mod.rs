@@ -16,7 +16,9 @@
 //! | `GET /v1/catalog/objects/{key}` | one object and where its copies are |
 //! | `PUT /v1/objects/{key}` | upload an object (streamed to the spool, then archived) |
 //! | `POST /v1/stage/{key}`, `GET /v1/objects/{key}` | recall an object to the staging area; download it (with `Range`) |
+//! | `GET /v1/library` | drives, slots, cartridges and tape queues, for the dashboard |
 //! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | health, Prometheus, OpenAPI |
+//! | `GET /`, `GET /dashboard` | the live dashboard ([`dashboard`]), open; its data needs a token |
 //!
 //! Every route but `/healthz` and `/openapi.json` needs an API token with the right scope
 //! ([`auth`], [`crate::token`]); archive sources and recall destinations must lie in the
@@ -26,8 +28,10 @@
 pub mod auth;
 mod catalog;
 mod connection;
+mod dashboard;
 mod error;
 mod jobs;
+mod library;
 pub mod limits;
 mod metrics;
 mod objects;
@@ -217,6 +221,11 @@ pub fn router(state: AppState) -> Router {
                 .layer(DefaultBodyLimit::disable()),
         )
         .route("/v1/stage/{*key}", post(objects::stage_object))
+        .route("/v1/library", get(library::show))
+        .route("/", get(dashboard::page))
+        .route("/dashboard", get(dashboard::page))
+        .route("/dashboard/dashboard.js", get(dashboard::script))
+        .route("/dashboard/dashboard.css", get(dashboard::style))
         .fallback(no_route)
         // Layers run from the last added to the first: metrics see every request, a foreign
         // Host is refused before anything else is read, and no handler runs unauthenticated.

@@ -3,7 +3,7 @@
 use axum::response::Json;
 use utoipa::OpenApi;
 
-use super::{catalog, jobs, metrics, objects};
+use super::{catalog, jobs, library, metrics, objects};
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
 #[derive(OpenApi)]
@@ -26,6 +26,7 @@ use super::{catalog, jobs, metrics, objects};
         objects::put_object,
         objects::stage_object,
         objects::get_object,
+        library::show,
         super::health,
         metrics::render,
         document,
@@ -35,6 +36,7 @@ use super::{catalog, jobs, metrics, objects};
     tags(
         (name = "jobs", description = "submit and follow jobs"),
         (name = "catalog", description = "what is on tape, and where"),
+        (name = "library", description = "drives, slots, cartridges and queues"),
         (name = "objects", description = "objects streamed in and out, for clients without a shared filesystem"),
         (name = "service", description = "health, metrics and this document"),
     )

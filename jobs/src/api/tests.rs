@@ -513,6 +513,7 @@ async fn api_openapi_names_every_route() {
         ("/v1/objects/{key}", "get"),
         ("/v1/objects/{key}", "put"),
         ("/v1/stage/{key}", "post"),
+        ("/v1/library", "get"),
         ("/healthz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
@@ -1357,4 +1358,75 @@ async fn api_objects_need_the_scope_and_the_key_prefix() {
     )
     .await;
     assert_error(code, &json_of(&b), StatusCode::NOT_FOUND, "team-a/none");
+}
+
+#[tokio::test]
+async fn the_dashboard_is_open_and_its_data_needs_a_token() {
+    let f = fixture().await;
+    let st = &f.state;
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/dashboard", "text/html"),
+        ("/dashboard/dashboard.js", "text/javascript"),
+        ("/dashboard/dashboard.css", "text/css"),
+    ] {
+        let req = Request::builder()
+            .uri(path)
+            .header("host", "localhost")
+            .body(Body::empty())
+            .unwrap();
+        let resp = router(st.clone()).oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        let h = resp.headers();
+        assert!(
+            h["content-type"].to_str().unwrap().starts_with(kind),
+            "{path}"
+        );
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "{csp}"
+        );
+        assert_eq!(h["x-frame-options"], "DENY");
+    }
+    let (code, v) = call_as(st, None, Method::GET, "/v1/library", None).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED, "{v}");
+    let reader = token(st, "read", "/").await;
+    let (code, v) = call_as(st, Some(&reader), Method::GET, "/v1/library", None).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["drives"], json!([]));
+    assert_eq!(v["seen_ms"], 0);
+    // What a worker records shows, with each cartridge's place.
+    crate::queue::Inventory::new(st.queue().store().db().clone())
+        .publish(
+            "w",
+            &[
+                crate::queue::ElementView {
+                    kind: "drive".into(),
+                    index: 0,
+                    address: 1,
+                    barcode: None,
+                    full: false,
+                    flags: 0,
+                },
+                crate::queue::ElementView {
+                    kind: "slot".into(),
+                    index: 4,
+                    address: 1004,
+                    barcode: Some("A00004L9".into()),
+                    full: true,
+                    flags: reel_plugin_abi::REEL_ELEMENT_FULL,
+                },
+            ],
+        )
+        .await
+        .unwrap();
+    st.catalogue()
+        .add_cartridge("A00004L9", false, 1 << 40)
+        .await
+        .unwrap();
+    let (_, v) = call_as(st, Some(&reader), Method::GET, "/v1/library", None).await;
+    assert_eq!(v["drives"][0]["state"], "offline", "{v}");
+    assert_eq!(v["cartridges"][0]["location"], "slot 4", "{v}");
+    assert_eq!(v["elements"].as_array().unwrap().len(), 2, "{v}");
 }

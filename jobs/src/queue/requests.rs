@@ -12,6 +12,7 @@ use sqlx::Row;
 use crate::db::BeginWrite;
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
+use crate::on_db;
 use crate::queue::backoff::Backoff;
 use crate::queue::lease::Fence;
 use crate::scheduler::{MountMode, MountTarget, QueueSummary};
@@ -141,6 +142,19 @@ macro_rules! decode_request {
             })
         })()
     }};
+}
+
+/// Requests one drive has claimed, of one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct DriveWork {
+    /// The drive.
+    pub drive: String,
+    /// The job.
+    pub job: String,
+    /// Requests claimed.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
 }
 
 /// Access to the tape requests.
@@ -279,6 +293,35 @@ impl TapeRequests {
                 tx.commit().await.map_err(self.db.err(DOING))
             }
         }
+    }
+
+    /// The requests each drive has claimed now (its batch), per job.
+    pub async fn by_drive(&self) -> Result<Vec<DriveWork>> {
+        const DOING: &str = "reading the drives' claimed requests";
+        let sql = "SELECT claimed_by, job_id, CAST(COUNT(*) AS BIGINT) AS files, \
+                   CAST(SUM(bytes) AS BIGINT) AS bytes FROM reel_tape_requests \
+                   WHERE state = 'claimed' AND claimed_by IS NOT NULL \
+                   GROUP BY claimed_by, job_id ORDER BY claimed_by, job_id";
+        on_db!(&self.db, |p| {
+            let rows = sqlx::query(sql)
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err(DOING))?;
+            rows.iter()
+                .map(|r| {
+                    let by: String = r.try_get("claimed_by")?;
+                    let files: i64 = r.try_get("files")?;
+                    let bytes: Option<i64> = r.try_get("bytes")?;
+                    Ok(DriveWork {
+                        drive: by.strip_prefix("drive:").unwrap_or(&by).to_string(),
+                        job: r.try_get("job_id")?,
+                        files: files.max(0) as u64,
+                        bytes: bytes.unwrap_or(0).max(0) as u64,
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(self.db.err(DOING))
+        })
     }
 
     /// Queue summaries: one per cartridge for reads, one per pool for writes, over queued
