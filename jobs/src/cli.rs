@@ -789,6 +789,9 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
 async fn run_worker(loaded: &LoadedConfig) -> Result<Output> {
     ensure_data_dir(loaded).await?;
     let shutdown = CancellationToken::new();
+    if !loaded.config.worker.metrics_listen.is_empty() {
+        crate::drive_metrics::serve(&loaded.config.worker.metrics_listen, shutdown.clone()).await?;
+    }
     let (rt, _service) = crate::embedded::start_runtime(&loaded.config, shutdown.clone()).await?;
     let name = rt.name.clone();
     // The handlers first: a signal sent once it says it is running finds them installed.

@@ -274,6 +274,10 @@ pub struct WorkerConfig {
     pub backoff_max_ms: u64,
     /// Jobs of one kind one worker runs at once.
     pub concurrency: usize,
+    /// Where `reel worker` serves its Prometheus metrics (drive state, mounts, bytes, mount
+    /// session summaries, device sense keys), `IP:PORT` on loopback; empty (the default): not
+    /// served. Scrape it on the drive host, or through a proxy.
+    pub metrics_listen: String,
 }
 
 impl Default for WorkerConfig {
@@ -288,6 +292,7 @@ impl Default for WorkerConfig {
             backoff_base_ms: 10_000,
             backoff_max_ms: 15 * 60_000,
             concurrency: 4,
+            metrics_listen: String::new(),
         }
     }
 }
@@ -710,6 +715,20 @@ impl Config {
                 "[serve]",
                 "spool_dir and staging_dir must be given, spool_bytes, staging_bytes, max_object_bytes and staging_hours must be at least 1".into(),
             );
+        }
+        if !self.worker.metrics_listen.is_empty() {
+            match self.worker.metrics_listen.parse::<std::net::SocketAddr>() {
+                Ok(a) if a.ip().is_loopback() => {}
+                _ => {
+                    return bad(
+                        "[worker] metrics_listen",
+                        format!(
+                            "`{}` is not a loopback IP:PORT (e.g. 127.0.0.1:9464): the worker's metrics have no authentication, so they are served on loopback only; put a proxy in front to scrape from elsewhere",
+                            self.worker.metrics_listen
+                        ),
+                    );
+                }
+            }
         }
         if !(1..=256).contains(&self.recall.writer_threads) {
             return bad(

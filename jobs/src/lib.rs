@@ -32,6 +32,7 @@ pub mod config;
 pub mod confine;
 pub mod db;
 pub mod demo;
+pub mod drive_metrics;
 pub mod embedded;
 pub mod error;
 pub mod executor;

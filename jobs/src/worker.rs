@@ -28,6 +28,7 @@ use tracing::Instrument;
 
 use crate::config::Config;
 use crate::db::now_ms;
+use crate::drive_metrics;
 use crate::error::{JobsError, Result};
 use crate::job::{ArchiveJob, IntakeJob, JobKind, JobSpec, RebuildJob, RecallJob, VerifyJob};
 use crate::queue::apalis_bridge::ApalisDb;
@@ -1012,12 +1013,14 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                             pool,
                             since: tokio::time::Instant::now(),
                             since_ms: now_ms(),
+                            session: Default::default(),
                         }),
                         Err(e) => {
                             tracing::warn!(drive = %drive, error = %e, "cannot tell what the drive holds");
                             None
                         }
                     };
+                    drive_metrics::state(&drive, if mounted.is_some() { "idle" } else { "empty" });
                     let on_board = mounted.as_ref().map(|h| h.on_board(&policy));
                     if let Err(e) = rt.board.publish(&f, on_board.as_ref()).await {
                         tracing::warn!(drive = %drive, error = %e, "cannot publish the drive on the board");
@@ -1067,7 +1070,10 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
             // with each failure in a row ([worker] backoff_base_ms .. backoff_max_ms).
             Err(e) if e.is_drive_failure() => {
                 failures += 1;
-                mounted = None;
+                if let Some(h) = mounted.take() {
+                    h.ended(&drive, Duration::ZERO, "drive failed");
+                }
+                drive_metrics::state(&drive, "failed");
                 let _ = rt.board.publish(&fence, None).await;
                 let pause = rt.queue.backoff().delay(failures);
                 tracing::error!(drive = %drive, error = %e, retry_in_ms = pause.as_millis() as u64,
@@ -1082,10 +1088,18 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
         }
     }
     if let Some((fence, cancel, beat)) = lease {
-        if mounted.is_some()
-            && let Err(e) = rt.executor.unmount(&drive, &fence).await
-        {
-            tracing::warn!(drive = %drive, error = %e, "unmount at shutdown failed");
+        if let Some(h) = mounted.take() {
+            let t = tokio::time::Instant::now();
+            match rt.executor.unmount(&drive, &fence).await {
+                Ok(()) => {
+                    h.ended(&drive, t.elapsed(), "shutdown");
+                    drive_metrics::state(&drive, "empty");
+                }
+                Err(e) => {
+                    h.ended(&drive, Duration::ZERO, "shutdown, unload failed");
+                    tracing::warn!(drive = %drive, error = %e, "unmount at shutdown failed");
+                }
+            }
         }
         let _ = rt.board.publish(&fence, None).await;
         drop(beat);
@@ -1109,9 +1123,28 @@ struct Held {
     pool: Option<String>,
     since: tokio::time::Instant,
     since_ms: i64,
+    /// What this mount did so far, for its end-of-session summary.
+    session: drive_metrics::MountSession,
 }
 
 impl Held {
+    /// The mount is over: its summary to the log and the metrics.
+    fn ended(&self, drive: &str, unload: Duration, how: &str) {
+        let mode = match self.target {
+            MountTarget::Read { .. } => "read",
+            MountTarget::Write { .. } => "write",
+        };
+        drive_metrics::session_ended(
+            drive,
+            &self.barcode,
+            mode,
+            &self.session,
+            self.since.elapsed(),
+            unload,
+            how,
+        );
+    }
+
     fn on_board(&self, policy: &Policy) -> BoardMount {
         BoardMount {
             target: self.target.clone(),
@@ -1251,12 +1284,17 @@ async fn drive_step<E: TapeExecutor>(
                 MountTarget::Read { barcode } => &h.barcode == barcode,
                 MountTarget::Write { pool } => h.pool.as_ref() == Some(pool),
             });
-            if mounted.take().is_some() && !keeps {
+            let previous = mounted.take();
+            if let Some(prev) = previous.as_ref().filter(|_| !keeps) {
+                let t = tokio::time::Instant::now();
                 if let Err(e) = rt.executor.unmount(drive, fence).await {
+                    prev.ended(drive, Duration::ZERO, "unload failed");
                     let _ = rt.board.publish(fence, None).await;
                     return Err(e);
                 }
-            } else if keeps {
+                prev.ended(drive, t.elapsed(), "another cartridge wanted");
+            } else if let Some(prev) = previous.as_ref() {
+                prev.ended(drive, Duration::ZERO, "mode switch");
                 tracing::info!(
                     drive,
                     ?target,
@@ -1264,9 +1302,12 @@ async fn drive_step<E: TapeExecutor>(
                 );
             }
             tracing::info!(drive, ?target, reason, "mounting");
+            drive_metrics::state(drive, "mounting");
+            let mount_started = tokio::time::Instant::now();
             let barcode = match rt.executor.mount(drive, &target, fence, cancel).await {
                 Ok(b) => b,
                 Err(e) => {
+                    drive_metrics::state(drive, "empty");
                     let _ = rt.board.publish(fence, None).await;
                     // A cartridge that will not mount for reading costs its requests an
                     // attempt. A drive that failed does not: it goes out of service (see
@@ -1294,12 +1335,21 @@ async fn drive_step<E: TapeExecutor>(
                     return Err(e);
                 }
             };
+            let took = mount_started.elapsed();
+            if !keeps {
+                drive_metrics::mounted(drive, took);
+            }
+            drive_metrics::state(drive, "idle");
             let held = Held {
                 barcode,
                 target: target.clone(),
                 pool,
-                since: tokio::time::Instant::now(),
+                since: mount_started,
                 since_ms,
+                session: drive_metrics::MountSession {
+                    mount: took,
+                    ..Default::default()
+                },
             };
             rt.board
                 .publish(fence, Some(&held.on_board(policy)))
@@ -1308,8 +1358,12 @@ async fn drive_step<E: TapeExecutor>(
             target
         }
         Some(Decision::Unmount { .. }) => {
+            let t = tokio::time::Instant::now();
             rt.executor.unmount(drive, fence).await?;
-            *mounted = None;
+            if let Some(h) = mounted.take() {
+                h.ended(drive, t.elapsed(), "idle");
+            }
+            drive_metrics::state(drive, "empty");
             rt.board.publish(fence, None).await?;
             return Ok(());
         }
@@ -1355,6 +1409,12 @@ async fn drive_step<E: TapeExecutor>(
             }
         })
     };
+    let mode = match target {
+        MountTarget::Read { .. } => "read",
+        MountTarget::Write { .. } => "write",
+    };
+    drive_metrics::state(drive, if mode == "read" { "reading" } else { "writing" });
+    let work_started = tokio::time::Instant::now();
     let outcome = match target {
         MountTarget::Read { .. } => {
             rt.executor
@@ -1396,6 +1456,18 @@ async fn drive_step<E: TapeExecutor>(
             (o, Some(e))
         }
     };
+    let (files, bytes) = batch
+        .iter()
+        .filter(|r| o.done.contains(&r.id))
+        .fold((0u64, 0u64), |(f, b), r| (f + r.files, b + r.bytes));
+    drive_metrics::moved(drive, mode, files, bytes);
+    if let Some(h) = mounted.as_mut() {
+        h.session.work += work_started.elapsed();
+        h.session.batches += 1;
+        h.session.files += files;
+        h.session.bytes += bytes;
+    }
+    drive_metrics::state(drive, "idle");
     settle(rt, &batch, o, &cancelled, fence).await?;
     match error {
         Some(e) => {

@@ -1064,6 +1064,20 @@ async fn the_dashboard_shows_the_library_live_in_a_browser() {
     };
     let store = stores("cli_serve_dashboard").await.remove(0);
     let (dir, _lib, base, serve) = site(&store.url());
+    // The worker serves its drive metrics on loopback.
+    let metrics = format!(
+        "127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+    );
+    let cfg = dir.path().join("reel.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "heartbeat_ms = 1000\n",
+        &format!("heartbeat_ms = 1000\nmetrics_listen = \"{metrics}\"\n"),
+    );
+    std::fs::write(&cfg, text).unwrap();
     let worker = Worker::start(dir.path(), 1);
     serve.run("/v1/jobs/intake", json!({"all_new": true}));
     // What the page must show, as the API says it.
@@ -1122,6 +1136,33 @@ async fn the_dashboard_shows_the_library_live_in_a_browser() {
         loads,
         "the page was reloaded"
     );
+    // The worker's metrics saw the intake's mounts (each ended with a session summary), the
+    // archive's bytes, the drive's state and the blank tapes' sense keys.
+    let (status, body) = http(&metrics, "", "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let d = format!("drive=\"{drive}\"");
+    assert!(
+        value(&format!("reel_drive_mounts_total{{{d}}}")) >= 10.0,
+        "{text}"
+    );
+    assert!(
+        value(&format!("reel_drive_bytes_total{{{d},mode=\"write\"}}")) >= 100_000.0,
+        "{text}"
+    );
+    assert!(value("reel_mount_session_seconds_count") >= 10.0, "{text}");
+    assert!(
+        value("reel_drive_mount_duration_seconds_count") >= 10.0,
+        "{text}"
+    );
+    assert_eq!(value(&format!("reel_drive_state{{{d},")), 1.0, "{text}");
+    assert!(value("reel_device_sense_total") >= 1.0, "{text}");
     let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/dashboard.png");
     browser.screenshot(&shot);
     // A wrong token: the page says so and shows nothing.

@@ -16,6 +16,26 @@ pub struct Sense {
     pub ascq: u8,
 }
 
+impl Sense {
+    /// The sense key's name, in snake case (`medium_error`), for metrics and logs.
+    pub fn key_name(&self) -> &'static str {
+        match self.key {
+            sense_key::NO_SENSE => "no_sense",
+            sense_key::RECOVERED_ERROR => "recovered_error",
+            sense_key::NOT_READY => "not_ready",
+            sense_key::MEDIUM_ERROR => "medium_error",
+            sense_key::HARDWARE_ERROR => "hardware_error",
+            sense_key::ILLEGAL_REQUEST => "illegal_request",
+            sense_key::UNIT_ATTENTION => "unit_attention",
+            sense_key::DATA_PROTECT => "data_protect",
+            sense_key::BLANK_CHECK => "blank_check",
+            sense_key::ABORTED_COMMAND => "aborted_command",
+            0xD => "volume_overflow",
+            _ => "other",
+        }
+    }
+}
+
 impl std::fmt::Display for Sense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:X}/{:02X}/{:02X}", self.key, self.asc, self.ascq)
@@ -353,6 +373,10 @@ impl DeviceError {
             ascq: st.ascq,
         };
         let kind = classify(e.code, sense.key, sense.asc, sense.ascq, st.flags);
+        // Every check condition a drive or changer reported, by sense key (filemarks and end
+        // of data included: they are how tape reads end), for `reel_device_sense_total`.
+        metrics::counter!("reel_device_sense_total", "sense_key" => sense.key_name(), "call" => call)
+            .increment(1);
         let residue = st.residue;
         let detail = e.to_string();
         match kind {
