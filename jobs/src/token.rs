@@ -368,6 +368,15 @@ impl TokenStore {
         Ok(self.list().await?.iter().any(|t| t.revoked_ms.is_none()))
     }
 
+    /// Whether token `id` exists and is not revoked (asked again at the end of a long
+    /// request, such as an upload, before its work is queued).
+    pub async fn still_active(&self, id: &str) -> Result<bool> {
+        Ok(self
+            .get(id)
+            .await?
+            .is_some_and(|(t, _)| t.revoked_ms.is_none()))
+    }
+
     /// The live token a bearer string names, if its secret is right; `None` for anything
     /// else (malformed, unknown id, wrong secret, revoked), which the caller answers with
     /// one and the same 401.

@@ -108,6 +108,7 @@ pub struct ListObjectsQuery {
     /// Key prefix (default: every key).
     pub prefix: Option<String>,
     /// At most this many (default 1000, at most 100000).
+    #[param(minimum = 1, maximum = 100000)]
     pub limit: Option<u64>,
 }
 

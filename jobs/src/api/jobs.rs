@@ -28,7 +28,7 @@ type ApiResult<T> = std::result::Result<T, ApiError>;
 #[serde(deny_unknown_fields)]
 pub struct ArchiveRequest {
     /// Absolute paths on the server host: one directory (archived as a tree), or files.
-    #[schema(example = json!(["/data/run42"]))]
+    #[schema(example = json!(["/data/run42"]), min_items = 1)]
     pub paths: Vec<String>,
     /// Storage class (default: `[archive] default_class`).
     #[serde(default)]
@@ -36,8 +36,9 @@ pub struct ArchiveRequest {
     /// Prefix of the object keys.
     #[serde(default)]
     pub key_prefix: String,
-    /// Priority, higher first (default 50).
+    /// Priority, higher first (default 50), -1000 to 1000, capped by the token's.
     #[serde(default)]
+    #[schema(minimum = -1000, maximum = 1000)]
     pub priority: Option<i32>,
 }
 
@@ -52,6 +53,7 @@ pub struct RecallRequest {
     #[serde(default)]
     pub prefix: Option<String>,
     /// Absolute destination directory on the worker hosts (keys become relative paths).
+    #[schema(min_length = 1, pattern = "^/")]
     pub to: String,
     /// What to do with a file that exists at an object's path: `never` (the default: it is
     /// reported, not replaced; an identical file is fine), `if-newer` (replaced when the
@@ -59,8 +61,9 @@ pub struct RecallRequest {
     #[serde(default)]
     #[schema(value_type = Option<String>, example = "never")]
     pub overwrite: Overwrite,
-    /// Priority, higher first (default 50).
+    /// Priority, higher first (default 50), -1000 to 1000, capped by the token's.
     #[serde(default)]
+    #[schema(minimum = -1000, maximum = 1000)]
     pub priority: Option<i32>,
 }
 
@@ -77,8 +80,9 @@ pub struct VerifyRequest {
     /// A sample: one container in N over the library.
     #[serde(default)]
     pub sample_every: Option<u64>,
-    /// Priority, higher first (default 10: background work).
+    /// Priority, higher first (default 10: background work), -1000 to 1000.
     #[serde(default)]
+    #[schema(minimum = -1000, maximum = 1000)]
     pub priority: Option<i32>,
 }
 
@@ -95,8 +99,9 @@ pub struct IntakeRequest {
     /// The pool the cartridges join (default: the default storage class's first pool).
     #[serde(default)]
     pub pool: Option<String>,
-    /// Priority, higher first (default 50).
+    /// Priority, higher first (default 50), -1000 to 1000, capped by the token's.
     #[serde(default)]
+    #[schema(minimum = -1000, maximum = 1000)]
     pub priority: Option<i32>,
 }
 
@@ -516,6 +521,7 @@ pub struct ListJobsQuery {
     /// Only jobs in this state: queued, running, done, failed, cancelled.
     pub state: Option<String>,
     /// At most this many (default 50, at most 200).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// The `next_cursor` of the page before: the jobs after it.
     pub cursor: Option<String>,
@@ -690,6 +696,20 @@ pub(super) async fn retry(
 ) -> ApiResult<Json<JobView>> {
     let UrlPath(id) = id?;
     may_act_on(&state, &caller, &id, "retry").await?;
+    // An upload's archive job reads a spool file that is removed once the job ended.
+    let rec = state.queue().store().require(&id).await?;
+    if let JobSpec::Archive(a) = &rec.spec
+        && let crate::job::ArchiveSource::Files(files) = &a.source
+        && files
+            .iter()
+            .any(|f| f.starts_with(&state.config().serve.spool_dir) && !f.exists())
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("job {id} archived an upload that is gone from the spool"),
+            "upload the object again with PUT /v1/objects/{key}",
+        ));
+    }
     let rec = state.queue().retry(&id).await?;
     tracing::info!(%id, "retried over HTTP");
     Ok(Json(rec.into()))

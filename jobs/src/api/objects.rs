@@ -50,8 +50,10 @@ const MAX_NAME_BYTES: usize = 255;
 #[serde(deny_unknown_fields)]
 pub struct PutParams {
     /// Storage class (default: `[archive] default_class`).
+    #[param(min_length = 1)]
     pub class: Option<String>,
     /// Priority of the archive job, -1000 to 1000 (capped by the token's).
+    #[param(minimum = -1000, maximum = 1000)]
     pub priority: Option<i32>,
 }
 
@@ -111,10 +113,32 @@ async fn object_of(state: &AppState, key: &str) -> ApiResult<Object> {
         })
 }
 
+/// A symbolic link archived as an object has no bytes to download (its target is its content).
+fn downloadable(key: &str, obj: &Object) -> ApiResult<()> {
+    if matches!(
+        obj.meta.as_ref().map(|m| m.kind),
+        Some(reel_engine::format::ObjectKind::Symlink)
+    ) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("`{key}` is a symbolic link, not a file: there are no bytes to download"),
+            "recall it with POST /v1/jobs/recall into a directory of your token's roots",
+        ));
+    }
+    Ok(())
+}
+
 fn sha256_header(headers: &HeaderMap) -> ApiResult<Option<[u8; 32]>> {
-    let Some(v) = headers.get(SHA256_HEADER) else {
+    let mut all = headers.get_all(SHA256_HEADER).iter();
+    let Some(v) = all.next() else {
         return Ok(None);
     };
+    if all.next().is_some() {
+        return Err(ApiError::bad_request(
+            format!("`{SHA256_HEADER}` is given more than once"),
+            "send one SHA-256 of the body",
+        ));
+    }
     let bad = || {
         ApiError::bad_request(
             format!("`{SHA256_HEADER}` is not a SHA-256: give 64 hexadecimal digits"),
@@ -147,6 +171,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
         (status = 400, description = "a bad key, class, priority or checksum header; a body that broke off or whose SHA-256 is not the one given", body = ErrorBody),
         (status = 403, description = "the token lacks `submit`, or the key is outside its key prefixes", body = ErrorBody),
         (status = 408, description = "the body stalled", body = ErrorBody),
+        (status = 409, description = "an earlier upload of the key is still being archived (the job is named)", body = ErrorBody),
         (status = 413, description = "larger than [serve] max_object_bytes", body = ErrorBody),
         (status = 503, description = "the spool is full for now (Retry-After), or the store is unreachable", body = ErrorBody),
         (status = 507, description = "the object alone is larger than the spool", body = ErrorBody),
@@ -170,15 +195,39 @@ pub(super) async fn put_object(
         .unwrap_or_else(|| state.config().archive.default_class.clone());
     crate::submission::check_class(state.config(), &class).map_err(JobsError::from)?;
     let expected = sha256_header(&headers)?;
+    if headers.contains_key(header::TRANSFER_ENCODING)
+        && headers.contains_key(header::CONTENT_LENGTH)
+    {
+        return Err(ApiError::bad_request(
+            "the request has both Content-Length and Transfer-Encoding",
+            "send one of them (RFC 9112 §6.3): a proxy and this server could read the body differently",
+        ));
+    }
+    let spool = state.spool();
+    if let Some(job) = spool.unfinished(&key, state.queue().store()).await {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("an earlier upload of `{key}` is still being archived (job {job})"),
+            "upload the new version once that job is done (GET /v1/jobs/{id}); each upload of a key becomes its next generation",
+        ));
+    }
     let serve = &state.config().serve;
     let limits = UploadLimits {
         max_bytes: serve.max_object_bytes,
         idle: Duration::from_secs(serve.request_timeout_seconds.max(1)),
     };
-    let spool = state.spool();
     let received = spool
         .receive(name, body, content_length(&headers), expected, limits)
         .await?;
+    // A token revoked while its upload streamed queues nothing.
+    if !state.tokens().still_active(&caller.token().id).await? {
+        spool.discard(&received);
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "the token was revoked during the upload; nothing was queued",
+            "ask the operator for a valid token",
+        ));
+    }
     let spec = JobSpec::Archive(ArchiveJob {
         source: ArchiveSource::Files(vec![received.path.clone()]),
         key_prefix: key[..key.len() - name.len()].to_string(),
@@ -192,13 +241,17 @@ pub(super) async fn put_object(
             return Err(e);
         }
     };
-    if let Err(e) = spool.mark(&received.upload, &view.id) {
-        // The job runs; its upload is removed as an orphan later, which the job then reports.
-        tracing::error!(job = %view.id, error = ?e, "cannot record the job of an upload");
+    let (size, sha256) = (received.size, received.sha256);
+    if let Err(e) = spool.mark(received, &key, &view.id) {
+        // Unrecorded, the upload would be removed as an orphan under its job: cancel the job
+        // instead, and say so; the janitor then removes the upload.
+        tracing::error!(job = %view.id, error = ?e, "cannot record the job of an upload; cancelling it");
+        let _ = state.queue().cancel(&view.id).await;
+        return Err(e);
     }
-    tracing::info!(job = %view.id, %key, bytes = received.size, "object uploaded and queued for archive");
+    tracing::info!(job = %view.id, %key, bytes = size, "object uploaded and queued for archive");
     let mut resp = (status, Json(view)).into_response();
-    if let Ok(v) = HeaderValue::from_str(&hex::encode(received.sha256)) {
+    if let Ok(v) = HeaderValue::from_str(&hex::encode(sha256)) {
         resp.headers_mut().insert(SHA256_HEADER, v);
     }
     Ok(resp)
@@ -230,6 +283,7 @@ pub(super) async fn stage_object(
     check_keys(&caller, "key", [key.as_str()])?;
     file_name(&key)?;
     let obj = object_of(&state, &key).await?;
+    downloadable(&key, &obj)?;
     let staging = state.staging();
     let view = |state: &str, job: String| StageView {
         key: key.clone(),
@@ -326,6 +380,7 @@ pub(super) async fn get_object(
     let key = key_of(key)?;
     check_keys(&caller, "key", [key.as_str()])?;
     let obj = object_of(&state, &key).await?;
+    downloadable(&key, &obj)?;
     let stage = state
         .staging()
         .state(&key, obj.generation, state.queue().store())
@@ -371,18 +426,29 @@ pub(super) async fn get_object(
         }
     };
     let path = dir.join(&key);
-    let fd =
-        reel_engine::session::confine::open_beneath(&dir, &path, OFlags::RDONLY).map_err(|e| {
-            tracing::error!(path = %path.display(), error = %e, "a staged object cannot be opened");
-            ApiError::new(
-                StatusCode::CONFLICT,
-                format!("the staged copy of `{key}` is gone"),
-                format!("POST /v1/stage/{key} to stage it again"),
-            )
-            .with_recall("none", None, None)
-        })?;
-    let mut file = tokio::fs::File::from_std(std::fs::File::from(fd));
-    let size = file.metadata().await.map(|m| m.len()).unwrap_or(u64::MAX);
+    let fd = reel_engine::session::confine::open_beneath(
+        &dir,
+        &path,
+        OFlags::RDONLY | OFlags::NONBLOCK,
+    )
+    .map_err(|e| {
+        tracing::error!(path = %path.display(), error = %e, "a staged object cannot be opened");
+        ApiError::new(
+            StatusCode::CONFLICT,
+            format!("the staged copy of `{key}` is gone"),
+            format!("POST /v1/stage/{key} to stage it again"),
+        )
+        .with_recall("none", None, None)
+    })?;
+    // Opened without blocking (a FIFO planted in the staging area cannot hold the request)
+    // and served only if it is a regular file.
+    let file = std::fs::File::from(fd);
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(u64::MAX, |m| m.len());
+    let mut file = tokio::fs::File::from_std(file);
     if size != obj.size {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

@@ -31,7 +31,7 @@ use super::{catalog, jobs, library, metrics, objects};
         metrics::render,
         document,
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonAnswers),
     security(("token" = [])),
     tags(
         (name = "jobs", description = "submit and follow jobs"),
@@ -73,4 +73,70 @@ impl utoipa::Modify for BearerAuth {
 )]
 pub(super) async fn document() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
+}
+
+/// Open routes need no token; every other route may also answer what the layers in front of
+/// every handler answer: 401 (no valid token), 403 (scope), 408 (too slow), 413 (body too
+/// large, where there is a body), 429 (rate), 431 (headers too large), 503 (store down).
+struct CommonAnswers;
+
+impl utoipa::Modify for CommonAnswers {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{
+            ContentBuilder, Ref, ResponseBuilder, security::SecurityRequirement,
+        };
+        let answer = |what: &str| {
+            ResponseBuilder::new()
+                .description(what)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build()
+        };
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let open = matches!(path.as_str(), "/healthz" | "/openapi.json");
+            for op in [
+                item.get.as_mut(),
+                item.put.as_mut(),
+                item.post.as_mut(),
+                item.delete.as_mut(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let mut common = vec![
+                    ("408", "the request was not answered in time"),
+                    ("431", "request headers too large"),
+                ];
+                if open {
+                    op.security = Some(vec![SecurityRequirement::default()]);
+                } else {
+                    common.extend([
+                        (
+                            "401",
+                            "no valid API token (missing, unknown, wrong or revoked)",
+                        ),
+                        (
+                            "403",
+                            "the token lacks the scope, root or key prefix this needs",
+                        ),
+                        ("429", "the token made too many requests (Retry-After)"),
+                        ("503", "the store is unreachable or cannot take writes"),
+                    ]);
+                }
+                if op.request_body.is_some() {
+                    common.push(("413", "the body is too large"));
+                }
+                for (code, what) in common {
+                    op.responses
+                        .responses
+                        .entry(code.to_string())
+                        .or_insert_with(|| answer(what).into());
+                }
+            }
+        }
+    }
 }

@@ -82,6 +82,27 @@ impl Quota {
             })
     }
 
+    /// Whether `n` bytes would fit now, taking nothing.
+    pub fn fits(&self, n: u64) -> Result<(), QuotaFull> {
+        if n > self.limit {
+            return Err(QuotaFull::Never {
+                what: self.what,
+                key: self.key,
+                asked: n,
+                limit: self.limit,
+            });
+        }
+        let used = self.used();
+        if used.saturating_add(n) > self.limit {
+            return Err(QuotaFull::NotNow {
+                what: self.what,
+                asked: n,
+                free: self.limit.saturating_sub(used),
+            });
+        }
+        Ok(())
+    }
+
     /// Give `n` bytes back.
     pub fn give_back(&self, n: u64) {
         let _ = self

@@ -26,34 +26,32 @@ pub fn wanted(header: Option<&str>, size: u64) -> Wanted {
     let Some((first, last)) = spec.trim().split_once('-') else {
         return Wanted::Whole;
     };
-    let number = |s: &str| -> Option<u64> {
+    // Digits only; a number too large for 64 bits is as good as the largest.
+    let number = |s: &str| -> Option<Option<u64>> {
         let s = s.trim();
-        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
+        if s.is_empty() {
+            return Some(None);
+        }
+        s.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| Some(s.parse().unwrap_or(u64::MAX)))
     };
-    match (first.trim().is_empty(), number(first), number(last)) {
+    let (Some(first), Some(last)) = (number(first), number(last)) else {
+        return Wanted::Whole;
+    };
+    match (first, last) {
         // bytes=-N: the last N bytes.
-        (true, _, Some(n)) => {
-            if n == 0 {
+        (None, Some(n)) => {
+            if n == 0 || size == 0 {
                 return Wanted::Unsatisfiable;
             }
-            Wanted::Part(size.saturating_sub(n)..size)
+            Wanted::Part(size - n.min(size)..size)
         }
-        (false, Some(a), end) => {
-            if !last.trim().is_empty() && end.is_none() {
-                return Wanted::Whole;
-            }
-            if a >= size {
-                return Wanted::Unsatisfiable;
-            }
-            match end {
-                Some(b) if b < a => Wanted::Whole,
-                Some(b) => Wanted::Part(a..(b.saturating_add(1)).min(size)),
-                None => Wanted::Part(a..size),
-            }
-        }
-        _ => Wanted::Whole,
+        (Some(a), Some(b)) if b < a => Wanted::Whole,
+        (Some(a), _) if a >= size => Wanted::Unsatisfiable,
+        (Some(a), Some(b)) => Wanted::Part(a..b.saturating_add(1).min(size)),
+        (Some(a), None) => Wanted::Part(a..size),
+        (None, None) => Wanted::Whole,
     }
 }
 
@@ -77,7 +75,12 @@ mod tests {
         assert_eq!(w("items=0-1"), Wanted::Whole);
         assert_eq!(w("bytes=x-1"), Wanted::Whole);
         assert_eq!(w("bytes=1-x"), Wanted::Whole);
-        assert_eq!(w("bytes=99999999999999999999999-"), Wanted::Whole);
+        assert_eq!(w("bytes=99999999999999999999999-"), Wanted::Unsatisfiable);
+        assert_eq!(w("bytes=0-99999999999999999999999"), Wanted::Part(0..100));
+        assert_eq!(w("bytes=-99999999999999999999999"), Wanted::Part(0..100));
         assert_eq!(wanted(Some("bytes=0-"), 0), Wanted::Unsatisfiable);
+        assert_eq!(wanted(Some("bytes=-1"), 0), Wanted::Unsatisfiable);
+        assert_eq!(wanted(Some("bytes=5-2"), 1), Wanted::Whole);
+        assert_eq!(wanted(Some("bytes=0-0"), 1), Wanted::Part(0..1));
     }
 }

@@ -5,10 +5,17 @@
 //! Layout under `[serve] spool_dir` (mode 0700): `UPLOAD/NAME`, the body under the last
 //! segment of its key, in a directory named by a fresh UUID (so no name in it can be guessed
 //! or planted: it is created with `O_EXCL` and opened with `O_NOFOLLOW`), and `UPLOAD.job`,
-//! the id of the archive job, written once the job is queued.
+//! the archive job and the key (JSON), written once the job is queued.
+//!
+//! The server receiving an upload holds an exclusive `flock` on its directory until the job is
+//! recorded, and a janitor (of this server or another on the same spool) leaves a locked
+//! directory alone: an upload is never removed while it is received or queued. Space is taken
+//! from the budget as bytes arrive, never for a length only announced, so a client that
+//! announces much and sends little holds only what it sent.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -33,8 +40,15 @@ pub const ORPHAN_AGE: Duration = Duration::from_secs(600);
 pub struct Spool {
     dir: PathBuf,
     quota: Quota,
-    /// Upload directories being written now (the janitor leaves them alone).
-    uploading: Mutex<HashSet<String>>,
+    /// Keys whose upload's archive job may still be unfinished, with the job.
+    pending: Mutex<HashMap<String, String>>,
+}
+
+/// The record of a queued upload (`UPLOAD.job`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Marker {
+    job: String,
+    key: String,
 }
 
 /// A body received whole and durable in the spool.
@@ -48,6 +62,8 @@ pub struct Received {
     pub size: u64,
     /// SHA-256 of the bytes.
     pub sha256: [u8; 32],
+    /// The upload directory's lock, held until the job is recorded ([`Spool::mark`]).
+    lock: OwnedFd,
 }
 
 /// Limits of one upload.
@@ -65,10 +81,20 @@ impl Spool {
     pub fn open(dir: &Path, limit: u64) -> io::Result<Spool> {
         let dir = private_dir(dir)?;
         let used = bytes_under(&dir);
+        let mut pending = HashMap::new();
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().ends_with(".job")
+                    && let Some(m) = read_marker(&e.path())
+                {
+                    pending.insert(m.key, m.job);
+                }
+            }
+        }
         Ok(Spool {
             quota: Quota::new("upload spool", "spool_bytes", limit, used),
             dir,
-            uploading: Mutex::new(HashSet::new()),
+            pending: Mutex::new(pending),
         })
     }
 
@@ -89,45 +115,63 @@ impl Spool {
         expected: Option<[u8; 32]>,
         limits: UploadLimits,
     ) -> Result<Received, ApiError> {
-        if let Some(n) = declared
-            && n > limits.max_bytes
-        {
-            return Err(too_large(n, limits.max_bytes));
+        if let Some(n) = declared {
+            if n > limits.max_bytes {
+                return Err(too_large(n, limits.max_bytes));
+            }
+            // Refused early if it cannot fit, but nothing is taken for a length only announced.
+            self.quota.fits(n).map_err(quota_error)?;
         }
         let upload = uuid::Uuid::new_v4().simple().to_string();
-        self.lock().insert(upload.clone());
         let mut taken = 0u64;
         let r = self
-            .receive_into(&upload, name, body, declared, expected, limits, &mut taken)
+            .receive_into(&upload, name, body, expected, limits, &mut taken)
             .await;
         if r.is_err() {
             let _ = std::fs::remove_dir_all(self.dir.join(&upload));
             self.quota.give_back(taken);
         }
-        self.lock().remove(&upload);
         r
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The unfinished archive job of an earlier upload of `key`, if there is one: a second
+    /// upload of a key waits until the first is on tape.
+    pub async fn unfinished(&self, key: &str, jobs: &JobStore) -> Option<String> {
+        let job = self.pending().get(key).cloned()?;
+        match jobs.get(&job).await {
+            Ok(Some(rec)) if !rec.state.is_final() => Some(job),
+            // The store is down: the submit will fail on it anyway.
+            Err(_) => Some(job),
+            _ => {
+                self.pending().remove(key);
+                None
+            }
+        }
+    }
+
     async fn receive_into(
         &self,
         upload: &str,
         name: &str,
         body: Body,
-        declared: Option<u64>,
         expected: Option<[u8; 32]>,
         limits: UploadLimits,
         taken: &mut u64,
     ) -> Result<Received, ApiError> {
-        if let Some(n) = declared {
-            self.quota.take(n).map_err(quota_error)?;
-            *taken = n;
-        }
         let dir = self.dir.join(upload);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
             .map_err(|e| spool_io("creating an upload directory in", &self.dir, e))?;
+        let lock = lock_dir(&dir)
+            .map_err(|e| spool_io("locking an upload directory in", &self.dir, e))?
+            .ok_or_else(|| {
+                spool_io(
+                    "locking a new upload directory in",
+                    &self.dir,
+                    io::Error::other("locked by another process"),
+                )
+            })?;
         let path = dir.join(name);
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -195,22 +239,32 @@ impl Spool {
         for d in [&dir, &self.dir] {
             sync_dir(d).map_err(|e| spool_io("syncing", d, e))?;
         }
-        if *taken > size {
-            self.quota.give_back(*taken - size);
-            *taken = size;
-        }
         Ok(Received {
             path,
             upload: upload.to_string(),
             size,
             sha256,
+            lock,
         })
     }
 
-    /// Record that `upload` is archived by job `job`.
-    pub fn mark(&self, upload: &str, job: &str) -> Result<(), ApiError> {
-        let marker = self.dir.join(format!("{upload}.job"));
-        std::fs::write(&marker, job).map_err(|e| spool_io("recording the job of", &marker, e))
+    /// Record that the upload `r` of `key` is archived by job `job`, and let its lock go.
+    pub fn mark(&self, r: Received, key: &str, job: &str) -> Result<(), ApiError> {
+        let marker = self.dir.join(format!("{}.job", r.upload));
+        let tmp = self.dir.join(format!(".{}.job.tmp", r.upload));
+        let m = Marker {
+            job: job.to_string(),
+            key: key.to_string(),
+        };
+        let text = serde_json::to_vec(&m)
+            .map_err(|e| spool_io("recording the job of", &marker, io::Error::other(e)))?;
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &marker))
+            .and_then(|()| sync_dir(&self.dir))
+            .map_err(|e| spool_io("recording the job of", &marker, e))?;
+        self.pending().insert(m.key, m.job);
+        drop(r.lock);
+        Ok(())
     }
 
     /// Give up an upload whose job could not be queued.
@@ -230,25 +284,30 @@ impl Spool {
             let name = e.file_name().to_string_lossy().into_owned();
             let Ok(kind) = e.file_type() else { continue };
             if !kind.is_dir() {
-                // A marker whose upload is gone.
-                if let Some(upload) = name.strip_suffix(".job")
-                    && !self.dir.join(upload).exists()
+                // A marker whose upload is gone, or a marker half written by a stopped server.
+                let upload = name.strip_suffix(".job").or_else(|| {
+                    name.strip_prefix('.')
+                        .and_then(|n| n.strip_suffix(".job.tmp"))
+                });
+                if upload.is_some_and(|u| !self.dir.join(u).exists())
+                    && older_than(&e.path(), ORPHAN_AGE)
                 {
                     let _ = std::fs::remove_file(e.path());
                 }
                 continue;
             }
-            if self.lock().contains(&name) {
+            // Held by the server receiving it (this one or another on the same spool).
+            let Ok(Some(_held)) = lock_dir(&e.path()) else {
                 continue;
-            }
-            let ended = match std::fs::read_to_string(self.dir.join(format!("{name}.job"))) {
-                Ok(job) => match jobs.get(job.trim()).await {
+            };
+            let ended = match read_marker(&self.dir.join(format!("{name}.job"))) {
+                Some(m) => match jobs.get(&m.job).await {
                     Ok(Some(rec)) => rec.state.is_final(),
                     Ok(None) => true,
                     // The store is down: look again next time.
                     Err(_) => false,
                 },
-                Err(_) => older_than(&e.path(), ORPHAN_AGE),
+                None => older_than(&e.path(), ORPHAN_AGE),
             };
             if ended {
                 let size = bytes_under(&e.path());
@@ -262,8 +321,28 @@ impl Spool {
         removed
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.uploading.lock().unwrap_or_else(|e| e.into_inner())
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn read_marker(path: &Path) -> Option<Marker> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// An exclusive `flock` on directory `dir`, or `None` if another holder has it (never waited
+/// for).
+fn lock_dir(dir: &Path) -> io::Result<Option<OwnedFd>> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(fd)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 

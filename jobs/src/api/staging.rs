@@ -1,7 +1,7 @@
 //! The staging area of `GET /v1/objects/{key}`: an object is fetched from tape by an ordinary
 //! recall job into a directory of its own here (`POST /v1/stage/{key}`), served from there with
-//! ranges while it stays, and removed by the janitor `[serve] staging_hours` after it was
-//! asked for (at once if the recall failed or was cancelled).
+//! ranges while it stays, and removed by the janitor `[serve] staging_hours` after its recall
+//! finished (at once if the recall failed or was cancelled).
 //!
 //! Layout under `[serve] staging_dir` (mode 0700): `NAME/KEY`, where the recall put the object,
 //! and `NAME.json`, the [`Stage`] record; `NAME` is the SHA-256 of the key (hex, 40 digits)
@@ -73,7 +73,21 @@ impl Staging {
     /// stages are kept `keep` after their recall ended.
     pub fn open(dir: &Path, limit: u64, keep: Duration) -> io::Result<Staging> {
         let dir = private_dir(dir)?;
-        let used = bytes_under(&dir);
+        // What every stage may grow to (its record's size, taken when it was asked for),
+        // and what lies in directories without a record.
+        let mut used = 0u64;
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let name = e.file_name().to_string_lossy().into_owned();
+                used += match read_record(&dir, &name) {
+                    Some(s) => s.size,
+                    None => bytes_under(&e.path()),
+                };
+            }
+        }
         Ok(Staging {
             quota: Quota::new("staging area", "staging_bytes", limit, used),
             dir,
@@ -99,14 +113,20 @@ impl Staging {
 
     /// The stage record, if any.
     pub fn record(&self, name: &str) -> Option<Stage> {
-        let text = std::fs::read(self.dir.join(format!("{name}.json"))).ok()?;
-        serde_json::from_slice(&text).ok()
+        read_record(&self.dir, name)
     }
 
-    /// Create the directory of a new stage (mode 0700; an old one of the same name, from a
-    /// recall that ended without the object, is removed first).
+    /// Create the directory of a new stage (mode 0700). An old one of the same name (a
+    /// recall that ended without the object, a copy gone or damaged) is removed first and its
+    /// space given back.
     pub fn prepare(&self, name: &str) -> io::Result<PathBuf> {
         let dir = self.dir_of(name);
+        if let Some(old) = self.record(name) {
+            let _ = std::fs::remove_file(self.dir.join(format!("{name}.json")));
+            self.quota.give_back(old.size);
+        } else if dir.exists() {
+            self.quota.give_back(bytes_under(&dir));
+        }
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -140,9 +160,14 @@ impl Staging {
             return Ok(StageState::None);
         };
         Ok(match rec.state {
-            JobState::Done => StageState::Ready {
-                dir: self.dir_of(&name),
-            },
+            // Staged, if the copy is still there whole (a regular file of the object's size).
+            JobState::Done => {
+                let dir = self.dir_of(&name);
+                match std::fs::symlink_metadata(dir.join(key)) {
+                    Ok(m) if m.is_file() && m.len() == stage.size => StageState::Ready { dir },
+                    _ => StageState::None,
+                }
+            }
             JobState::Queued | JobState::Running => StageState::Pending {
                 job: stage.job,
                 state: rec.state,
@@ -155,8 +180,8 @@ impl Staging {
         })
     }
 
-    /// Remove the stages whose recall ended without the object, or that were asked for longer
-    /// than the keeping time ago (the record is written when the recall is queued), and
+    /// Remove the stages whose recall ended without the object, or finished longer than the
+    /// keeping time ago, and
     /// directories with no record (a server stopped while staging). Returns how many.
     pub async fn sweep(&self, jobs: &JobStore) -> usize {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
@@ -173,7 +198,10 @@ impl Staging {
                 Some(stage) => match jobs.get(&stage.job).await {
                     Ok(Some(rec)) => match rec.state {
                         JobState::Failed | JobState::Cancelled => true,
-                        JobState::Done => older_than(&record, self.keep),
+                        JobState::Done => rec.finished_ms.is_some_and(|t| {
+                            crate::db::now_ms().saturating_sub(t)
+                                > i64::try_from(self.keep.as_millis()).unwrap_or(i64::MAX)
+                        }),
                         JobState::Queued | JobState::Running => false,
                     },
                     Ok(None) => true,
@@ -195,6 +223,11 @@ impl Staging {
         }
         removed
     }
+}
+
+fn read_record(dir: &Path, name: &str) -> Option<Stage> {
+    let text = std::fs::read(dir.join(format!("{name}.json"))).ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 #[cfg(test)]

@@ -1203,6 +1203,57 @@ async fn api_put_object_streams_to_the_spool_and_queues_an_archive() {
         .await;
         assert_error(code, &json_of(&b), want, needle);
     }
+    // A second upload of the key while the first is not on tape yet: 409 naming the job.
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/photos/2026/a.jpg",
+        &[],
+        Body::from("v2"),
+    )
+    .await;
+    let v = json_of(&b);
+    assert_error(code, &v, StatusCode::CONFLICT, job["id"].as_str().unwrap());
+    // Two checksums, or a length and a chunked encoding at once: refused.
+    let two = vec![
+        ("x-reel-sha256", sha_hex(b"x")),
+        ("x-reel-sha256", sha_hex(b"y")),
+    ];
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/y",
+        &two,
+        Body::from("x"),
+    )
+    .await;
+    assert_error(
+        code,
+        &json_of(&b),
+        StatusCode::BAD_REQUEST,
+        "more than once",
+    );
+    let both = vec![
+        ("content-length", "1".to_string()),
+        ("transfer-encoding", "chunked".to_string()),
+    ];
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/y",
+        &both,
+        Body::from("x"),
+    )
+    .await;
+    assert_error(
+        code,
+        &json_of(&b),
+        StatusCode::BAD_REQUEST,
+        "Transfer-Encoding",
+    );
     assert_eq!(uploads(st), 1, "a refused upload left its directory");
     assert_eq!(st.spool().quota().used(), 2 << 20);
 
