@@ -368,6 +368,10 @@ impl LoadedConfig {
         };
         let mut own = vec![abs(&self.data_dir)];
         own.extend(self.file.as_deref().map(abs));
+        // The upload spool and the staging area hold other clients' objects.
+        for dir in [&self.config.serve.spool_dir, &self.config.serve.staging_dir] {
+            own.push(abs(Path::new(dir)));
+        }
         if !self.config.library.plugin.is_empty() {
             own.push(abs(Path::new(&self.config.library.plugin)));
         }

@@ -1,9 +1,10 @@
 //! What `reel worker` tells Prometheus about its drives (`[worker] metrics_listen`), all named
 //! here: drive state, mounts and their duration, bytes moved, and the end-of-session summary
 //! of each mount (CTA's per-mount report: how long the cartridge was held, how much of that was
-//! mounting, working and unloading, and what was moved). Times are wall clock (MEASURED); the
-//! simulator's modelled times are in its own counters. Device check conditions by sense key
-//! are counted by the engine (`reel_device_sense_total`).
+//! mounting, working, idle and unloading, the drive's own positioning, transfer and flush time,
+//! and what was moved). Wall-clock times are MEASURED; the drive's own times are what the
+//! plugin reports (modelled, so SIMULATED, on the simulator). Device check conditions by sense
+//! key are counted by the engine (`reel_device_sense_total`).
 
 use std::time::Duration;
 
@@ -41,6 +42,11 @@ pub fn describe() {
         metrics::Unit::Seconds,
         "Time a cartridge stayed mounted, per drive and part (mount, work, idle, unload)"
     );
+    metrics::describe_histogram!(
+        "reel_mount_session_drive_seconds",
+        metrics::Unit::Seconds,
+        "The drive's own time per mount, as the plugin reports it (SIMULATED on the simulator), by part (position, transfer, flush)"
+    );
     metrics::describe_counter!(
         "reel_device_sense_total",
         "Check conditions reported by drives and changers, by sense key and call"
@@ -70,6 +76,43 @@ pub fn moved(drive: &str, mode: &'static str, files: u64, bytes: u64) {
         .increment(files);
 }
 
+/// The drive's own time in tape work, as the plugin reports each command's elapsed time
+/// (modelled by the simulator, SIMULATED; measured by a real drive): CTA's positioning,
+/// transfer and flush parts of a mount.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DriveTimes {
+    /// Locate and space.
+    pub position_ns: u64,
+    /// Record transfer.
+    pub transfer_ns: u64,
+    /// Synchronous filemarks (flushes).
+    pub flush_ns: u64,
+    /// Locates issued.
+    pub locates: u64,
+}
+
+impl DriveTimes {
+    /// Add another batch's times.
+    pub fn add(&mut self, o: &DriveTimes) {
+        self.position_ns += o.position_ns;
+        self.transfer_ns += o.transfer_ns;
+        self.flush_ns += o.flush_ns;
+        self.locates += o.locates;
+    }
+}
+
+impl From<&reel_engine::session::SessionSummary> for DriveTimes {
+    fn from(s: &reel_engine::session::SessionSummary) -> DriveTimes {
+        let ns = |secs: f64| (secs.max(0.0) * 1e9) as u64;
+        DriveTimes {
+            position_ns: ns(s.position_s),
+            transfer_ns: ns(s.transfer_s),
+            flush_ns: ns(s.flush_s),
+            locates: s.locates,
+        }
+    }
+}
+
 /// What one mount did, from load to unload.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MountSession {
@@ -83,6 +126,8 @@ pub struct MountSession {
     pub files: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// The drive's own time in the batches.
+    pub times: DriveTimes,
 }
 
 /// A mount ended: the summary goes to the log (one line, info) and to the metrics. `held` is
@@ -109,6 +154,10 @@ pub fn session_ended(
         work_s = secs(s.work),
         idle_s = secs(idle),
         unload_s = secs(unload),
+        drive_position_s = s.times.position_ns as f64 / 1e9,
+        drive_transfer_s = s.times.transfer_ns as f64 / 1e9,
+        drive_flush_s = s.times.flush_ns as f64 / 1e9,
+        locates = s.times.locates,
         batches = s.batches,
         files = s.files,
         bytes = s.bytes,
@@ -127,6 +176,14 @@ pub fn session_ended(
     ] {
         metrics::histogram!("reel_mount_session_seconds", "drive" => drive.to_string(), "part" => part)
             .record(d.as_secs_f64());
+    }
+    for (part, ns) in [
+        ("position", s.times.position_ns),
+        ("transfer", s.times.transfer_ns),
+        ("flush", s.times.flush_ns),
+    ] {
+        metrics::histogram!("reel_mount_session_drive_seconds", "drive" => drive.to_string(), "part" => part)
+            .record(ns as f64 / 1e9);
     }
     if !unload.is_zero() {
         metrics::histogram!("reel_drive_unmount_duration_seconds", "drive" => drive.to_string())

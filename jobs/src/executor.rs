@@ -730,6 +730,7 @@ impl TapeExecutor for EngineExecutor {
     }
 
     async fn inventory(&self) -> Result<Vec<crate::queue::ElementView>> {
+        let library = self.library_id().await?;
         let inv = self
             .service
             .library()
@@ -739,6 +740,7 @@ impl TapeExecutor for EngineExecutor {
         Ok(inv
             .into_iter()
             .map(|e| crate::queue::ElementView {
+                library: library.to_string(),
                 kind: crate::queue::inventory::kind_name(e.kind).to_string(),
                 index: e.index,
                 address: e.address,
@@ -872,6 +874,7 @@ impl TapeExecutor for EngineExecutor {
             Err(HeldWriteError::Failed(e)) => return Err(e.into()),
         };
         let id_of = |it: &ArchiveItem| by_key.get(&it.key).copied();
+        out.times = (&o.summary).into();
         out.done.extend(o.written.iter().filter_map(id_of));
         for (it, fault) in &o.failed {
             if let Some(id) = id_of(it) {
@@ -1050,6 +1053,7 @@ impl TapeExecutor for EngineExecutor {
             }
         };
         drop(held);
+        out.times.add(&(&rep.summary).into());
         // The session's drive time goes into its job's result once, on the first request it
         // read (see `cartridge_task::job_result`).
         let mut timing = Some(json!({

@@ -66,6 +66,10 @@ pub struct BatchOutcome {
     /// The drive itself failed during the batch (the reason): once the batch is settled, the
     /// drive loop takes the drive out of service, so no further batch is charged for it.
     pub drive_failure: Option<String>,
+    /// The drive's own time in the batch, as the plugin reported it (for the mount's
+    /// end-of-session summary).
+    #[serde(default)]
+    pub times: drive_metrics::DriveTimes,
 }
 
 /// The tape side of reel, implemented by the engine's sessions (write, recall, verify, intake,
@@ -791,6 +795,7 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
         .map(|k| spawn_kind_worker(rt.clone(), k))
         .collect();
     tasks.push(tokio::spawn(maintenance(rt.clone())));
+    tasks.push(tokio::spawn(inventory_loop(rt.clone())));
     // The executor knows this host's drives ([library] drives restricts them) and names them
     // for leases.
     let mut drives = rt.executor.drives().await?;
@@ -906,32 +911,47 @@ pub fn cancel_on_signals(
 pub const INVENTORY_EVERY: Duration = Duration::from_secs(5);
 
 /// Record what the changer reports now; a failure is logged and tried again next time.
-async fn publish_inventory<E: TapeExecutor>(rt: &Runtime<E>) {
-    let elements = match rt.executor.inventory().await {
-        Ok(e) if e.is_empty() => return,
-        Ok(e) => e,
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read the library's elements for the dashboard");
-            return;
+/// Record what the changer reports, every [`INVENTORY_EVERY`], when it changed (and at least
+/// every minute, so the page can tell a live view from a stale one), in a task of its own: a
+/// changer busy with a robot move delays only this.
+async fn inventory_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
+    let mut last: Option<(Vec<ElementView>, tokio::time::Instant)> = None;
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(60), rt.executor.inventory()).await;
+        match read {
+            Ok(Ok(elements)) if !elements.is_empty() => {
+                let fresh = last.as_ref().is_some_and(|(e, at)| {
+                    *e == elements && at.elapsed() < Duration::from_secs(60)
+                });
+                if !fresh {
+                    let library = elements[0].library.clone();
+                    match rt.inventory.publish(&rt.name, &library, &elements).await {
+                        Ok(()) => last = Some((elements, tokio::time::Instant::now())),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "cannot record the library's elements")
+                        }
+                    }
+                }
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "cannot read the library's elements for the dashboard")
+            }
+            Err(_) => tracing::debug!("the changer did not report its elements within 60 s"),
         }
-    };
-    if let Err(e) = rt.inventory.publish(&rt.name, &elements).await {
-        tracing::debug!(error = %e, "cannot record the library's elements");
+        tokio::select! {
+            _ = rt.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(INVENTORY_EVERY) => {}
+        }
     }
 }
 
-/// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs, record
-/// the library's elements.
+/// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs.
 async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
     let every = Duration::from_millis(rt.config.worker.heartbeat_ms);
     let retention = Duration::from_secs(rt.config.worker.retention_hours * 3600);
     let mut ticks: u64 = 0;
-    let mut inventory_due = tokio::time::Instant::now();
     loop {
-        if tokio::time::Instant::now() >= inventory_due {
-            inventory_due = tokio::time::Instant::now() + INVENTORY_EVERY;
-            publish_inventory(&rt).await;
-        }
         tokio::select! {
             _ = rt.shutdown.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
@@ -1080,6 +1100,8 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                     "the drive has failed; out of service until it answers again (service it, \
                      then it is tried again by itself)");
                 idle(&rt, pause).await;
+                // Tried again from here; a drive still failing says so at its next step.
+                drive_metrics::state(&drive, "empty");
             }
             Err(e) => {
                 tracing::warn!(drive = %drive, error = %e, "drive step failed");
@@ -1139,7 +1161,8 @@ impl Held {
             &self.barcode,
             mode,
             &self.session,
-            self.since.elapsed(),
+            // Held since the mount began: its time plus the time since it ended.
+            self.since.elapsed() + self.session.mount,
             unload,
             how,
         );
@@ -1344,7 +1367,7 @@ async fn drive_step<E: TapeExecutor>(
                 barcode,
                 target: target.clone(),
                 pool,
-                since: mount_started,
+                since: tokio::time::Instant::now(),
                 since_ms,
                 session: drive_metrics::MountSession {
                     mount: took,
@@ -1456,12 +1479,14 @@ async fn drive_step<E: TapeExecutor>(
             (o, Some(e))
         }
     };
+    let done: std::collections::HashSet<i64> = o.done.iter().copied().collect();
     let (files, bytes) = batch
         .iter()
-        .filter(|r| o.done.contains(&r.id))
+        .filter(|r| done.contains(&r.id))
         .fold((0u64, 0u64), |(f, b), r| (f + r.files, b + r.bytes));
     drive_metrics::moved(drive, mode, files, bytes);
     if let Some(h) = mounted.as_mut() {
+        h.session.times.add(&o.times);
         h.session.work += work_started.elapsed();
         h.session.batches += 1;
         h.session.files += files;

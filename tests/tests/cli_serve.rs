@@ -770,7 +770,8 @@ fn stage_and_wait(serve: &Serve, key: &str) -> Value {
 /// A client with no filesystem shared with reel archives and fetches objects over HTTP:
 /// uploads streamed (a wrong checksum refused, nothing queued), the archive job run by the
 /// worker, the spool emptied after it, a recall staged on request, the object served whole
-/// and by ranges; on SQLite a 1 GiB object goes up and down with serve's memory staying small.
+/// and by ranges; on SQLite a 2 GiB object goes up and down (and once with a wrong checksum,
+/// refused) with serve's memory staying small.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_stream_in_and_out_without_a_shared_filesystem() {
     for store in stores("cli_serve_objects").await {
@@ -867,9 +868,24 @@ async fn objects_stream_in_and_out_without_a_shared_filesystem() {
         );
 
         if name == "sqlite" {
-            // 1 GiB and a bit, up and down, through a server whose memory stays small.
-            let big = (1u64 << 30) + 12_345;
+            // 2 GiB and a bit, up and down, through a server whose memory stays small; sent
+            // whole with a wrong checksum first, which is refused and leaves nothing.
+            let big = (2u64 << 30) + 12_345;
             let sum = Generated::digest(big, 11);
+            let (status, _, err) = put_stream(
+                &addr,
+                &token,
+                "/v1/objects/big/one.bin",
+                big,
+                11,
+                &format!("x-reel-sha256: {}\r\n", Generated::digest(1, 1)),
+            );
+            assert_eq!(status, 400, "{err}");
+            assert_eq!(
+                std::fs::read_dir(&spool).unwrap().count(),
+                0,
+                "a refused upload stayed"
+            );
             let (status, _, job) = put_stream(
                 &addr,
                 &token,
@@ -892,7 +908,7 @@ async fn objects_stream_in_and_out_without_a_shared_filesystem() {
             let rss = peak_rss(serve.child.id());
             assert!(
                 rss < 256 << 20,
-                "reel serve peaked at {} MiB moving a 1 GiB object: it buffered it",
+                "reel serve peaked at {} MiB moving a 2 GiB object: it buffered it",
                 rss >> 20
             );
         }
@@ -1138,9 +1154,30 @@ async fn the_dashboard_shows_the_library_live_in_a_browser() {
     );
     // The worker's metrics saw the intake's mounts (each ended with a session summary), the
     // archive's bytes, the drive's state and the blank tapes' sense keys.
-    let (status, body) = http(&metrics, "", "GET", "/metrics", None);
-    assert_eq!(status, 200);
-    let text = String::from_utf8_lossy(&body).into_owned();
+    // The archive's mount ends (the idle drive unloads) with its session summary, whose
+    // drive time includes the transfer of what was written.
+    let t0 = Instant::now();
+    let text = loop {
+        let (status, body) = http(&metrics, "", "GET", "/metrics", None);
+        assert_eq!(status, 200);
+        let text = String::from_utf8_lossy(&body).into_owned();
+        let transfer: f64 = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("reel_mount_session_drive_seconds_sum")
+                    && l.contains("part=\"transfer\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        if transfer > 0.0 {
+            break text;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no mount session with transfer time: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
     let value = |prefix: &str| -> f64 {
         text.lines()
             .filter(|l| l.starts_with(prefix))

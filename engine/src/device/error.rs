@@ -374,9 +374,15 @@ impl DeviceError {
         };
         let kind = classify(e.code, sense.key, sense.asc, sense.ascq, st.flags);
         // Every check condition a drive or changer reported, by sense key (filemarks and end
-        // of data included: they are how tape reads end), for `reel_device_sense_total`.
-        metrics::counter!("reel_device_sense_total", "sense_key" => sense.key_name(), "call" => call)
-            .increment(1);
+        // of data included: they are how tape reads end), for `reel_device_sense_total`; other
+        // failures (transport, unsupported, a plugin panic) by their code.
+        if e.code == REEL_E_CHECK_CONDITION {
+            metrics::counter!("reel_device_sense_total", "sense_key" => sense.key_name(), "call" => call)
+                .increment(1);
+        } else {
+            metrics::counter!("reel_device_errors_total", "code" => e.code.to_string(), "call" => call)
+                .increment(1);
+        }
         let residue = st.residue;
         let detail = e.to_string();
         match kind {

@@ -149,8 +149,18 @@ pub(super) async fn serve(
             }
         });
     }
-    // Every connection holds a permit until it is done.
-    let _ = permits.acquire_many(max as u32).await;
+    // Every connection holds a permit until it is done; a connection still busy after the
+    // request timeout (a long upload or download) is dropped with the process.
+    let drain = std::time::Duration::from_secs(cfg.request_timeout_seconds.max(1));
+    if tokio::time::timeout(drain, permits.acquire_many(max as u32))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            seconds = drain.as_secs(),
+            "connections still busy at shutdown (long uploads or downloads); closing them"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -700,9 +700,10 @@ pub(super) async fn retry(
     let rec = state.queue().store().require(&id).await?;
     if let JobSpec::Archive(a) = &rec.spec
         && let crate::job::ArchiveSource::Files(files) = &a.source
-        && files
-            .iter()
-            .any(|f| f.starts_with(&state.config().serve.spool_dir) && !f.exists())
+        && files.iter().any(|f| {
+            (f.starts_with(&state.config().serve.spool_dir) || f.starts_with(state.spool().dir()))
+                && !f.exists()
+        })
     {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

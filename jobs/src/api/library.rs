@@ -23,7 +23,7 @@ use crate::token::Scope;
 /// A drive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct DriveView {
-    /// Its name (as the workers call it), or `drive-N` for a drive no worker holds.
+    /// Its name, `LIBRARY-INDEX`, as the workers call it.
     pub drive: String,
     /// Its index in the library, when known.
     pub index: Option<u32>,
@@ -161,12 +161,12 @@ pub(super) async fn show(
             },
         );
     }
-    // Drives the changer reports that no worker holds now.
+    // Drives the changer reports that no worker holds now (named as the workers name them).
     for e in inventory.elements.iter().filter(|e| e.kind == "drive") {
-        if drives.values().any(|d| d.index == Some(e.index)) {
+        let name = format!("{}-{}", e.library, e.index);
+        if drives.contains_key(&name) {
             continue;
         }
-        let name = format!("drive-{}", e.index);
         drives.insert(
             name.clone(),
             DriveView {

@@ -86,7 +86,6 @@ struct Inner {
     recent: auth::RecentAuth,
     spool: spool::Spool,
     staging: staging::Staging,
-    stage_lock: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
@@ -131,7 +130,6 @@ impl AppState {
             inner: Arc::new(Inner {
                 spool,
                 staging,
-                stage_lock: tokio::sync::Mutex::new(()),
                 rate: limits::RateLimiter::new(
                     config.serve.rate_per_second,
                     config.serve.rate_burst,
@@ -154,10 +152,6 @@ impl AppState {
 
     fn staging(&self) -> &staging::Staging {
         &self.inner.staging
-    }
-
-    fn stage_lock(&self) -> &tokio::sync::Mutex<()> {
-        &self.inner.stage_lock
     }
 
     fn tokens(&self) -> &TokenStore {

@@ -204,20 +204,46 @@ pub(super) async fn put_object(
         ));
     }
     let spool = state.spool();
-    if let Some(job) = spool.unfinished(&key, state.queue().store()).await {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!("an earlier upload of `{key}` is still being archived (job {job})"),
-            "upload the new version once that job is done (GET /v1/jobs/{id}); each upload of a key becomes its next generation",
-        ));
+    spool.claim(&key, state.queue().store()).await?;
+    let r = upload(
+        &state,
+        &caller,
+        &key,
+        name,
+        class,
+        params.priority,
+        expected,
+        &headers,
+        body,
+    )
+    .await;
+    if r.is_err() {
+        spool.release(&key);
     }
+    r
+}
+
+/// The upload of `key` once it is taken ([`super::spool::Spool::claim`]).
+#[allow(clippy::too_many_arguments)]
+async fn upload(
+    state: &AppState,
+    caller: &Caller,
+    key: &str,
+    name: &str,
+    class: String,
+    priority: Option<i32>,
+    expected: Option<[u8; 32]>,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let spool = state.spool();
     let serve = &state.config().serve;
     let limits = UploadLimits {
         max_bytes: serve.max_object_bytes,
         idle: Duration::from_secs(serve.request_timeout_seconds.max(1)),
     };
     let received = spool
-        .receive(name, body, content_length(&headers), expected, limits)
+        .receive(name, body, content_length(headers), expected, limits)
         .await?;
     // A token revoked while its upload streamed queues nothing.
     if !state.tokens().still_active(&caller.token().id).await? {
@@ -234,7 +260,7 @@ pub(super) async fn put_object(
         storage_class: class,
         confine: None,
     });
-    let (status, Json(view)) = match submit(&state, &caller, spec, params.priority).await {
+    let (status, Json(view)) = match submit(state, caller, spec, priority).await {
         Ok(r) => r,
         Err(e) => {
             spool.discard(&received);
@@ -242,7 +268,7 @@ pub(super) async fn put_object(
         }
     };
     let (size, sha256) = (received.size, received.sha256);
-    if let Err(e) = spool.mark(received, &key, &view.id) {
+    if let Err(e) = spool.mark(received, key, &view.id) {
         // Unrecorded, the upload would be removed as an orphan under its job: cancel the job
         // instead, and say so; the janitor then removes the upload.
         tracing::error!(job = %view.id, error = ?e, "cannot record the job of an upload; cancelling it");
@@ -293,7 +319,7 @@ pub(super) async fn stage_object(
         job,
     };
     // One stage decision at a time: two requests for one key queue one recall.
-    let _one = state.stage_lock().lock().await;
+    let _one = staging.lock().lock().await;
     match staging
         .state(&key, obj.generation, state.queue().store())
         .await?

@@ -35,6 +35,9 @@ use crate::queue::store::JobStore;
 /// (the server stopped in the middle): the janitor removes it.
 pub const ORPHAN_AGE: Duration = Duration::from_secs(600);
 
+/// What [`Spool::claim`] holds for a key whose upload is being received.
+const RECEIVING: &str = "(receiving)";
+
 /// The spool: its directory and its byte budget.
 #[derive(Debug)]
 pub struct Spool {
@@ -103,6 +106,11 @@ impl Spool {
         &self.quota
     }
 
+    /// The spool's directory (links resolved).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Stream `body` into a new upload under the file name `name` (the key's last segment),
     /// refusing more than `limits.max_bytes` (413), a budget that is full (503/507), a body
     /// that stalls or breaks (408/400), and a body whose SHA-256 is not `expected` (400).
@@ -134,18 +142,55 @@ impl Spool {
         r
     }
 
-    /// The unfinished archive job of an earlier upload of `key`, if there is one: a second
-    /// upload of a key waits until the first is on tape.
-    pub async fn unfinished(&self, key: &str, jobs: &JobStore) -> Option<String> {
-        let job = self.pending().get(key).cloned()?;
-        match jobs.get(&job).await {
-            Ok(Some(rec)) if !rec.state.is_final() => Some(job),
-            // The store is down: the submit will fail on it anyway.
-            Err(_) => Some(job),
-            _ => {
-                self.pending().remove(key);
-                None
+    /// Take `key` for an upload, or refuse (409) while an earlier upload of it is being
+    /// received or its archive job is unfinished: a second upload of a key waits until the
+    /// first is on tape. Give it back with [`Spool::release`] if the upload fails; a
+    /// successful one keeps it until its job ends ([`Spool::mark`]).
+    pub async fn claim(&self, key: &str, jobs: &JobStore) -> Result<(), ApiError> {
+        let busy = |why: String| {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                why,
+                "upload the new version once that upload is on tape (GET /v1/jobs/{id} follows its job); each upload of a key becomes its next generation",
+            )
+        };
+        for _ in 0..3 {
+            let current = {
+                let mut pending = self.pending();
+                match pending.get(key) {
+                    None => {
+                        pending.insert(key.to_string(), RECEIVING.to_string());
+                        return Ok(());
+                    }
+                    Some(v) => v.clone(),
+                }
+            };
+            if current == RECEIVING {
+                return Err(busy(format!("another upload of `{key}` is being received")));
             }
+            match jobs.get(&current).await {
+                Ok(Some(rec)) if !rec.state.is_final() => {
+                    return Err(busy(format!(
+                        "an earlier upload of `{key}` is still being archived (job {current})"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+                _ => {
+                    let mut pending = self.pending();
+                    if pending.get(key) == Some(&current) {
+                        pending.remove(key);
+                    }
+                }
+            }
+        }
+        Err(busy(format!("uploads of `{key}` are arriving at once")))
+    }
+
+    /// Give back `key` taken by [`Spool::claim`] for an upload that failed.
+    pub fn release(&self, key: &str) {
+        let mut pending = self.pending();
+        if pending.get(key).map(String::as_str) == Some(RECEIVING) {
+            pending.remove(key);
         }
     }
 
@@ -163,15 +208,9 @@ impl Spool {
             .mode(0o700)
             .create(&dir)
             .map_err(|e| spool_io("creating an upload directory in", &self.dir, e))?;
-        let lock = lock_dir(&dir)
-            .map_err(|e| spool_io("locking an upload directory in", &self.dir, e))?
-            .ok_or_else(|| {
-                spool_io(
-                    "locking a new upload directory in",
-                    &self.dir,
-                    io::Error::other("locked by another process"),
-                )
-            })?;
+        // A janitor may hold it for a moment: wait for it.
+        let lock = lock_dir_waiting(&dir)
+            .map_err(|e| spool_io("locking an upload directory in", &self.dir, e))?;
         let path = dir.join(name);
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -258,9 +297,7 @@ impl Spool {
         };
         let text = serde_json::to_vec(&m)
             .map_err(|e| spool_io("recording the job of", &marker, io::Error::other(e)))?;
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &marker))
-            .and_then(|()| sync_dir(&self.dir))
+        write_durably(&tmp, &marker, &text, &self.dir)
             .map_err(|e| spool_io("recording the job of", &marker, e))?;
         self.pending().insert(m.key, m.job);
         drop(r.lock);
@@ -300,7 +337,8 @@ impl Spool {
             let Ok(Some(_held)) = lock_dir(&e.path()) else {
                 continue;
             };
-            let ended = match read_marker(&self.dir.join(format!("{name}.job"))) {
+            let marker = read_marker(&self.dir.join(format!("{name}.job")));
+            let ended = match &marker {
                 Some(m) => match jobs.get(&m.job).await {
                     Ok(Some(rec)) => rec.state.is_final(),
                     Ok(None) => true,
@@ -310,9 +348,19 @@ impl Spool {
                 None => older_than(&e.path(), ORPHAN_AGE),
             };
             if ended {
-                let size = bytes_under(&e.path());
-                if std::fs::remove_dir_all(e.path()).is_ok() {
+                let path = e.path();
+                let size = bytes_under(&path);
+                let gone = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(path))
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+                if gone {
                     let _ = std::fs::remove_file(self.dir.join(format!("{name}.job")));
+                    if let Some(m) = &marker {
+                        let mut pending = self.pending();
+                        if pending.get(&m.key) == Some(&m.job) {
+                            pending.remove(&m.key);
+                        }
+                    }
                     self.quota.give_back(size);
                     removed += 1;
                 }
@@ -326,24 +374,48 @@ impl Spool {
     }
 }
 
+/// Write `text` to `tmp`, sync it, rename it to `path` and sync `dir`: after a crash `path` is
+/// whole or absent.
+pub fn write_durably(tmp: &Path, path: &Path, text: &[u8], dir: &Path) -> io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(tmp)?;
+    f.write_all(text)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(tmp, path)?;
+    sync_dir(dir)
+}
+
 fn read_marker(path: &Path) -> Option<Marker> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
 /// An exclusive `flock` on directory `dir`, or `None` if another holder has it (never waited
 /// for).
 fn lock_dir(dir: &Path) -> io::Result<Option<OwnedFd>> {
-    use rustix::fs::{FlockOperation, Mode, OFlags};
-    let fd = rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+    let fd = open_dir(dir)?;
+    match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(Some(fd)),
         Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// An exclusive `flock` on directory `dir`, waiting for a holder (a janitor looks for a
+/// moment only).
+fn lock_dir_waiting(dir: &Path) -> io::Result<OwnedFd> {
+    let fd = open_dir(dir)?;
+    rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(fd)
 }
 
 /// Create `dir` (mode 0700 for what is created) and return it with its links resolved, so
@@ -404,13 +476,19 @@ fn quota_error(full: super::quota::QuotaFull) -> ApiError {
 
 fn spool_io(doing: &str, path: &Path, e: io::Error) -> ApiError {
     tracing::error!(path = %path.display(), error = %e, "{doing} the upload spool");
-    let status = if e.raw_os_error() == Some(nix::libc::ENOSPC) {
-        StatusCode::INSUFFICIENT_STORAGE
-    } else {
-        StatusCode::INTERNAL_SERVER_ERROR
-    };
+    if e.raw_os_error() == Some(nix::libc::ENOSPC) {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the upload spool's filesystem is full",
+            format!(
+                "nothing was archived; space comes back as jobs finish: retry after {} s",
+                super::quota::RETRY_AFTER_SECONDS
+            ),
+        )
+        .retry_after(super::quota::RETRY_AFTER_SECONDS);
+    }
     ApiError::new(
-        status,
+        StatusCode::INTERNAL_SERVER_ERROR,
         format!("the upload spool failed while {doing} it: {}", e.kind()),
         "nothing was archived; the operator finds the cause in reel serve's log ([serve] spool_dir)",
     )

@@ -66,6 +66,8 @@ pub struct Staging {
     dir: PathBuf,
     quota: Quota,
     keep: Duration,
+    /// Held while a stage is decided (asked for, or removed by the janitor).
+    lock: tokio::sync::Mutex<()>,
 }
 
 impl Staging {
@@ -92,12 +94,18 @@ impl Staging {
             quota: Quota::new("staging area", "staging_bytes", limit, used),
             dir,
             keep,
+            lock: tokio::sync::Mutex::new(()),
         })
     }
 
     /// The budget.
     pub fn quota(&self) -> &Quota {
         &self.quota
+    }
+
+    /// Held while a stage is decided: one recall per stage, and none removed while asked for.
+    pub fn lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.lock
     }
 
     /// The name of the stage of generation `generation` of `key`.
@@ -141,8 +149,8 @@ impl Staging {
     pub fn write_record(&self, name: &str, stage: &Stage) -> io::Result<()> {
         let path = self.dir.join(format!("{name}.json"));
         let tmp = self.dir.join(format!(".{name}.json.tmp"));
-        std::fs::write(&tmp, serde_json::to_vec(stage).map_err(io::Error::other)?)?;
-        std::fs::rename(&tmp, &path)
+        let text = serde_json::to_vec(stage).map_err(io::Error::other)?;
+        super::spool::write_durably(&tmp, &path, &text, &self.dir)
     }
 
     /// Where the stage of generation `generation` of `key` stands.
@@ -194,7 +202,11 @@ impl Staging {
                 continue;
             }
             let record = self.dir.join(format!("{name}.json"));
-            let gone = match self.record(&name) {
+            // Decided and done under the stage lock, so a stage asked for again meanwhile
+            // (a new record, a new directory) is never removed on the old one's account.
+            let _one = self.lock.lock().await;
+            let seen = self.record(&name);
+            let gone = match &seen {
                 Some(stage) => match jobs.get(&stage.job).await {
                     Ok(Some(rec)) => match rec.state {
                         JobState::Failed | JobState::Cancelled => true,
@@ -209,12 +221,17 @@ impl Staging {
                 },
                 None => older_than(&e.path(), super::spool::ORPHAN_AGE),
             };
-            if gone {
-                let size = self
-                    .record(&name)
+            if gone && self.record(&name) == seen {
+                let path = e.path();
+                let size = seen
+                    .as_ref()
                     .map(|s| s.size)
-                    .unwrap_or_else(|| bytes_under(&e.path()));
-                if std::fs::remove_dir_all(e.path()).is_ok() {
+                    .unwrap_or_else(|| bytes_under(&path));
+                let removed_dir =
+                    tokio::task::spawn_blocking(move || std::fs::remove_dir_all(path))
+                        .await
+                        .is_ok_and(|r| r.is_ok());
+                if removed_dir {
                     let _ = std::fs::remove_file(&record);
                     self.quota.give_back(size);
                     removed += 1;

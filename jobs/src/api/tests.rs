@@ -1451,8 +1451,10 @@ async fn the_dashboard_is_open_and_its_data_needs_a_token() {
     crate::queue::Inventory::new(st.queue().store().db().clone())
         .publish(
             "w",
+            "lib",
             &[
                 crate::queue::ElementView {
+                    library: "lib".into(),
                     kind: "drive".into(),
                     index: 0,
                     address: 1,
@@ -1461,6 +1463,7 @@ async fn the_dashboard_is_open_and_its_data_needs_a_token() {
                     flags: 0,
                 },
                 crate::queue::ElementView {
+                    library: "lib".into(),
                     kind: "slot".into(),
                     index: 4,
                     address: 1004,

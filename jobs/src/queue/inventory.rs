@@ -16,6 +16,8 @@ use crate::on_db;
 /// One element of the library.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct ElementView {
+    /// The library's id (the prefix of its drive names, `LIBRARY-INDEX`).
+    pub library: String,
     /// `drive`, `slot`, `import_export` or `picker`.
     pub kind: String,
     /// Its ordinal among the elements of its kind.
@@ -70,22 +72,28 @@ impl Inventory {
         Inventory { db }
     }
 
-    /// Replace the recorded elements with `elements`, seen now by `worker`.
-    pub async fn publish(&self, worker: &str, elements: &[ElementView]) -> Result<()> {
+    /// Replace the recorded elements of `library` with `elements`, seen now by `worker`.
+    pub async fn publish(
+        &self,
+        worker: &str,
+        library: &str,
+        elements: &[ElementView],
+    ) -> Result<()> {
         let now = now_ms();
         macro_rules! run {
             ($p:ident) => {{
                 let mut tx = $p.begin_write().await.map_err(self.db.err(DOING))?;
-                sqlx::query("DELETE FROM reel_library_elements")
+                sqlx::query("DELETE FROM reel_library_elements WHERE library = $1")
+                    .bind(library)
                     .execute(&mut *tx)
                     .await
                     .map_err(self.db.err(DOING))?;
                 for e in elements {
                     sqlx::query(
                         "INSERT INTO reel_library_elements \
-                         (kind, idx, address, barcode, flags, seen_by, seen_ms) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                         ON CONFLICT (kind, idx) DO NOTHING",
+                         (library, kind, idx, address, barcode, flags, seen_by, seen_ms) \
+                         VALUES ($8, $1, $2, $3, $4, $5, $6, $7) \
+                         ON CONFLICT (library, kind, idx) DO NOTHING",
                     )
                     .bind(&e.kind)
                     .bind(i64::from(e.index))
@@ -94,6 +102,7 @@ impl Inventory {
                     .bind(i64::from(e.flags))
                     .bind(worker)
                     .bind(now)
+                    .bind(library)
                     .execute(&mut *tx)
                     .await
                     .map_err(self.db.err(DOING))?;
@@ -107,8 +116,8 @@ impl Inventory {
     /// The recorded elements.
     pub async fn read(&self) -> Result<InventoryView> {
         const READING: &str = "reading the library's elements";
-        let sql = "SELECT kind, idx, address, barcode, flags, seen_by, seen_ms \
-                   FROM reel_library_elements ORDER BY kind, idx";
+        let sql = "SELECT library, kind, idx, address, barcode, flags, seen_by, seen_ms \
+                   FROM reel_library_elements ORDER BY library, kind, idx";
         on_db!(&self.db, |p| {
             let rows = sqlx::query(sql)
                 .fetch_all(p)
@@ -130,6 +139,7 @@ impl Inventory {
                 let idx: i64 = r.try_get("idx").map_err(self.db.err(READING))?;
                 let address: i64 = r.try_get("address").map_err(self.db.err(READING))?;
                 view.elements.push(ElementView {
+                    library: r.try_get("library").map_err(self.db.err(READING))?,
                     kind: r.try_get("kind").map_err(self.db.err(READING))?,
                     index: idx as u32,
                     address: address as u32,
@@ -150,6 +160,7 @@ mod tests {
 
     fn slot(index: u32, barcode: Option<&str>) -> ElementView {
         ElementView {
+            library: "lib".into(),
             kind: "slot".into(),
             index,
             address: 1000 + index,
@@ -170,7 +181,7 @@ mod tests {
         for t in dbs {
             let inv = Inventory::new(t.db.clone());
             assert_eq!(inv.read().await.unwrap().seen_ms, 0);
-            inv.publish("w1", &[slot(0, Some("A00001L9")), slot(1, None)])
+            inv.publish("w1", "lib", &[slot(0, Some("A00001L9")), slot(1, None)])
                 .await
                 .unwrap();
             let v = inv.read().await.unwrap();
@@ -178,12 +189,20 @@ mod tests {
             assert_eq!(v.elements[0].barcode.as_deref(), Some("A00001L9"));
             assert!(v.elements[0].full && !v.elements[1].full);
             assert_eq!(v.seen_by.as_deref(), Some("w1"));
-            inv.publish("w2", &[slot(1, Some("A00001L9"))])
+            inv.publish("w2", "lib", &[slot(1, Some("A00001L9"))])
                 .await
                 .unwrap();
             let v = inv.read().await.unwrap();
             assert_eq!(v.elements, vec![slot(1, Some("A00001L9"))]);
             assert_eq!(v.seen_by.as_deref(), Some("w2"));
+            // Another library's elements stand beside them.
+            let mut other = slot(1, Some("B00001L9"));
+            other.library = "other".into();
+            inv.publish("w3", "other", std::slice::from_ref(&other))
+                .await
+                .unwrap();
+            let v = inv.read().await.unwrap();
+            assert_eq!(v.elements, vec![slot(1, Some("A00001L9")), other]);
         }
     }
 }
