@@ -63,6 +63,8 @@ curl -fsS -H "Authorization: Bearer $token" -XPOST "http://$addr/v1/jobs/intake"
 echo hello > "$work/root/a.txt"
 curl -fsS -H "Authorization: Bearer $token" -XPUT "http://$addr/v1/objects/k/a.txt" \
      --data-binary @"$work/root/a.txt" >/dev/null
+# From the scratch directory, so Schemathesis keeps its cache there, not in the repository.
+cd "$work"
 st run "http://$addr/openapi.json" \
   --header "Authorization: Bearer $token" \
   --max-examples "$examples" \
