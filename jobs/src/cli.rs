@@ -936,6 +936,9 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
             })
         }
         JobsCommand::Retry { id } => {
+            let catalogue =
+                reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+            crate::submission::check_retry(queue.store(), &id, &loaded.config, &catalogue).await?;
             let r = queue.retry(&id).await?;
             Ok(Output {
                 json: json!(r),

@@ -865,6 +865,14 @@ mod tests {
         .unwrap();
         assert_eq!(c.config.worker.heartbeat_ms, 3000);
         assert_eq!(c.config.worker.lease_ms, 10000);
+        // The upload spool and the staging area are reel's own, wherever they are put.
+        let mut moved = c.clone();
+        moved.config.serve.spool_dir = "/srv/reel-spool".into();
+        moved.config.serve.staging_dir = "/srv/reel-staging".into();
+        let own = moved.own_paths();
+        for p in ["/srv/reel-spool", "/srv/reel-staging"] {
+            assert!(own.contains(&PathBuf::from(p)), "{p} not in {own:?}");
+        }
         assert_eq!(c.config.scheduler.min_files, 7);
         assert_eq!(
             c.config.library.drives,

@@ -76,43 +76,6 @@ pub fn moved(drive: &str, mode: &'static str, files: u64, bytes: u64) {
         .increment(files);
 }
 
-/// The drive's own time in tape work, as the plugin reports each command's elapsed time
-/// (modelled by the simulator, SIMULATED; measured by a real drive): CTA's positioning,
-/// transfer and flush parts of a mount.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DriveTimes {
-    /// Locate and space.
-    pub position_ns: u64,
-    /// Record transfer.
-    pub transfer_ns: u64,
-    /// Synchronous filemarks (flushes).
-    pub flush_ns: u64,
-    /// Locates issued.
-    pub locates: u64,
-}
-
-impl DriveTimes {
-    /// Add another batch's times.
-    pub fn add(&mut self, o: &DriveTimes) {
-        self.position_ns += o.position_ns;
-        self.transfer_ns += o.transfer_ns;
-        self.flush_ns += o.flush_ns;
-        self.locates += o.locates;
-    }
-}
-
-impl From<&reel_engine::session::SessionSummary> for DriveTimes {
-    fn from(s: &reel_engine::session::SessionSummary) -> DriveTimes {
-        let ns = |secs: f64| (secs.max(0.0) * 1e9) as u64;
-        DriveTimes {
-            position_ns: ns(s.position_s),
-            transfer_ns: ns(s.transfer_s),
-            flush_ns: ns(s.flush_s),
-            locates: s.locates,
-        }
-    }
-}
-
 /// What one mount did, from load to unload.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MountSession {
@@ -126,8 +89,9 @@ pub struct MountSession {
     pub files: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// The drive's own time in the batches.
-    pub times: DriveTimes,
+    /// The drive's own time in the batches (positioning, transfer, flushes), as the plugin
+    /// reports each command's elapsed time: modelled (SIMULATED) on the simulator.
+    pub drive: reel_engine::session::SessionSummary,
 }
 
 /// A mount ended: the summary goes to the log (one line, info) and to the metrics. `held` is
@@ -154,10 +118,10 @@ pub fn session_ended(
         work_s = secs(s.work),
         idle_s = secs(idle),
         unload_s = secs(unload),
-        drive_position_s = s.times.position_ns as f64 / 1e9,
-        drive_transfer_s = s.times.transfer_ns as f64 / 1e9,
-        drive_flush_s = s.times.flush_ns as f64 / 1e9,
-        locates = s.times.locates,
+        drive_position_s = s.drive.position_s,
+        drive_transfer_s = s.drive.transfer_s,
+        drive_flush_s = s.drive.flush_s,
+        locates = s.drive.locates,
         batches = s.batches,
         files = s.files,
         bytes = s.bytes,
@@ -177,13 +141,13 @@ pub fn session_ended(
         metrics::histogram!("reel_mount_session_seconds", "drive" => drive.to_string(), "part" => part)
             .record(d.as_secs_f64());
     }
-    for (part, ns) in [
-        ("position", s.times.position_ns),
-        ("transfer", s.times.transfer_ns),
-        ("flush", s.times.flush_ns),
+    for (part, secs) in [
+        ("position", s.drive.position_s),
+        ("transfer", s.drive.transfer_s),
+        ("flush", s.drive.flush_s),
     ] {
         metrics::histogram!("reel_mount_session_drive_seconds", "drive" => drive.to_string(), "part" => part)
-            .record(ns as f64 / 1e9);
+            .record(secs);
     }
     if !unload.is_zero() {
         metrics::histogram!("reel_drive_unmount_duration_seconds", "drive" => drive.to_string())

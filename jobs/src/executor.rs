@@ -874,7 +874,7 @@ impl TapeExecutor for EngineExecutor {
             Err(HeldWriteError::Failed(e)) => return Err(e.into()),
         };
         let id_of = |it: &ArchiveItem| by_key.get(&it.key).copied();
-        out.times = (&o.summary).into();
+        out.drive_time = o.summary.clone();
         out.done.extend(o.written.iter().filter_map(id_of));
         for (it, fault) in &o.failed {
             if let Some(id) = id_of(it) {
@@ -1053,7 +1053,7 @@ impl TapeExecutor for EngineExecutor {
             }
         };
         drop(held);
-        out.times.add(&(&rep.summary).into());
+        out.drive_time.add(&rep.summary);
         // The session's drive time goes into its job's result once, on the first request it
         // read (see `cartridge_task::job_result`).
         let mut timing = Some(json!({

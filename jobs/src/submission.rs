@@ -711,6 +711,26 @@ pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Re
     })
 }
 
+/// A retry of job `id` is checked as its submission was, when it is failed or cancelled (a
+/// queued or running one is refused by the retry itself): sources gone since (an upload's
+/// spool file is removed once its job ended), keys no longer in the catalogue, a class no
+/// longer configured are refused now, instead of failing the job again on a worker.
+pub async fn check_retry(
+    jobs: &crate::queue::JobStore,
+    id: &str,
+    config: &Config,
+    catalogue: &Catalogue,
+) -> Result<()> {
+    let rec = jobs.require(id).await?;
+    if matches!(
+        rec.state,
+        crate::job::JobState::Failed | crate::job::JobState::Cancelled
+    ) {
+        check(&rec.spec, config, catalogue).await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[path = "submission_tests.rs"]
 mod tests;

@@ -22,7 +22,6 @@ use apalis::prelude::{
     WorkerBuilderExt,
 };
 use futures::Stream;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -48,7 +47,7 @@ pub type ProgressFn = Arc<dyn Fn(&[i64]) + Send + Sync>;
 /// What an executor did with a batch of requests. Requests in no list (the batch stopped early
 /// for a reason not theirs: a cancel, shutdown, early warning) go back to the queue as they
 /// were.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct BatchOutcome {
     /// Requests finished and durable (writes) or delivered and checked (reads).
     pub done: Vec<i64>,
@@ -68,8 +67,7 @@ pub struct BatchOutcome {
     pub drive_failure: Option<String>,
     /// The drive's own time in the batch, as the plugin reported it (for the mount's
     /// end-of-session summary).
-    #[serde(default)]
-    pub times: drive_metrics::DriveTimes,
+    pub drive_time: reel_engine::session::SessionSummary,
 }
 
 /// The tape side of reel, implemented by the engine's sessions (write, recall, verify, intake,
@@ -1486,7 +1484,7 @@ async fn drive_step<E: TapeExecutor>(
         .fold((0u64, 0u64), |(f, b), r| (f + r.files, b + r.bytes));
     drive_metrics::moved(drive, mode, files, bytes);
     if let Some(h) = mounted.as_mut() {
-        h.session.times.add(&o.times);
+        h.session.drive.add(&o.drive_time);
         h.session.work += work_started.elapsed();
         h.session.batches += 1;
         h.session.files += files;

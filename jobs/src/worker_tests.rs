@@ -172,7 +172,7 @@ impl TapeExecutor for Fake {
                 .collect(),
             results: vec![],
             drive_failure: None,
-            times: Default::default(),
+            drive_time: Default::default(),
         })
     }
     async fn plan_verify(&self, _: &str, _: &VerifyJob) -> Result<Vec<NewTapeRequest>> {

@@ -1022,7 +1022,10 @@ impl Browser {
             &format!("/session/{}/screenshot", self.session),
             None,
         );
-        let png = base64_decode(v["value"].as_str().expect("screenshot"));
+        use base64::Engine;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(v["value"].as_str().expect("screenshot"))
+            .expect("base64 screenshot");
         assert!(png.starts_with(b"\x89PNG"), "not a PNG");
         std::fs::write(to, png).expect("write the screenshot");
     }
@@ -1042,32 +1045,6 @@ impl Drop for Browser {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
-}
-
-/// Standard base64 (the screenshot WebDriver returns).
-fn base64_decode(text: &str) -> Vec<u8> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in text.bytes().filter_map(value) {
-        acc = (acc << 6) | c;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    out
 }
 
 /// The dashboard in a real browser: it loads with a token, shows the simulated library's

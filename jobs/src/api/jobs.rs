@@ -696,21 +696,13 @@ pub(super) async fn retry(
 ) -> ApiResult<Json<JobView>> {
     let UrlPath(id) = id?;
     may_act_on(&state, &caller, &id, "retry").await?;
-    // An upload's archive job reads a spool file that is removed once the job ended.
-    let rec = state.queue().store().require(&id).await?;
-    if let JobSpec::Archive(a) = &rec.spec
-        && let crate::job::ArchiveSource::Files(files) = &a.source
-        && files.iter().any(|f| {
-            (f.starts_with(&state.config().serve.spool_dir) || f.starts_with(state.spool().dir()))
-                && !f.exists()
-        })
-    {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!("job {id} archived an upload that is gone from the spool"),
-            "upload the object again with PUT /v1/objects/{key}",
-        ));
-    }
+    crate::submission::check_retry(
+        state.queue().store(),
+        &id,
+        state.config(),
+        state.catalogue(),
+    )
+    .await?;
     let rec = state.queue().retry(&id).await?;
     tracing::info!(%id, "retried over HTTP");
     Ok(Json(rec.into()))

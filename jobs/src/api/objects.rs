@@ -203,51 +203,18 @@ pub(super) async fn put_object(
             "send one of them (RFC 9112 §6.3): a proxy and this server could read the body differently",
         ));
     }
-    let spool = state.spool();
-    spool.claim(&key, state.queue().store()).await?;
-    let r = upload(
-        &state,
-        &caller,
-        &key,
-        name,
-        class,
-        params.priority,
-        expected,
-        &headers,
-        body,
-    )
-    .await;
-    if r.is_err() {
-        spool.release(&key);
-    }
-    r
-}
-
-/// The upload of `key` once it is taken ([`super::spool::Spool::claim`]).
-#[allow(clippy::too_many_arguments)]
-async fn upload(
-    state: &AppState,
-    caller: &Caller,
-    key: &str,
-    name: &str,
-    class: String,
-    priority: Option<i32>,
-    expected: Option<[u8; 32]>,
-    headers: &HeaderMap,
-    body: Body,
-) -> ApiResult<Response> {
-    let spool = state.spool();
+    let mut upload = state.spool().claim(&key, state.queue().store()).await?;
     let serve = &state.config().serve;
     let limits = UploadLimits {
         max_bytes: serve.max_object_bytes,
         idle: Duration::from_secs(serve.request_timeout_seconds.max(1)),
     };
-    let received = spool
-        .receive(name, body, content_length(headers), expected, limits)
+    // From here on, a refusal drops `upload`, which removes what was received.
+    let received = upload
+        .receive(name, body, content_length(&headers), expected, limits)
         .await?;
     // A token revoked while its upload streamed queues nothing.
     if !state.tokens().still_active(&caller.token().id).await? {
-        spool.discard(&received);
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "the token was revoked during the upload; nothing was queued",
@@ -260,24 +227,17 @@ async fn upload(
         storage_class: class,
         confine: None,
     });
-    let (status, Json(view)) = match submit(state, caller, spec, priority).await {
-        Ok(r) => r,
-        Err(e) => {
-            spool.discard(&received);
-            return Err(e);
-        }
-    };
-    let (size, sha256) = (received.size, received.sha256);
-    if let Err(e) = spool.mark(received, key, &view.id) {
+    let (status, Json(view)) = submit(&state, &caller, spec, params.priority).await?;
+    if let Err(e) = upload.mark(&view.id) {
         // Unrecorded, the upload would be removed as an orphan under its job: cancel the job
-        // instead, and say so; the janitor then removes the upload.
+        // instead, and say so.
         tracing::error!(job = %view.id, error = ?e, "cannot record the job of an upload; cancelling it");
         let _ = state.queue().cancel(&view.id).await;
         return Err(e);
     }
-    tracing::info!(job = %view.id, %key, bytes = size, "object uploaded and queued for archive");
+    tracing::info!(job = %view.id, %key, bytes = received.size, "object uploaded and queued for archive");
     let mut resp = (status, Json(view)).into_response();
-    if let Ok(v) = HeaderValue::from_str(&hex::encode(sha256)) {
+    if let Ok(v) = HeaderValue::from_str(&hex::encode(received.sha256)) {
         resp.headers_mut().insert(SHA256_HEADER, v);
     }
     Ok(resp)

@@ -60,8 +60,8 @@ impl Quota {
         }
     }
 
-    /// Take `n` bytes, or say why not.
-    pub fn take(&self, n: u64) -> Result<(), QuotaFull> {
+    /// Refuse an amount larger than the whole budget.
+    fn ever(&self, n: u64) -> Result<(), QuotaFull> {
         if n > self.limit {
             return Err(QuotaFull::Never {
                 what: self.what,
@@ -70,6 +70,12 @@ impl Quota {
                 limit: self.limit,
             });
         }
+        Ok(())
+    }
+
+    /// Take `n` bytes, or say why not.
+    pub fn take(&self, n: u64) -> Result<(), QuotaFull> {
+        self.ever(n)?;
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(n).filter(|total| *total <= self.limit)
@@ -84,14 +90,7 @@ impl Quota {
 
     /// Whether `n` bytes would fit now, taking nothing.
     pub fn fits(&self, n: u64) -> Result<(), QuotaFull> {
-        if n > self.limit {
-            return Err(QuotaFull::Never {
-                what: self.what,
-                key: self.key,
-                asked: n,
-                limit: self.limit,
-            });
-        }
+        self.ever(n)?;
         let used = self.used();
         if used.saturating_add(n) > self.limit {
             return Err(QuotaFull::NotNow {

@@ -55,7 +55,7 @@ struct Marker {
 }
 
 /// A body received whole and durable in the spool.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Received {
     /// The file, to be archived.
     pub path: PathBuf,
@@ -65,8 +65,77 @@ pub struct Received {
     pub size: u64,
     /// SHA-256 of the bytes.
     pub sha256: [u8; 32],
-    /// The upload directory's lock, held until the job is recorded ([`Spool::mark`]).
-    lock: OwnedFd,
+}
+
+/// A key taken for one upload ([`Spool::claim`]). Until [`Claim::mark`] records the upload's
+/// job, it holds the upload directory's lock; dropped before that (the upload was refused,
+/// its job could not be queued), the key is given back and what was received is removed.
+#[derive(Debug)]
+pub struct Claim<'a> {
+    spool: &'a Spool,
+    key: String,
+    received: Option<(Received, OwnedFd)>,
+    marked: bool,
+}
+
+impl Claim<'_> {
+    /// Receive the upload's body: [`Spool::receive`].
+    pub async fn receive(
+        &mut self,
+        name: &str,
+        body: Body,
+        declared: Option<u64>,
+        expected: Option<[u8; 32]>,
+        limits: UploadLimits,
+    ) -> Result<Received, ApiError> {
+        let (r, lock) = self
+            .spool
+            .receive(name, body, declared, expected, limits)
+            .await?;
+        self.received = Some((r.clone(), lock));
+        Ok(r)
+    }
+
+    /// Record that the received upload is archived by job `job` (durably: the janitor keeps
+    /// it until the job ends), and let its lock go.
+    pub fn mark(mut self, job: &str) -> Result<(), ApiError> {
+        let Some((r, _lock)) = &self.received else {
+            return Err(spool_io(
+                "recording the job of",
+                &self.spool.dir,
+                io::Error::other("nothing was received"),
+            ));
+        };
+        let marker = self.spool.dir.join(format!("{}.job", r.upload));
+        let tmp = self.spool.dir.join(format!(".{}.job.tmp", r.upload));
+        let m = Marker {
+            job: job.to_string(),
+            key: self.key.clone(),
+        };
+        let text = serde_json::to_vec(&m)
+            .map_err(|e| spool_io("recording the job of", &marker, io::Error::other(e)))?;
+        write_durably(&tmp, &marker, &text, &self.spool.dir)
+            .map_err(|e| spool_io("recording the job of", &marker, e))?;
+        self.spool.pending().insert(m.key, m.job);
+        self.marked = true;
+        Ok(())
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.marked {
+            return;
+        }
+        if let Some((r, _lock)) = self.received.take() {
+            let _ = std::fs::remove_dir_all(self.spool.dir.join(&r.upload));
+            self.spool.quota.give_back(r.size);
+        }
+        let mut pending = self.spool.pending();
+        if pending.get(&self.key).map(String::as_str) == Some(RECEIVING) {
+            pending.remove(&self.key);
+        }
+    }
 }
 
 /// Limits of one upload.
@@ -106,23 +175,19 @@ impl Spool {
         &self.quota
     }
 
-    /// The spool's directory (links resolved).
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Stream `body` into a new upload under the file name `name` (the key's last segment),
     /// refusing more than `limits.max_bytes` (413), a budget that is full (503/507), a body
     /// that stalls or breaks (408/400), and a body whose SHA-256 is not `expected` (400).
-    /// Nothing of a refused upload stays.
-    pub async fn receive(
+    /// Nothing of a refused upload stays. The upload directory stays locked while the
+    /// returned lock is held.
+    async fn receive(
         &self,
         name: &str,
         body: Body,
         declared: Option<u64>,
         expected: Option<[u8; 32]>,
         limits: UploadLimits,
-    ) -> Result<Received, ApiError> {
+    ) -> Result<(Received, OwnedFd), ApiError> {
         if let Some(n) = declared {
             if n > limits.max_bytes {
                 return Err(too_large(n, limits.max_bytes));
@@ -144,9 +209,8 @@ impl Spool {
 
     /// Take `key` for an upload, or refuse (409) while an earlier upload of it is being
     /// received or its archive job is unfinished: a second upload of a key waits until the
-    /// first is on tape. Give it back with [`Spool::release`] if the upload fails; a
-    /// successful one keeps it until its job ends ([`Spool::mark`]).
-    pub async fn claim(&self, key: &str, jobs: &JobStore) -> Result<(), ApiError> {
+    /// first is on tape. A marked upload keeps the key until its job ends.
+    pub async fn claim(&self, key: &str, jobs: &JobStore) -> Result<Claim<'_>, ApiError> {
         let busy = |why: String| {
             ApiError::new(
                 StatusCode::CONFLICT,
@@ -160,7 +224,12 @@ impl Spool {
                 match pending.get(key) {
                     None => {
                         pending.insert(key.to_string(), RECEIVING.to_string());
-                        return Ok(());
+                        return Ok(Claim {
+                            spool: self,
+                            key: key.to_string(),
+                            received: None,
+                            marked: false,
+                        });
                     }
                     Some(v) => v.clone(),
                 }
@@ -186,14 +255,6 @@ impl Spool {
         Err(busy(format!("uploads of `{key}` are arriving at once")))
     }
 
-    /// Give back `key` taken by [`Spool::claim`] for an upload that failed.
-    pub fn release(&self, key: &str) {
-        let mut pending = self.pending();
-        if pending.get(key).map(String::as_str) == Some(RECEIVING) {
-            pending.remove(key);
-        }
-    }
-
     async fn receive_into(
         &self,
         upload: &str,
@@ -202,7 +263,7 @@ impl Spool {
         expected: Option<[u8; 32]>,
         limits: UploadLimits,
         taken: &mut u64,
-    ) -> Result<Received, ApiError> {
+    ) -> Result<(Received, OwnedFd), ApiError> {
         let dir = self.dir.join(upload);
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -278,36 +339,13 @@ impl Spool {
         for d in [&dir, &self.dir] {
             sync_dir(d).map_err(|e| spool_io("syncing", d, e))?;
         }
-        Ok(Received {
+        let r = Received {
             path,
             upload: upload.to_string(),
             size,
             sha256,
-            lock,
-        })
-    }
-
-    /// Record that the upload `r` of `key` is archived by job `job`, and let its lock go.
-    pub fn mark(&self, r: Received, key: &str, job: &str) -> Result<(), ApiError> {
-        let marker = self.dir.join(format!("{}.job", r.upload));
-        let tmp = self.dir.join(format!(".{}.job.tmp", r.upload));
-        let m = Marker {
-            job: job.to_string(),
-            key: key.to_string(),
         };
-        let text = serde_json::to_vec(&m)
-            .map_err(|e| spool_io("recording the job of", &marker, io::Error::other(e)))?;
-        write_durably(&tmp, &marker, &text, &self.dir)
-            .map_err(|e| spool_io("recording the job of", &marker, e))?;
-        self.pending().insert(m.key, m.job);
-        drop(r.lock);
-        Ok(())
-    }
-
-    /// Give up an upload whose job could not be queued.
-    pub fn discard(&self, r: &Received) {
-        let _ = std::fs::remove_dir_all(self.dir.join(&r.upload));
-        self.quota.give_back(r.size);
+        Ok((r, lock))
     }
 
     /// Remove the uploads whose archive job ended (done, failed, cancelled or pruned) and the

@@ -1338,6 +1338,111 @@ async fn api_put_object_streams_to_the_spool_and_queues_an_archive() {
     assert!(!std::path::Path::new(&src).exists());
     assert_eq!(st.spool().quota().used(), 3 << 20);
     assert_eq!(uploads(st), 1);
+    // Its retry is checked as a submission is: the upload is gone, so it is refused now.
+    let (code, v) = call(&f, Method::POST, &format!("/v1/jobs/{id}/retry"), None).await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "does not exist");
+    assert_eq!(
+        st.queue().store().require(id).await.unwrap().state,
+        crate::job::JobState::Cancelled
+    );
+}
+
+#[tokio::test]
+async fn a_key_is_uploaded_once_at_a_time() {
+    let f = fixture().await;
+    let st = &f.state;
+    // The first upload's body is still arriving.
+    let (tx, rx) = futures::channel::mpsc::unbounded::<std::io::Result<axum::body::Bytes>>();
+    tx.unbounded_send(Ok(axum::body::Bytes::from_static(b"first part")))
+        .unwrap();
+    let first = {
+        let (st, admin) = (st.clone(), f.admin.clone());
+        tokio::spawn(async move {
+            send(
+                &st,
+                &admin,
+                Method::PUT,
+                "/v1/objects/one/k",
+                &[],
+                Body::from_stream(rx),
+            )
+            .await
+        })
+    };
+    let t0 = std::time::Instant::now();
+    while uploads(st) == 0 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "the first upload did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/one/k",
+        &[],
+        Body::from("second"),
+    )
+    .await;
+    assert_error(code, &json_of(&b), StatusCode::CONFLICT, "being received");
+    assert_eq!(uploads(st), 1, "the refused upload left a directory");
+    // Another key is not held up.
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/one/other",
+        &[],
+        Body::from("x"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{}", json_of(&b));
+    // The first ends and is queued; the key then waits for its job.
+    tx.unbounded_send(Ok(axum::body::Bytes::from_static(b" and the rest")))
+        .unwrap();
+    drop(tx);
+    let (code, _, b) = first.await.unwrap();
+    let job = json_of(&b);
+    assert_eq!(code, StatusCode::ACCEPTED, "{job}");
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/one/k",
+        &[],
+        Body::from("second"),
+    )
+    .await;
+    assert_error(
+        code,
+        &json_of(&b),
+        StatusCode::CONFLICT,
+        job["id"].as_str().unwrap(),
+    );
+    // A refused first upload (a wrong checksum) gives the key back at once.
+    let bad = vec![("x-reel-sha256", sha_hex(b"not this"))];
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/one/j",
+        &bad,
+        Body::from("x"),
+    )
+    .await;
+    assert_error(code, &json_of(&b), StatusCode::BAD_REQUEST, "SHA-256");
+    let (code, _, b) = send(
+        st,
+        &f.admin,
+        Method::PUT,
+        "/v1/objects/one/j",
+        &[],
+        Body::from("x"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{}", json_of(&b));
 }
 
 #[tokio::test]
