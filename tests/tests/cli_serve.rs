@@ -1177,7 +1177,11 @@ async fn the_dashboard_shows_the_library_live_in_a_browser() {
     );
     assert_eq!(value(&format!("reel_drive_state{{{d},")), 1.0, "{text}");
     assert!(value("reel_device_sense_total") >= 1.0, "{text}");
-    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/dashboard.png");
+    // Beside the build: the target directory this test binary runs from (CARGO_TARGET_DIR
+    // or the workspace's target/), as target/dashboard.png.
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).expect("the target directory");
+    let shot = target.join("dashboard.png");
     browser.screenshot(&shot);
     // A wrong token: the page says so and shows nothing.
     browser.go(&format!(
