@@ -164,6 +164,102 @@ fn render_compared(s: &mut String, now: &RunResult, c: &Compared, report: &Path)
     }
 }
 
+/// The torture runs recorded beside the results (`reel-torture --report`, `*.torture.json`):
+/// one row per run with its jobs, faults, bytes and invariant violations (docs/TORTURE.md).
+fn torture_section(s: &mut String, dir: &Path, report: &Path) {
+    let mut runs: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.to_string_lossy().ends_with(".torture.json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    runs.sort();
+    if runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Torture runs (`reel-torture`, docs/TORTURE.md)\n\n\
+         Two `reel worker` processes sharing one simulated library (INSTANT clock) and one store, \
+         four clients, a fault every 1.5 s on average. Modelled drive hours are SIMULATED (the \
+         library's busy time, summed over drives); wall seconds are MEASURED; *modelled/wall* is \
+         modelled hours per drive over wall hours.\n\n\
+         | run | seed | db | wall s | modelled drive h | modelled/wall | jobs (done / failed / other) | by kind | faults placed | kill -9 | SIGSTOP | MB archived | MB recalled | objects acknowledged | violations |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for p in &runs {
+        let Some(v) = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        else {
+            let _ = writeln!(
+                s,
+                "| `{}` | unreadable | | | | | | | | | | | | | |",
+                relative(report, p)
+            );
+            continue;
+        };
+        let t = &v["tally"];
+        let count = |m: &serde_json::Value, pred: &dyn Fn(&str) -> bool| -> u64 {
+            m.as_object()
+                .map(|o| {
+                    o.iter()
+                        .filter(|(k, _)| pred(k))
+                        .map(|(_, n)| n.as_u64().unwrap_or(0))
+                        .sum()
+                })
+                .unwrap_or(0)
+        };
+        let ended = &t["ended"];
+        let done = count(ended, &|k| k.ends_with(" done"));
+        let failed = count(ended, &|k| k.ends_with(" failed"));
+        let other = count(ended, &|k| !k.ends_with(" done") && !k.ends_with(" failed"));
+        let kinds: Vec<String> = t["submitted"]
+            .as_object()
+            .map(|o| o.iter().map(|(k, n)| format!("{k} {n}")).collect())
+            .unwrap_or_default();
+        let faults = count(&t["faults"], &|_| true);
+        let violations = v["violations"].as_array().map_or(0, Vec::len);
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} | {} | {} | {done} / {failed} / {other} | {} | {faults} | {} | {} | {} | {} | {} | {} |",
+            relative(report, p),
+            v["seed"],
+            v["db"].as_str().unwrap_or("?"),
+            num(v["wall_seconds"].as_f64().unwrap_or(0.0)),
+            num(v["modelled_drive_hours"].as_f64().unwrap_or(0.0)),
+            num(v["modelled_to_wall"].as_f64().unwrap_or(0.0)),
+            kinds.join(", "),
+            t["faults"]["kill -9"].as_u64().unwrap_or(0),
+            t["faults"]["SIGSTOP"].as_u64().unwrap_or(0),
+            num(t["bytes_archived"].as_f64().unwrap_or(0.0) / 1e6),
+            num(t["bytes_recalled"].as_f64().unwrap_or(0.0) / 1e6),
+            v["acknowledged"],
+            if violations == 0 {
+                "0".to_string()
+            } else {
+                format!("**{violations}**")
+            },
+        );
+    }
+    let _ = writeln!(s, "\nFaults placed, by kind:\n");
+    for p in &runs {
+        let Some(v) = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        else {
+            continue;
+        };
+        let kinds: Vec<String> = v["tally"]["faults"]
+            .as_object()
+            .map(|o| o.iter().map(|(k, n)| format!("{k} {n}")).collect())
+            .unwrap_or_default();
+        let _ = writeln!(s, "- `{}`: {}", relative(report, p), kinds.join(", "));
+    }
+    let _ = writeln!(s);
+}
+
 /// Render the report.
 pub fn render(
     r: &RunResult,
@@ -332,6 +428,7 @@ pub fn render(
             );
         }
     }
+    torture_section(&mut s, dir, report);
     if !plots.is_empty() {
         let _ = writeln!(s, "## Plots\n");
         for p in plots {

@@ -548,6 +548,41 @@ mod tests {
         assert_eq!(lost, 0, "rows of failed transactions were committed");
     }
 
+    /// A PostgreSQL server that ends the connection (an administrator's
+    /// `pg_terminate_backend`, a restart) is a lost connection, not a failed query: the
+    /// error says so, and the pool's next query works on a new connection.
+    #[tokio::test]
+    async fn a_terminated_postgres_connection_is_named_and_the_pool_reconnects() {
+        let Some(t) = testdb::postgres("terminated_postgres_connection").await else {
+            return;
+        };
+        let Db::Postgres(pool) = &t.db else {
+            panic!("a PostgreSQL test database");
+        };
+        let mut conn = pool.acquire().await.unwrap();
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&t.url)
+            .await
+            .unwrap();
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let err = sqlx::query("SELECT 1")
+            .execute(&mut *conn)
+            .await
+            .map_err(t.db.err("reading a job"))
+            .unwrap_err();
+        assert_eq!(err.store_fault(), Some(StoreFault::Disconnected), "{err}");
+        assert!(err.to_string().contains("connection"), "{err}");
+        drop(conn);
+        sqlx::query("SELECT 1").execute(pool).await.unwrap();
+    }
+
     /// A full SQLite store (here `max_page_count`, as a full disk gives `SQLITE_FULL`) is
     /// reported as full, naming the file and saying to free space, never as unreachable; the
     /// failed write holds no lock, and writes go through again once there is room.

@@ -445,10 +445,14 @@ impl<E: TapeExecutor> Runtime<E> {
                 }
                 Ending::Failed(e) => {
                     let retryable = !e.is_permanent();
+                    // A lost database connection says nothing about the job: the pool
+                    // reconnects, and the attempt does not count against its limit.
+                    let counted = e.store_fault()
+                        != Some(reel_engine::catalogue::StoreFault::Disconnected);
                     let delay = self.queue.backoff().delay(record.attempts);
                     match self
                         .store()
-                        .fail_attempt(&record.id, &e.to_string(), retryable, delay)
+                        .fail_attempt(&record.id, &e.to_string(), retryable, counted, delay)
                         .await?
                     {
                         FailOutcome::Retry { delay, .. } => {
@@ -637,7 +641,7 @@ impl<E: TapeExecutor> Runtime<E> {
                 rec.id
             );
             self.store()
-                .fail_attempt(&rec.id, &msg, false, Duration::ZERO)
+                .fail_attempt(&rec.id, &msg, false, true, Duration::ZERO)
                 .await?;
         } else {
             let results = match rec.kind {

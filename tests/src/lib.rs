@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 pub mod embedded;
+pub mod torture;
 pub use embedded::{job_ended, sim_counters, start_worker, worker_config};
 
 use rand::{RngCore, SeedableRng};
@@ -17,11 +18,16 @@ use sha2::{Digest, Sha256};
 /// The target directory of the running test binary (`target/<profile>`).
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test> → target/<profile>
-    exe.parent()
-        .and_then(|p| p.parent())
-        .map(Path::to_path_buf)
-        .expect("test binary lives in target/<profile>/deps")
+    // target/<profile>/deps/<test> → target/<profile>; a binary of this crate
+    // (`reel-torture`) lives in target/<profile> itself.
+    let dir = exe.parent().expect("test binary lives in a directory");
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent()
+            .map(Path::to_path_buf)
+            .expect("target/<profile>")
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 /// Path of a plugin's shared library, e.g. `plugin_path("reel_plugin_sim")`.

@@ -234,6 +234,11 @@ pub enum StoreFault {
     /// `-journal` file (SQLite `SQLITE_IOERR*`, which a full disk also gives when the WAL
     /// cannot grow).
     Io,
+    /// The connection to the server was lost: the server ended it (PostgreSQL `57P01`
+    /// admin shutdown, `57P02` crash shutdown, `57P03` cannot connect now, class `08`
+    /// connection exceptions) or the socket failed. The pool opens a new one; the work is
+    /// retried.
+    Disconnected,
 }
 
 impl StoreFault {
@@ -257,10 +262,15 @@ impl StoreFault {
                     "55P03" => Some(StoreFault::Locked),
                     "25006" => Some(StoreFault::ReadOnly),
                     c if c.starts_with("58") => Some(StoreFault::Io),
+                    "57P01" | "57P02" | "57P03" => Some(StoreFault::Disconnected),
+                    c if c.starts_with("08") => Some(StoreFault::Disconnected),
                     _ => None,
                 }
             }
             sqlx::Error::Io(io) if io.raw_os_error() == Some(28) => Some(StoreFault::Full), // ENOSPC
+            sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut => {
+                Some(StoreFault::Disconnected)
+            }
             _ => None,
         }
     }
@@ -282,6 +292,13 @@ impl StoreFault {
             Some(StoreFault::ReadOnly)
         } else if m.contains("disk i/o error") {
             Some(StoreFault::Io)
+        } else if m.contains("terminating connection")
+            || m.contains("server closed the connection")
+            || m.contains("connection reset")
+            || m.contains("broken pipe")
+            || m.contains("connection refused")
+        {
+            Some(StoreFault::Disconnected)
         } else {
             None
         }
@@ -296,6 +313,9 @@ impl StoreFault {
             }
             StoreFault::ReadOnly => "the database refuses writes (read-only)",
             StoreFault::Io => "an I/O error on the database file or its -wal/-shm/-journal file",
+            StoreFault::Disconnected => {
+                "the connection to the database server was lost (the server ended it or restarted)"
+            }
         }
     }
 
@@ -303,16 +323,25 @@ impl StoreFault {
     pub fn advice(self) -> &'static str {
         match self {
             StoreFault::Full => {
-                "free space on the file system holding the database (with its -wal and -journal                  files) or raise the server's quota; reel retries the work and needs no restart"
+                "free space on the file system holding the database (with its -wal and -journal \
+                 files) or raise the server's quota; reel retries the work and needs no restart"
             }
             StoreFault::Locked => {
-                "find the process holding a write transaction on the database (for SQLite                  `fuser` on the file; a `sqlite3` shell left in a transaction is a usual suspect)                  and end it; reel retries the work"
+                "find the process holding a write transaction on the database (for SQLite \
+                 `fuser` on the file; a `sqlite3` shell left in a transaction is a usual suspect) \
+                 and end it; reel retries the work"
             }
             StoreFault::ReadOnly => {
-                "make the database file and its directory writable by reel's user, or point                  [store] url at the primary server; reel retries the work"
+                "make the database file and its directory writable by reel's user, or point \
+                 [store] url at the primary server; reel retries the work"
             }
             StoreFault::Io => {
-                "check the file system holding the database (kernel log, free space, mount                  state); reel retries the work"
+                "check the file system holding the database (kernel log, free space, mount \
+                 state); reel retries the work"
+            }
+            StoreFault::Disconnected => {
+                "reel reconnects and retries the work; if this repeats, check that the database \
+                 server is up and reachable"
             }
         }
     }

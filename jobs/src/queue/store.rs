@@ -553,11 +553,14 @@ impl JobStore {
     }
 
     /// A failed attempt: queue again after `delay` if attempts remain and `retryable`, else fail.
+    /// An attempt that is not `counted` (the database connection was lost under it: nothing
+    /// about the job failed) is queued again without using up one of `max_attempts`.
     pub async fn fail_attempt(
         &self,
         id: &str,
         error: &str,
         retryable: bool,
+        counted: bool,
         delay: Duration,
     ) -> Result<FailOutcome> {
         let rec = self.require(id).await?;
@@ -566,14 +569,17 @@ impl JobStore {
             self.mark_cancelled(id).await?;
             return Ok(FailOutcome::Cancelled);
         }
-        if retryable && rec.attempts < rec.max_attempts {
+        if retryable && (rec.attempts < rec.max_attempts || !counted) {
             let not_before_ms = now + delay.as_millis() as i64;
-            self.exec(
-                "scheduling a retry",
-                "UPDATE reel_jobs SET state = 'queued', error = $2, not_before = $3, apalis_task_id = NULL, updated_ms = $4 WHERE id = $1 AND state = 'running'",
-                id,
-                |q| q.bind_str(error).bind_i64(not_before_ms).bind_i64(now),
-            )
+            let sql = if counted {
+                "UPDATE reel_jobs SET state = 'queued', error = $2, not_before = $3, apalis_task_id = NULL, updated_ms = $4 WHERE id = $1 AND state = 'running'"
+            } else {
+                "UPDATE reel_jobs SET state = 'queued', error = $2, not_before = $3, apalis_task_id = NULL, updated_ms = $4, \
+                 attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = $1 AND state = 'running'"
+            };
+            self.exec("scheduling a retry", sql, id, |q| {
+                q.bind_str(error).bind_i64(not_before_ms).bind_i64(now)
+            })
             .await?;
             Ok(FailOutcome::Retry {
                 not_before_ms,
@@ -807,5 +813,49 @@ mod tests {
             return;
         };
         start_rules(t.db.clone()).await;
+    }
+
+    /// An attempt lost to a dropped database connection is queued again without using up
+    /// one of the job's attempts; a counted one fails the job at its limit.
+    #[tokio::test]
+    async fn an_uncounted_attempt_keeps_the_job_alive() {
+        let t = testdb::sqlite().await;
+        let store = JobStore::new(t.db.clone());
+        let spec = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Prefix("x".into()),
+            destination: "/tmp/d".into(),
+            overwrite: Default::default(),
+            confine: None,
+        });
+        let id = store.insert(&spec, 50, 2).await.unwrap().id;
+        let run = |n: u32| {
+            let store = &store;
+            let id = id.clone();
+            async move {
+                let r = store.start(&id, "w", &format!("t{n}")).await.unwrap();
+                assert!(matches!(r, StartOutcome::Run { .. }), "{r:?}");
+            }
+        };
+        for n in 0..5 {
+            run(n).await;
+            let out = store
+                .fail_attempt(&id, "connection lost", true, false, Duration::ZERO)
+                .await
+                .unwrap();
+            assert!(matches!(out, FailOutcome::Retry { .. }), "{out:?}");
+        }
+        assert!(store.require(&id).await.unwrap().attempts <= 1);
+        run(10).await;
+        let out = store
+            .fail_attempt(&id, "drive", true, true, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(matches!(out, FailOutcome::Retry { .. }), "{out:?}");
+        run(11).await;
+        let out = store
+            .fail_attempt(&id, "drive", true, true, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(matches!(out, FailOutcome::Failed), "{out:?}");
     }
 }

@@ -89,6 +89,19 @@ pub fn handle(s: &Shared, request: &str) -> Result<(String, f64), Fault> {
             s.drive(d)?.clean_alert = false;
             ok()
         }
+        "disarm" => {
+            // Every one-shot fault armed on the drive and not met yet, and its early-warning
+            // and end-of-medium points, are dropped; a dead drive stays dead.
+            let d = drive_of(s, &req, op)?;
+            let mut st = s.drive(d)?;
+            let was = std::mem::take(&mut st.faults);
+            st.faults.power_cut_due = was.power_cut_due;
+            st.ew_rel = None;
+            st.eom_rel = None;
+            st.ew_abs = None;
+            st.eom_abs = None;
+            ok()
+        }
         "ie_insert" => {
             let ie = opt_u32(&req, "ie", op)?;
             let bc = str_field(&req, "barcode", op)?;
@@ -169,12 +182,13 @@ fn counters(s: &Shared) -> Result<Value, Fault> {
     });
     // Shared mode: the figures above are this process's; the library's whole history, every
     // process included (a killed one too), comes from its event log and layout.
-    if let Some((violations, relabels, moves)) = s.library_counters()? {
+    if let Some(c) = s.library_counters()? {
         v["shared"] = json!(true);
         v["library"] = json!({
-            "violations": violations,
-            "relabels": relabels,
-            "robot_moves": moves,
+            "violations": c.violations,
+            "relabels": c.relabels,
+            "robot_moves": c.robot_moves,
+            "busy_ns": c.busy_ns,
         });
     }
     Ok(v)

@@ -113,6 +113,8 @@ pub struct DriveState {
     /// Shared mode: the library's event log, where writes short of EOD and relabels are
     /// appended as they happen (so no process's death loses them).
     pub events: Option<PathBuf>,
+    /// Shared mode: how much of `stats.busy_ns` is already in the event log.
+    busy_logged_ns: u64,
     elapsed: f64,
 }
 
@@ -149,6 +151,7 @@ impl DriveState {
             ),
             feed: Feed::HostClock,
             events: None,
+            busy_logged_ns: 0,
             elapsed: 0.0,
         }
     }
@@ -156,22 +159,43 @@ impl DriveState {
     /// A drive taken over by a new owner (shared mode): as after a power-on, with no cartridge
     /// (the caller puts the one the layout says), keeping this process's statistics and clock.
     pub fn reset_for_owner(&mut self, cfg: &SimConfig) {
-        let (stats, now) = (self.stats, self.now);
+        let (stats, now, logged) = (self.stats, self.now, self.busy_logged_ns);
         *self = DriveState::new(self.index, cfg);
         self.stats = stats;
         self.now = now;
+        self.busy_logged_ns = logged;
     }
 
     /// Shared mode: append an event (`write_not_at_eod`, `relabel`) to the library's log.
     fn log_event(&self, event: &str, barcode: &str, block: u64) {
-        let Some(path) = &self.events else { return };
-        let line = serde_json::json!({
+        self.append_event(serde_json::json!({
             "event": event,
             "pid": std::process::id(),
             "drive": self.index,
             "barcode": barcode,
             "block": block,
-        });
+        }));
+    }
+
+    /// Shared mode: append the drive's modelled busy time since the last such event
+    /// (`drive_busy`, `ns`), at every LOAD and UNLOAD, so the library's modelled time survives
+    /// the processes that spent it (a killed one loses at most its last mount's).
+    pub fn log_busy(&mut self) {
+        let delta = self.stats.busy_ns.saturating_sub(self.busy_logged_ns);
+        if self.events.is_none() || delta == 0 {
+            return;
+        }
+        self.busy_logged_ns = self.stats.busy_ns;
+        self.append_event(serde_json::json!({
+            "event": "drive_busy",
+            "pid": std::process::id(),
+            "drive": self.index,
+            "ns": delta,
+        }));
+    }
+
+    fn append_event(&self, line: serde_json::Value) {
+        let Some(path) = &self.events else { return };
         let r = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -428,6 +452,7 @@ impl SimDrive {
         f: impl FnOnce(&mut DriveState, &SimConfig) -> Result<R, Fault>,
     ) -> Result<R, Fault> {
         let shared = self.shared.clone();
+        crate::mailbox::deliver(&shared, self.index);
         let mut changer = None;
         if shared.cfg.shared {
             let loaded = shared.drive(self.index)?.loaded;
@@ -457,7 +482,11 @@ impl SimDrive {
             tracing::warn!(drive = self.index, lost, "power cut (injected)");
         }
         if save_loaded && let Some(ch) = changer.as_mut() {
-            let loaded = shared.drive(self.index)?.loaded;
+            let loaded = {
+                let mut st = shared.drive(self.index)?;
+                st.log_busy();
+                st.loaded
+            };
             shared.set_loaded(ch, self.index, loaded)?;
         }
         drop(changer);

@@ -23,6 +23,7 @@ pub mod data_file;
 pub mod drive;
 pub mod identity;
 pub mod library;
+pub mod mailbox;
 pub mod sense;
 pub mod stream;
 

@@ -789,7 +789,7 @@ impl Shared {
 
     /// Shared mode: the whole library's writes short of EOD and relabels, from every process
     /// that ever opened it (`events.jsonl`), and its robot moves.
-    pub fn library_counters(&self) -> Result<Option<(u64, u64, u64)>, Fault> {
+    pub fn library_counters(&self) -> Result<Option<LibraryCounters>, Fault> {
         if !self.cfg.shared {
             return Ok(None);
         }
@@ -799,18 +799,24 @@ impl Shared {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(sense::io(EVENTS_FILE, e)),
         };
-        let (mut violations, mut relabels) = (0, 0);
+        let mut c = LibraryCounters {
+            robot_moves: moves,
+            ..Default::default()
+        };
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
                 Fault::invalid(format!("{EVENTS_FILE} has a line that is not JSON: {e}"))
             })?;
             match v.get("event").and_then(|e| e.as_str()) {
-                Some("write_not_at_eod") => violations += 1,
-                Some("relabel") => relabels += 1,
+                Some("write_not_at_eod") => c.violations += 1,
+                Some("relabel") => c.relabels += 1,
+                Some("drive_busy") => {
+                    c.busy_ns += v.get("ns").and_then(serde_json::Value::as_u64).unwrap_or(0)
+                }
                 _ => {}
             }
         }
-        Ok(Some((violations, relabels, moves)))
+        Ok(Some(c))
     }
 }
 
@@ -820,6 +826,20 @@ fn source_empty(address: u32) -> Fault {
         asc::SOURCE_EMPTY,
         format!("source element {address} is empty"),
     )
+}
+
+/// The whole library's history in shared mode, every process included (from the event log
+/// and the layout).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LibraryCounters {
+    /// Writes short of EOD.
+    pub violations: u64,
+    /// Cartridges relabelled.
+    pub relabels: u64,
+    /// Robot moves.
+    pub robot_moves: u64,
+    /// Modelled drive busy time, summed over drives, as logged at each LOAD and UNLOAD.
+    pub busy_ns: u64,
 }
 
 /// The simulated library, as the ABI opens it.
@@ -1167,6 +1187,7 @@ impl Library for SimLibrary {
     }
 
     fn inventory(&mut self, _call: &mut Call) -> Result<Vec<Element>, Fault> {
+        crate::mailbox::deliver_all(&self.shared);
         let s = &self.shared;
         let ch = s.changer()?;
         let mut out = vec![Element {

@@ -206,6 +206,24 @@ fn drive_fault_and_cleaning_required_hit_the_next_command_once() {
 }
 
 #[test]
+fn disarm_drops_the_faults_not_met_yet() {
+    let (mut rig, mut d) = rig_with_drive();
+    rig.control(r#"{"op":"fault","kind":"drive_fault","drive":0}"#)
+        .unwrap();
+    rig.control(r#"{"op":"fault","kind":"short_write","drive":0,"bytes":10}"#)
+        .unwrap();
+    rig.control(r#"{"op":"fault","kind":"early_warning","drive":0,"bytes":0}"#)
+        .unwrap();
+    rig.control(r#"{"op":"disarm","drive":0}"#).unwrap();
+    ok(d.test_ready(&mut Call::default()));
+    ok(write(&mut d, &rec(100, 0)));
+    ok(write(&mut d, &rec(100, 1)));
+    ok(d.locate(0, &mut Call::default()));
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(ok(d.read_record(&mut buf, &mut Call::default())).len, 100);
+}
+
+#[test]
 fn drive_dies_after_n_records_and_the_robot_pulls_the_cartridge() {
     let (mut rig, mut d) = rig_with_drive();
     ok(write(&mut d, &rec(100, 0)));

@@ -205,3 +205,93 @@ fn counters_are_per_handle_and_the_library_log_counts_every_process() {
     drop(a);
     assert_eq!(counters(&mut b)["library"]["violations"], 1);
 }
+
+/// Write `request` into drive `d`'s mailbox the way a sender should: elsewhere, then renamed in.
+fn post(dir: &std::path::Path, d: u32, name: &str, request: &str) {
+    let mb = dir.join("mailbox").join(format!("drive-{d}"));
+    std::fs::create_dir_all(&mb).unwrap();
+    let tmp = dir.join("mailbox").join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, request).unwrap();
+    std::fs::rename(&tmp, mb.join(format!("{name}.json"))).unwrap();
+}
+
+fn delivered(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("mailbox").join("delivered.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_drive_fault_reaches_the_owner_through_the_mailbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = open(dir.path());
+    let mut b = open(dir.path());
+    let mut d0 = a.open_drive(0, &mut Call::default()).unwrap();
+    mv(&mut a, slot_addr(0), drive_addr(0)).unwrap();
+    load(&mut d0);
+    // B cannot arm A's drive through its own handle, but it can post the request.
+    post(
+        dir.path(),
+        0,
+        "0001",
+        r#"{"op":"fault","kind":"drive_fault","drive":0}"#,
+    );
+    post(dir.path(), 0, "0002", r#"{"op":"no_such_op"}"#);
+    // A handle that does not own drive 0 leaves its mail alone.
+    let _ = b.inventory(&mut Call::default()).unwrap();
+    assert!(delivered(dir.path()).is_empty());
+    // The owner's next command takes both, in name order: the fault hits that very command.
+    let f = d0.test_ready(&mut Call::default()).unwrap_err();
+    assert_eq!(sense(&f).0, 4, "{}", f.message);
+    let log = delivered(dir.path());
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[0]["ok"], true, "{log:?}");
+    assert_eq!(log[0]["request"]["kind"], "drive_fault", "{log:?}");
+    assert_eq!(log[1]["ok"], false, "{log:?}");
+    assert!(
+        log[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown control op"),
+        "{log:?}"
+    );
+    ok(d0.test_ready(&mut Call::default()));
+    // Mail for an idle drive is delivered at the owner's next inventory too.
+    post(
+        dir.path(),
+        0,
+        "0003",
+        r#"{"op":"fault","kind":"cleaning_required","drive":0}"#,
+    );
+    let _ = a.inventory(&mut Call::default()).unwrap();
+    assert_eq!(delivered(dir.path()).len(), 3);
+    assert!(
+        std::fs::read_dir(dir.path().join("mailbox/drive-0"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+#[test]
+fn modelled_busy_time_outlives_the_process_that_spent_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = open(dir.path());
+    let spent = {
+        let mut a = open(dir.path());
+        let mut d0 = a.open_drive(0, &mut Call::default()).unwrap();
+        mv(&mut a, slot_addr(0), drive_addr(0)).unwrap();
+        load(&mut d0);
+        ok(write(&mut d0, &[1u8; 4096]));
+        ok(d0.unload(&mut Call::default()));
+        counters(&mut a)["drives"][0]["busy_ns"].as_u64().unwrap()
+    };
+    assert!(spent > 0);
+    // LOAD and UNLOAD logged it: the other handle sees the whole of it after A is gone.
+    assert_eq!(
+        counters(&mut b)["library"]["busy_ns"].as_u64().unwrap(),
+        spent
+    );
+}
