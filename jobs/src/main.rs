@@ -24,6 +24,10 @@ fn main() -> std::process::ExitCode {
     let json = cli.json;
     let result: anyhow::Result<i32> =
         runtime.block_on(async { Ok(reel_jobs::cli::run(cli).await?) });
+    // Bounded: dropping the runtime waits for every task and blocking thread, and a database
+    // pool's background task was once seen spinning there for minutes after the command had
+    // printed its answer (a `reel jobs wait` in the torture run). The answer is out; leave.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(status) => std::process::ExitCode::from(status.clamp(0, 255) as u8),
         Err(e) => {

@@ -556,13 +556,13 @@ impl<E: TapeExecutor> Runtime<E> {
                 }
             };
             let bytes: u64 = reqs.iter().map(|r| r.bytes).sum();
-            self.requests.add(&rec.id, &reqs).await?;
-            self.store()
-                .set_checkpoint(
-                    &rec.id,
-                    &serde_json::json!({"planned": true, "requests": reqs.len()}),
-                )
-                .await?;
+            let checkpoint = serde_json::json!({"planned": true, "requests": reqs.len()});
+            if !self.requests.add_plan(&rec.id, &reqs, &checkpoint).await? {
+                // Another runner planned it while this one waited (frozen past its lease):
+                // the drives have that plan; this runner's ends here.
+                tracing::warn!(job = %rec.id, "planned meanwhile by another runner; this plan is dropped");
+                return Ok(reqs.len());
+            }
             self.store()
                 .set_progress(
                     &rec.id,
@@ -586,6 +586,25 @@ impl<E: TapeExecutor> Runtime<E> {
             .map_or(1, |n| n as usize))
     }
 
+    /// A running job with no plan yet is its runner's alone, while the runner holds the job
+    /// lease. One whose lease has had no live holder for a lease term lost its runner without
+    /// a record of how the attempt ended (its last bookkeeping failed: the database connection
+    /// was lost); apalis took the ticket as handled, so nothing would run the job again.
+    /// Queued again here, with a new ticket.
+    async fn requeue_orphan(&self, rec: &RunningJob) -> Result<()> {
+        let gone_before = now_ms() - self.config.worker.lease_ms as i64;
+        if self
+            .store()
+            .requeue_orphan(&rec.id, &job_resource(&rec.id), gone_before)
+            .await?
+        {
+            let r = self.store().require(&rec.id).await?;
+            self.queue.push(&r, Duration::ZERO).await?;
+            tracing::warn!(job = %rec.id, "job's runner is gone before it planned the job (its lease lapsed); queued again");
+        }
+        Ok(())
+    }
+
     /// Bring every running job up to date with its tape requests: progress, cancel (drop its
     /// queued requests), done when all are done, failed when any failed. Runs on every worker
     /// (idempotent), after each drive batch and on each heartbeat.
@@ -598,7 +617,7 @@ impl<E: TapeExecutor> Runtime<E> {
 
     async fn finalize_record(&self, rec: &RunningJob) -> Result<()> {
         if !rec.planned {
-            return Ok(());
+            return self.requeue_orphan(rec).await;
         }
         if rec.cancel_requested {
             self.requests.cancel_job(&rec.id).await?;

@@ -234,13 +234,51 @@ impl TapeRequests {
     /// target order (the order among one target's requests is kept), so the per-target queue
     /// rows the insert triggers update are locked in the same order by every transaction.
     pub async fn add(&self, job_id: &str, reqs: &[NewTapeRequest]) -> Result<()> {
+        self.add_inner(job_id, reqs, None).await.map(|_| ())
+    }
+
+    /// A job's plan: its requests added and its `checkpoint` recorded in one transaction, only
+    /// if the job has no checkpoint yet. False (nothing added) when another runner of the job
+    /// planned it first: a runner frozen past its job lease, whose job was queued again and
+    /// planned by a new runner meanwhile, never adds a second set of requests.
+    pub async fn add_plan(
+        &self,
+        job_id: &str,
+        reqs: &[NewTapeRequest],
+        checkpoint: &serde_json::Value,
+    ) -> Result<bool> {
+        self.add_inner(job_id, reqs, Some(&checkpoint.to_string()))
+            .await
+    }
+
+    async fn add_inner(
+        &self,
+        job_id: &str,
+        reqs: &[NewTapeRequest],
+        claim: Option<&str>,
+    ) -> Result<bool> {
         const DOING: &str = "adding tape requests";
+        const CLAIM: &str = "UPDATE reel_jobs SET checkpoint = $2, updated_ms = $3 \
+                             WHERE id = $1 AND checkpoint IS NULL";
         let now = now_ms();
         let mut rows: Vec<RequestRow<'_>> = reqs.iter().map(RequestRow::from).collect();
         rows.sort_by(|a, b| (a.mode, a.target, a.pool).cmp(&(b.mode, b.target, b.pool)));
         match &self.db {
             Db::Postgres(p) => {
                 let mut tx = p.begin_write().await.map_err(self.db.err(DOING))?;
+                if let Some(c) = claim {
+                    let n = sqlx::query(CLAIM)
+                        .bind(job_id)
+                        .bind(c)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.db.err(DOING))?
+                        .rows_affected();
+                    if n == 0 {
+                        return Ok(false);
+                    }
+                }
                 for chunk in rows.chunks(PG_ROWS_PER_INSERT) {
                     let col =
                         |f: fn(&RequestRow<'_>) -> i64| chunk.iter().map(f).collect::<Vec<_>>();
@@ -264,10 +302,24 @@ impl TapeRequests {
                     .await
                     .map_err(self.db.err(DOING))?;
                 }
-                tx.commit().await.map_err(self.db.err(DOING))
+                tx.commit().await.map_err(self.db.err(DOING))?;
+                Ok(true)
             }
             Db::Sqlite(p) => {
                 let mut tx = p.begin_write().await.map_err(self.db.err(DOING))?;
+                if let Some(c) = claim {
+                    let n = sqlx::query(CLAIM)
+                        .bind(job_id)
+                        .bind(c)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.db.err(DOING))?
+                        .rows_affected();
+                    if n == 0 {
+                        return Ok(false);
+                    }
+                }
                 for chunk in rows.chunks(SQLITE_ROWS_PER_INSERT) {
                     let mut qb = sqlx::QueryBuilder::new(
                         "INSERT INTO reel_tape_requests (job_id, mode, barcode, pool, object_key, bytes, files, priority, detail, created_ms, updated_ms) ",
@@ -290,7 +342,8 @@ impl TapeRequests {
                         .await
                         .map_err(self.db.err(DOING))?;
                 }
-                tx.commit().await.map_err(self.db.err(DOING))
+                tx.commit().await.map_err(self.db.err(DOING))?;
+                Ok(true)
             }
         }
     }
@@ -1015,6 +1068,34 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(again.len(), 40);
+    }
+
+    /// One plan per job: a second runner's plan (after the first recorded its checkpoint) adds
+    /// nothing.
+    async fn one_plan(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let id = job(&store).await;
+        let plan = [read_req("C0", "a", 10, 50), read_req("C0", "b", 10, 50)];
+        let cp = serde_json::json!({"planned": true, "requests": 2});
+        assert!(reqs.add_plan(&id, &plan, &cp).await.unwrap());
+        assert!(!reqs.add_plan(&id, &plan, &cp).await.unwrap());
+        assert_eq!(reqs.counts(&id).await.unwrap().total, 2);
+        let rec = store.require(&id).await.unwrap();
+        assert_eq!(rec.checkpoint, Some(cp));
+    }
+
+    #[tokio::test]
+    async fn one_plan_per_job_sqlite() {
+        one_plan(testdb::sqlite().await.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn one_plan_per_job_postgres() {
+        let Some(t) = testdb::postgres("one_plan_per_job").await else {
+            return;
+        };
+        one_plan(t.db.clone()).await;
     }
 
     #[tokio::test]

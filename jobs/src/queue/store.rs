@@ -612,6 +612,31 @@ impl JobStore {
         .map(|_| ())
     }
 
+    /// A running job that never planned its tape requests and whose runner is gone: no live
+    /// holder of its job lease (`lease_resource`) since before `gone_before_ms`. Its runner's
+    /// last bookkeeping failed (a lost database connection), so its ticket ended without
+    /// recording the attempt; queued again at once, the attempt not counted. True if this
+    /// call queued it (one worker of many does).
+    pub async fn requeue_orphan(
+        &self,
+        id: &str,
+        lease_resource: &str,
+        gone_before_ms: i64,
+    ) -> Result<bool> {
+        let now = now_ms();
+        self.exec(
+            "re-queueing a job whose runner is gone",
+            "UPDATE reel_jobs SET state = 'queued', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, \
+             not_before = $2, apalis_task_id = NULL, updated_ms = $2 \
+             WHERE id = $1 AND state = 'running' AND checkpoint IS NULL AND updated_ms < $4 \
+             AND NOT EXISTS (SELECT 1 FROM reel_leases WHERE resource = $3 AND holder IS NOT NULL AND expires_ms >= $4)",
+            id,
+            |q| q.bind_i64(now).bind_str(lease_resource).bind_i64(gone_before_ms),
+        )
+        .await
+        .map(|n| n == 1)
+    }
+
     /// Ask to cancel. A queued job is cancelled at once; a running one at its next record boundary.
     pub async fn request_cancel(&self, id: &str) -> Result<JobRecord> {
         let rec = self.require(id).await?;
@@ -813,6 +838,40 @@ mod tests {
             return;
         };
         start_rules(t.db.clone()).await;
+    }
+
+    /// A running job with no plan and no live holder of its job lease is queued again, once;
+    /// while a runner holds the lease, it is left alone.
+    #[tokio::test]
+    async fn a_job_whose_runner_is_gone_is_queued_again() {
+        let t = testdb::sqlite().await;
+        let store = JobStore::new(t.db.clone());
+        let leases = crate::queue::lease::LeaseManager::new(t.db.clone());
+        let spec = JobSpec::Recall(RecallJob {
+            selection: RecallSelection::Prefix("x".into()),
+            destination: "/tmp/d".into(),
+            overwrite: Default::default(),
+            confine: None,
+        });
+        let id = store.insert(&spec, 50, 3).await.unwrap().id;
+        let res = crate::queue::lease::job_resource(&id);
+        let fence = leases
+            .acquire(&res, "runner", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let r = store.start(&id, "w", "t1").await.unwrap();
+        assert!(matches!(r, StartOutcome::Run { .. }), "{r:?}");
+        let later = now_ms() + 1_000;
+        assert!(
+            !store.requeue_orphan(&id, &res, later).await.unwrap(),
+            "its runner holds the lease"
+        );
+        leases.release(&fence).await.unwrap();
+        assert!(store.requeue_orphan(&id, &res, later).await.unwrap());
+        let rec = store.require(&id).await.unwrap();
+        assert_eq!(rec.state, JobState::Queued);
+        assert_eq!(rec.attempts, 0, "the lost attempt is not counted");
+        assert!(!store.requeue_orphan(&id, &res, later).await.unwrap());
     }
 
     /// An attempt lost to a dropped database connection is queued again without using up
