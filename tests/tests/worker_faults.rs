@@ -16,10 +16,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use reel_engine::catalogue::CartridgeState;
+use reel_engine::catalogue::{CartridgeState, ContainerState};
 use reel_jobs::config::Config;
 use reel_jobs::embedded::EmbeddedWorker;
-use reel_jobs::job::{ArchiveJob, ArchiveSource, JobSpec, JobState, RecallJob, RecallSelection};
+use reel_jobs::job::{
+    ArchiveJob, ArchiveSource, JobSpec, JobState, RecallJob, RecallSelection, VerifyJob,
+    VerifyTarget,
+};
 use reel_jobs::queue::{JobRecord, TapeRequests};
 use reel_tests::*;
 
@@ -623,6 +626,50 @@ async fn a_recall_of_what_the_catalogue_lacks_fails_at_once_with_the_reason() {
             store.name()
         );
         nothing_left(&w, store.name()).await;
+        w.stop().await.unwrap();
+    }
+}
+
+/// Damage on the way from the drive (LBP) is not damage on the medium: a verify job that meets
+/// it reads the record again and keeps the container. Before, it marked the container dead, and
+/// once the torture run (seed 5, PostgreSQL) saw the other copy damaged for real, objects were
+/// reported lost while a good copy was on tape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_damaged_on_the_way_does_not_kill_a_verified_container() {
+    init_tracing();
+    for store in stores("worker_verify_rereads_lbp_damage").await {
+        let name = store.name();
+        let site = site(&store);
+        let w = start(&site).await;
+        let b = batch("rr", 6, 300_000, 11);
+        archive(&w, &b, "default").await;
+        let cat = w.service().catalogue();
+        let barcode = {
+            let copies = cat.copies("rr/0000", 1).await.unwrap();
+            let id = copies[0].container_id;
+            cat.container(id).await.unwrap().unwrap().barcode
+        };
+        // Every drive corrupts its next record on the way to the host, once.
+        arm_on_both_drives(&w, r#""kind":"corrupt_read","offset":100"#).await;
+        let id = w
+            .submit(JobSpec::Verify(VerifyJob {
+                target: VerifyTarget::Cartridge(barcode.clone()),
+            }))
+            .await
+            .unwrap()
+            .id;
+        let r = ended(&w, &id).await;
+        assert_eq!(r.state, JobState::Done, "{name}: verify: {:?}", r.error);
+        let dead: Vec<_> = cat
+            .containers_on(&barcode)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|c| c.state == ContainerState::Dead)
+            .map(|c| c.id)
+            .collect();
+        assert!(dead.is_empty(), "{name}: containers killed: {dead:?}");
+        recall_all(&w, &b.sums, &keys(&b.sums)).await;
         w.stop().await.unwrap();
     }
 }

@@ -91,13 +91,27 @@ pub async fn read_back(
                         Ok(r) => {
                             rep.summary.transfer_s += secs(h.last_status().elapsed_ns);
                             rep.summary.bytes += r.len as u64;
-                            if lbp && r.crc != Some(crc32c::crc32c(&buf[..r.len])) {
+                            let mut len = r.len;
+                            let mut good = !lbp || r.crc == Some(crc32c::crc32c(&buf[..len]));
+                            // Damage on the way from the drive (LBP) says nothing about the
+                            // medium: the record is read once more, as a recall does, before
+                            // the container is judged (a verdict of damage kills it).
+                            if !good && h.locate(block).is_ok() {
+                                rep.summary.position_s += secs(h.last_status().elapsed_ns);
+                                rep.summary.locates += 1;
+                                if let Ok(again) = h.read_record(&mut buf) {
+                                    rep.summary.transfer_s += secs(h.last_status().elapsed_ns);
+                                    len = again.len;
+                                    good = again.crc == Some(crc32c::crc32c(&buf[..len]));
+                                }
+                            }
+                            if !good {
                                 failure.get_or_insert(format!(
-                                    "record at block {block} fails its CRC32C on the way from the drive"
+                                    "record at block {block} fails its CRC32C on the way from the drive, twice"
                                 ));
                             }
                             if failure.is_none()
-                                && let Err(e) = reader.push_record(&buf[..r.len]) {
+                                && let Err(e) = reader.push_record(&buf[..len]) {
                                     failure = Some(format!("block {block}: {e}"));
                                 }
                             block += 1;
