@@ -268,9 +268,7 @@ impl StoreFault {
                 }
             }
             sqlx::Error::Io(io) if io.raw_os_error() == Some(28) => Some(StoreFault::Full), // ENOSPC
-            sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut => {
-                Some(StoreFault::Disconnected)
-            }
+            sqlx::Error::Io(_) | sqlx::Error::Tls(_) => Some(StoreFault::Disconnected),
             _ => None,
         }
     }
