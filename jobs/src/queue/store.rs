@@ -802,16 +802,21 @@ mod tests {
     use crate::db::testdb;
     use crate::job::{JobSpec, RecallJob, RecallSelection};
 
-    /// A ticket delivered between the submission's push and its link starts the job (it was
-    /// dropped as stale); once linked, another task's delivery is stale.
-    async fn start_rules(db: Db) {
-        let store = JobStore::new(db);
-        let spec = JobSpec::Recall(RecallJob {
+    /// A recall of prefix `x`, the job these tests move through its states.
+    fn recall_spec() -> JobSpec {
+        JobSpec::Recall(RecallJob {
             selection: RecallSelection::Prefix("x".into()),
             destination: "/tmp/d".into(),
             overwrite: Default::default(),
             confine: None,
-        });
+        })
+    }
+
+    /// A ticket delivered between the submission's push and its link starts the job (it was
+    /// dropped as stale); once linked, another task's delivery is stale.
+    async fn start_rules(db: Db) {
+        let store = JobStore::new(db);
+        let spec = recall_spec();
         let id = store.insert(&spec, 50, 3).await.unwrap().id;
         let run = store.start(&id, "w", "t1").await.unwrap();
         assert!(matches!(run, StartOutcome::Run { .. }), "{run:?}");
@@ -847,12 +852,7 @@ mod tests {
         let t = testdb::sqlite().await;
         let store = JobStore::new(t.db.clone());
         let leases = crate::queue::lease::LeaseManager::new(t.db.clone());
-        let spec = JobSpec::Recall(RecallJob {
-            selection: RecallSelection::Prefix("x".into()),
-            destination: "/tmp/d".into(),
-            overwrite: Default::default(),
-            confine: None,
-        });
+        let spec = recall_spec();
         let id = store.insert(&spec, 50, 3).await.unwrap().id;
         let res = crate::queue::lease::job_resource(&id);
         let fence = leases
@@ -880,12 +880,7 @@ mod tests {
     async fn an_uncounted_attempt_keeps_the_job_alive() {
         let t = testdb::sqlite().await;
         let store = JobStore::new(t.db.clone());
-        let spec = JobSpec::Recall(RecallJob {
-            selection: RecallSelection::Prefix("x".into()),
-            destination: "/tmp/d".into(),
-            overwrite: Default::default(),
-            confine: None,
-        });
+        let spec = recall_spec();
         let id = store.insert(&spec, 50, 2).await.unwrap().id;
         let run = |n: u32| {
             let store = &store;

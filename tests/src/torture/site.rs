@@ -321,8 +321,9 @@ fn signal(c: &tokio::process::Child, name: &str) {
     }
 }
 
-/// A host's `reel.toml`: the shared store and library, drive `drive` only, storage classes
-/// `default` (p1) and `two` (p1, p2), small containers and group commits, fast polling.
+/// A host's `reel.toml`: the tests' usual configuration ([`crate::write_plugin_config`]: storage
+/// classes `default` (p1) and `two` (p1, p2), fast polling, 4 s leases) on the shared store and
+/// library, drive `drive` only, with small containers and group commits.
 fn write_host_config(
     dir: &Path,
     store_url: &str,
@@ -332,44 +333,33 @@ fn write_host_config(
     cartridges: u32,
     drive: u32,
 ) {
-    std::fs::create_dir_all(dir).expect("host dir");
-    let text = format!(
-        r#"[store]
-url = "{store_url}"
-jobs_url = "{jobs_url}"
-
-[library]
-plugin = "{plugin}"
-plugin_config = "{sim}"
-drives = ["{drive}"]
-
-[archive]
-verify = "full"
-barrier_seconds = 2
-barrier_bytes = 8388608
-record_size = 262144
-container_bytes = 4194304
-default_class = "default"
-
-[archive.storage_classes]
-default = ["p1"]
-two = ["p1", "p2"]
-
-[worker]
-poll_interval_ms = 100
-heartbeat_ms = 1000
-lease_ms = 4000
-backoff_base_ms = 500
-backoff_max_ms = 4000
-
-[scheduler]
-min_bytes = 1
-min_files = 1
-max_age_seconds = 0
-min_mount_seconds = 0
-"#,
-        plugin = plugin_path("reel_plugin_sim").display(),
-        sim = sim_config(lib, drives, cartridges),
+    let cfg = crate::write_plugin_config(
+        dir,
+        store_url,
+        &plugin_path("reel_plugin_sim"),
+        &sim_config(lib, drives, cartridges),
+        "",
     );
-    std::fs::write(dir.join("reel.toml"), text).expect("write reel.toml");
+    let mut text = std::fs::read_to_string(&cfg).expect("read reel.toml");
+    for (from, to) in [
+        (
+            "jobs_url = \"sqlite:jobs.db\"\n".to_string(),
+            format!("jobs_url = \"{jobs_url}\"\n"),
+        ),
+        (
+            "\n[archive]\n".to_string(),
+            format!(
+                "drives = [\"{drive}\"]\n\n[archive]\nbarrier_bytes = 8388608\n\
+                 record_size = 262144\ncontainer_bytes = 4194304\n"
+            ),
+        ),
+        (
+            "barrier_seconds = 5\n".to_string(),
+            "barrier_seconds = 2\n".to_string(),
+        ),
+    ] {
+        assert!(text.contains(&from), "reel.toml lacks {from:?}");
+        text = text.replacen(&from, &to, 1);
+    }
+    std::fs::write(&cfg, text).expect("write reel.toml");
 }
