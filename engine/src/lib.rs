@@ -7,6 +7,7 @@
 //! - [`device`]: the device host (plugins, library actor, one OS thread per drive, typed errors).
 //! - [`format`](mod@format): the on-tape format (label, containers, footers) and its decoders.
 //! - [`catalogue`]: what is where, on SQLite or PostgreSQL.
+//! - [`integrity`]: what reel's checks caught (LBP, SHA-256, medium errors), kept by cartridge.
 //! - [`session`]: what one drive does with one mounted cartridge (write, verify, recall,
 //!   intake, recovery, rebuild).
 //! - [`service`]: one host's tape service: the mechanisms the jobs layer builds every tape
@@ -17,5 +18,6 @@
 pub mod catalogue;
 pub mod device;
 pub mod format;
+pub mod integrity;
 pub mod service;
 pub mod session;

@@ -132,6 +132,30 @@ pub fn check_record_size(
     )))
 }
 
+/// An integrity log whose catches a task appends to the catalogue (`reel library integrity`),
+/// each retried a few times if the store is briefly away; the task ends with the last drive.
+fn keep_catches(catalogue: &Catalogue) -> crate::integrity::IntegrityLog {
+    let (log, mut rx) = crate::integrity::IntegrityLog::channel();
+    let catalogue = catalogue.clone();
+    tokio::spawn(async move {
+        while let Some(c) = rx.recv().await {
+            for attempt in 1..=5u64 {
+                match catalogue.record_catch(&c).await {
+                    Ok(()) => break,
+                    Err(e) if attempt < 5 => {
+                        tracing::warn!(error = %e, attempt, "cannot record an integrity catch yet");
+                        tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, barcode = %c.barcode, kind = c.kind.as_str(), "an integrity catch is not recorded");
+                    }
+                }
+            }
+        }
+    });
+    log
+}
+
 impl TapeService {
     /// Open the library through `plugin_path` with `plugin_config`, open this host's drives,
     /// and learn the cartridges the library holds.
@@ -152,6 +176,7 @@ impl TapeService {
             .collect();
         let wanted = options.drives.clone().unwrap_or_else(|| all.clone());
         let foreign_drives = all.iter().any(|i| !wanted.contains(i));
+        let integrity = keep_catches(&catalogue);
         let mut drives = Vec::new();
         for i in wanted {
             if !all.contains(&i) {
@@ -160,6 +185,7 @@ impl TapeService {
                 )));
             }
             let drive = library.open_drive(i).await?;
+            drive.set_integrity_log(integrity.clone());
             check_record_size(i, &drive.info().await?, options.session.record_size)?;
             drives.push(DriveSlot {
                 drive,
@@ -518,22 +544,31 @@ impl TapeService {
                 )),
             );
         }
-        if let Err(e) = check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
-            warn!(barcode = %cart.barcode, error = %e, "cartridge disabled");
-            if let Err(e) = self
-                .catalogue
-                .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
-                .await
-            {
-                return (Some(held), Err(HeldWriteError::Failed(e.into())));
+        match check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
+            Ok(()) => {}
+            // The drive could not say (a reset, a unit attention): that is the drive's moment,
+            // not the cartridge's epoch. Ejected, and the attempt is tried again.
+            Err(e @ SessionError::Device(_)) => {
+                self.eject(held).await;
+                return (None, Err(e.into()));
             }
-            return (
-                Some(held),
-                Err(HeldWriteError::Refused {
-                    items,
-                    reason: e.to_string(),
-                }),
-            );
+            Err(e) => {
+                warn!(barcode = %cart.barcode, error = %e, "cartridge disabled");
+                if let Err(e) = self
+                    .catalogue
+                    .set_cartridge_state(&cart.barcode, CartridgeState::Disabled)
+                    .await
+                {
+                    return (Some(held), Err(HeldWriteError::Failed(e.into())));
+                }
+                return (
+                    Some(held),
+                    Err(HeldWriteError::Refused {
+                        items,
+                        reason: e.to_string(),
+                    }),
+                );
+            }
         }
         // The capacity the drive reports for this medium replaces the inventory's figure.
         let cart = match crate::session::space::record_capacity(

@@ -287,6 +287,19 @@ pub enum LibraryCommand {
     Drives,
     /// Cartridges the catalogue knows, with state and usage.
     Cartridges,
+    /// What reel's checks caught, oldest first: records damaged on the way to or from a drive
+    /// (LBP), content whose framing or SHA-256 was wrong, medium errors.
+    Integrity {
+        /// Only this cartridge's.
+        #[arg(long)]
+        cartridge: Option<String>,
+        /// Only those numbered above this one (to page, or to follow).
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: u64,
+    },
 }
 
 /// What a command produced: a JSON document, and the text for humans.
@@ -665,6 +678,46 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
                 .join("\n");
             Ok(Output {
                 json: json!(carts),
+                text,
+                status: 0,
+            })
+        }
+        LibraryCommand::Integrity {
+            cartridge,
+            after,
+            limit,
+        } => {
+            ensure_data_dir(loaded).await?;
+            let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+            let catches = cat.catches(cartridge.as_deref(), after, limit).await?;
+            let text = if catches.is_empty() {
+                "no check has failed".to_string()
+            } else {
+                catches
+                    .iter()
+                    .map(|r| {
+                        let c = &r.catch;
+                        let blocks = if c.first_block == c.last_block {
+                            format!("block {}", c.first_block)
+                        } else {
+                            format!("blocks {}-{}", c.first_block, c.last_block)
+                        };
+                        format!(
+                            "{:>6} {} {:<10} drive {} {:<12} {}: {}",
+                            r.id,
+                            unix_ms_text(r.at_ms),
+                            c.barcode,
+                            c.drive,
+                            c.kind.as_str(),
+                            blocks,
+                            c.detail
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Output {
+                json: json!(catches),
                 text,
                 status: 0,
             })
@@ -1104,6 +1157,28 @@ async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
 }
 
 /// `  file 0640 1000:100` (with `sparse` when it had holes), or nothing when none was recorded.
+/// Milliseconds since the Unix epoch as a UTC time, `2026-12-05T03:10:22Z` (the proleptic
+/// Gregorian calendar, days to civil date as in Howard Hinnant's `civil_from_days`).
+fn unix_ms_text(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 fn meta_text(meta: Option<&reel_engine::format::ObjectMeta>) -> String {
     meta.map_or_else(String::new, |m| {
         format!(
@@ -1125,6 +1200,14 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn times_are_shown_in_utc() {
+        assert_eq!(unix_ms_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(unix_ms_text(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(unix_ms_text(1_796_440_222_999), "2026-12-05T03:10:22Z");
+        assert_eq!(unix_ms_text(-1), "1969-12-31T23:59:59Z");
     }
 
     #[test]

@@ -1030,7 +1030,9 @@ impl TapeExecutor for EngineExecutor {
         let ids = reads.iter().map(|(i, _)| requests[*i].id).collect();
         let p = session_progress(progress, ids);
         let opts = recall_options(self.service.session_config(), OrderPolicy::Auto);
-        let rep = match recall_session(&held.drive, items, &opts, &cancel, p).await {
+        let rep = match recall_session(&held.drive, &held.mount.barcode, items, &opts, &cancel, p)
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 if matches!(e, session::SessionError::Device(_)) {

@@ -42,6 +42,7 @@ mod tests {
             container_id: 1,
             file_number: 1,
             container_first_block: 2,
+            container_last_block: 3,
             record_size: 1 << 20,
             offset: 0,
             length: 10,

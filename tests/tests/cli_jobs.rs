@@ -331,3 +331,85 @@ fn walkdir_files(dir: &Path) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// `reel library integrity` lists what the checks caught, oldest first, by cartridge and from
+/// a number on, in text and JSON (the catches here are appended through the catalogue's API;
+/// `worker_faults` shows the worker making real ones, and the torture run counts them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_integrity_log_lists_what_the_checks_caught() {
+    use reel_engine::integrity::{Catch, CatchKind};
+    for store in stores("cli_integrity").await {
+        let name = store.name();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        write_config(dir.path(), &store.url(), lib.path(), 1, "");
+        let (code, v, err) = reel(dir.path(), &["library", "integrity"]);
+        assert_eq!(code, 0, "{name}: {v} {err}");
+        assert_eq!(v, serde_json::json!([]), "{name}: nothing caught yet");
+        let url = match &store {
+            Store::Sqlite => format!("sqlite:{}", dir.path().join("reel.db").display()),
+            Store::Postgres(d) => d.url.clone(),
+        };
+        let cat = reel_engine::catalogue::Catalogue::open(&url).await.unwrap();
+        for (bc, kind, block) in [
+            ("RL0001L9", CatchKind::LbpOnRead, 40),
+            ("RL0002L9", CatchKind::Content, 7),
+            ("RL0001L9", CatchKind::MediumError, 90),
+        ] {
+            cat.record_catch(&Catch {
+                barcode: bc.into(),
+                drive: 0,
+                kind,
+                first_block: block,
+                last_block: block + u64::from(kind == CatchKind::Content) * 5,
+                container_id: (kind == CatchKind::Content).then_some(3),
+                detail: format!("seen at {block}"),
+            })
+            .await
+            .unwrap();
+        }
+        cat.close().await;
+        let (code, v, err) = reel(
+            dir.path(),
+            &["library", "integrity", "--cartridge", "RL0001L9"],
+        );
+        assert_eq!(code, 0, "{name}: {v} {err}");
+        let kinds: Vec<_> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["kind"].clone())
+            .collect();
+        assert_eq!(kinds, ["lbp_on_read", "medium_error"], "{name}: {v}");
+        let first = v[0]["id"].as_i64().unwrap();
+        let (_, v, _) = reel(
+            dir.path(),
+            &[
+                "library",
+                "integrity",
+                "--after",
+                &first.to_string(),
+                "--limit",
+                "1",
+            ],
+        );
+        assert_eq!(v.as_array().map(Vec::len), Some(1), "{name}: {v}");
+        assert_eq!(v[0]["barcode"], "RL0002L9", "{name}: {v}");
+        assert_eq!(
+            (v[0]["first_block"].as_u64(), v[0]["last_block"].as_u64()),
+            (Some(7), Some(12))
+        );
+        // The text names the cartridge, the kind and the blocks.
+        let out = std::process::Command::new(binary_path("reel"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["library", "integrity"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("RL0002L9") && text.contains("content") && text.contains("blocks 7-12"),
+            "{name}: {text}"
+        );
+    }
+}

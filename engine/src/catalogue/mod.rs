@@ -29,6 +29,7 @@ mod close;
 mod container;
 mod dump;
 mod error;
+mod integrity;
 mod object;
 mod open_lock;
 mod pool;
@@ -47,6 +48,7 @@ pub use backend::{
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result, StoreFault};
+pub use integrity::CatchRecord;
 pub use object::{
     CopiedObject, CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT,
     validate_key, validate_key_prefix,
@@ -194,12 +196,12 @@ mod tests {
             }
             _ => return Err("no pool".into()),
         };
-        // 0001, 0003 (object metadata) and 0004 (the writer lease table); PostgreSQL has one
-        // more: copies' references checked per statement (0002).
+        // 0001, 0003 (object metadata), 0004 (the writer lease table) and 0005 (the integrity
+        // log); PostgreSQL has one more: copies' references checked per statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            4
+            5
         } else {
-            3
+            4
         };
         assert_eq!(applied, expected);
         again.close().await;

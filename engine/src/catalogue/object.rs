@@ -152,6 +152,8 @@ pub struct CopyLocation {
     pub file_number: u64,
     /// Block number of the container's header record.
     pub container_first_block: u64,
+    /// Block number of the container's last record (its footer).
+    pub container_last_block: u64,
     /// The container's data record size.
     pub record_size: u32,
     /// Byte offset of the object in the container's data stream.
@@ -335,6 +337,7 @@ struct CopyRow {
     container_id: i64,
     file_number: i64,
     first_block: i64,
+    last_block: Option<i64>,
     record_size: i32,
     byte_offset: i64,
     byte_length: i64,
@@ -367,6 +370,15 @@ impl TryFrom<CopyRow> for CopyLocation {
             container_id: r.container_id,
             file_number: from_db("container file_number", r.file_number)?,
             container_first_block: from_db("container first_block", r.first_block)?,
+            container_last_block: from_db(
+                "container last_block",
+                r.last_block.ok_or_else(|| {
+                    corrupt(format!(
+                        "durable container {} has no last block",
+                        r.container_id
+                    ))
+                })?,
+            )?,
             record_size: u32::try_from(r.record_size).map_err(|_| {
                 corrupt(format!(
                     "container {} has record size {}",
@@ -474,7 +486,7 @@ impl Catalogue {
         let rows: Vec<CopyRow> = on_pool!(&self.backend, |pool| {
             sqlx::query_as(concat!(
                 "SELECT o.key, o.generation, t.barcode, t.state AS cartridge_state, \
-                        k.id AS container_id, k.file_number, k.first_block, k.record_size, \
+                        k.id AS container_id, k.file_number, k.first_block, k.last_block, k.record_size, \
                         c.byte_offset, c.byte_length, o.sha256, k.state AS container_state, ",
                 meta_columns!(),
                 " FROM objects o \

@@ -30,6 +30,8 @@ pub struct Drive {
     lbp: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Read and locate timings seen on this drive, for read-through decisions.
     timings: std::sync::Arc<std::sync::Mutex<super::DriveTimings>>,
+    /// Where this drive's sessions report what their checks caught.
+    integrity: std::sync::Arc<std::sync::Mutex<crate::integrity::IntegrityLog>>,
 }
 
 impl std::fmt::Debug for Drive {
@@ -48,7 +50,23 @@ impl Drive {
             plugin,
             lbp: Default::default(),
             timings: Default::default(),
+            integrity: Default::default(),
         })
+    }
+
+    /// Send what this drive's checks catch to `log` (the host drains it into the catalogue).
+    pub fn set_integrity_log(&self, log: crate::integrity::IntegrityLog) {
+        *self.integrity.lock().unwrap_or_else(|p| p.into_inner()) = log;
+    }
+
+    /// A reporter of failed checks on `barcode` in this drive.
+    pub fn reporter(&self, barcode: &str) -> crate::integrity::Reporter {
+        let log = self
+            .integrity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        crate::integrity::Reporter::new(log, barcode, self.index)
     }
 
     /// The drive's index in its library.

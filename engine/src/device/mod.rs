@@ -6,11 +6,14 @@
 //! - [`Library`]: the changer handle on its own thread; opens [`Drive`]s.
 //! - [`Drive`]: one drive handle on its own thread `reel-drive-N`; a tape call can take hours
 //!   and never blocks the async runtime; a plugin panic poisons that drive only.
+//! - [`lbp`]: the one rule for every record read (its CRC32C checked, a damaged arrival
+//!   reported and read once more).
 //! - [`DeviceError`]: what a failed call means ([`classify`] is the sense table) and what to do.
 
 mod actor;
 mod drive;
 mod error;
+pub mod lbp;
 mod library;
 mod plugin;
 mod timing;

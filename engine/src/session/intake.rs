@@ -51,7 +51,7 @@ pub async fn label_cartridge(
 ) -> Result<IntakeOutcome, SessionError> {
     catalogue.set_calibrated(barcode).await?;
     let known = catalogue.cartridge(barcode).await?;
-    match read_label(drive).await? {
+    match read_label(drive, barcode).await? {
         LabelState::Reel(l) => {
             let ours = known
                 .as_ref()
@@ -103,10 +103,12 @@ async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
     drive.rewind().await?;
     let rec = label.encode();
     let lbp = drive.lbp_enabled();
+    let reporter = drive.reporter(&label.barcode);
     drive
         .run(move |h| -> Result<(), SessionError> {
             let crc = lbp.then(|| crc32c::crc32c(&rec));
-            h.write_record(&rec, crc)
+            let mut refused_ns = 0;
+            crate::device::lbp::write_checked(h, &rec, crc, &reporter, &mut refused_ns)
                 .map_err(crate::device::DeviceError::from_call)?;
             h.write_filemarks(1, false)
                 .map_err(crate::device::DeviceError::from_call)?;

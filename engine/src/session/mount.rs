@@ -8,7 +8,8 @@ use reel_plugin_abi::{
 use tracing::{debug, info};
 
 use super::{SessionError, secs};
-use crate::device::{DeviceError, Drive, Library};
+use crate::device::lbp::{Checked, ReadTime, read_checked};
+use crate::device::{DeviceError, Drive, Library, Sense};
 use crate::format::Label;
 
 /// What was found at BOT.
@@ -212,19 +213,34 @@ pub async fn mounted_barcode(
     Ok((de.flags & REEL_ELEMENT_FULL != 0).then(|| de.barcode.clone()))
 }
 
-/// Rewind and read block 0: reel's label, blank, or someone else's data.
-pub async fn read_label(drive: &Drive) -> Result<LabelState, SessionError> {
+/// Rewind and read block 0 of `barcode`: reel's label, blank, or someone else's data. A
+/// label damaged on the way from the drive is read once more (`device::lbp`), and if it
+/// arrives damaged again the read fails (retryable): a byte flipped in transit must never make
+/// a reel cartridge look foreign.
+pub async fn read_label(drive: &Drive, barcode: &str) -> Result<LabelState, SessionError> {
     drive.rewind().await?;
+    let lbp = drive.lbp_enabled();
+    let reporter = drive.reporter(barcode);
     let r = drive
-        .run(|h| {
+        .run(move |h| {
             // Large enough for any record reel writes, so a foreign record is read whole.
             let mut buf = vec![0u8; crate::format::MAX_RECORD_SIZE + 4096];
-            match h.read_record(&mut buf) {
-                Ok(r) => {
+            let mut time = ReadTime::default();
+            match read_checked(h, 0, &mut buf, lbp, &reporter, &mut time) {
+                Ok(Checked::Whole(r)) => {
                     buf.truncate(r.len);
                     Ok(Some(buf))
                 }
-                Err(e) => Err(DeviceError::from_call(e)),
+                Ok(Checked::Damaged(why)) => Err(DeviceError::LbpMismatch {
+                    call: "drive_read_record",
+                    sense: Sense {
+                        key: 0x0B,
+                        asc: 0x10,
+                        ascq: 0x01,
+                    },
+                    detail: format!("the label: {why}"),
+                }),
+                Err(e) => Err(e),
             }
         })
         .await?;

@@ -18,6 +18,7 @@ use super::mount::{LabelState, read_label};
 use super::space::{least_needed, record_capacity, reported_remaining};
 use super::{CancelToken, SessionConfig, SessionError};
 use crate::catalogue::{CartridgeState, Catalogue, ContainerState, NewCopy};
+use crate::device::lbp::{Checked, ReadTime, read_checked};
 use crate::device::{DeviceError, Drive};
 use crate::format::{ContainerReader, MAX_RECORD_SIZE};
 
@@ -63,7 +64,7 @@ pub async fn rebuild_cartridge(
     config: &SessionConfig,
     cancel: &CancelToken,
 ) -> Result<RebuildReport, SessionError> {
-    let label = match read_label(drive).await? {
+    let label = match read_label(drive, barcode).await? {
         LabelState::Reel(l) => l,
         LabelState::Blank => {
             return Err(SessionError::Cartridge {
@@ -104,6 +105,8 @@ pub async fn rebuild_cartridge(
     // The capacity the drive reports for this medium, else the configured default.
     let capacity = record_capacity(catalogue, drive, barcode).await?;
     let cancel = cancel.clone();
+    let lbp = drive.lbp_enabled();
+    let reporter = drive.reporter(barcode);
     // Read every file after the label (block 2 onwards) on the drive thread.
     let (found, eod, eof_file, eop) = drive
         .run(move |h| -> Result<(Vec<Found>, u64, u64, bool), SessionError> {
@@ -122,8 +125,9 @@ pub async fn rebuild_cartridge(
                 let mut records = 0u64;
                 let end_of_data;
                 loop {
-                    match h.read_record(&mut buf) {
-                        Ok(r) => {
+                    let mut time = ReadTime::default();
+                    match read_checked(h, block, &mut buf, lbp, &reporter, &mut time) {
+                        Ok(Checked::Whole(r)) => {
                             records += 1;
                             block += 1;
                             if err.is_none()
@@ -132,7 +136,17 @@ pub async fn rebuild_cartridge(
                                 err = Some(format!("block {}: {e}", block - 1));
                             }
                         }
-                        Err(e) => match DeviceError::from_call(e) {
+                        Ok(Checked::Damaged(why)) => {
+                            records += 1;
+                            err.get_or_insert(why);
+                            block += 1;
+                            if h.locate(block).is_err() {
+                                return Err(SessionError::Other(format!(
+                                    "cannot locate to block {block} past a damaged record"
+                                )));
+                            }
+                        }
+                        Err(e) => match e {
                             DeviceError::Filemark { .. } => {
                                 block += 1;
                                 end_of_data = false;

@@ -21,9 +21,11 @@ use tracing::{Instrument, info, info_span, warn};
 use super::destination::{Overwrite, Partial, Placed, Placement, Staging};
 use super::order::{self, OrderPolicy, OrderSource};
 use super::{CancelToken, Progress, ProgressFn, SessionError, SessionSummary, secs};
+use crate::device::lbp::{Checked, ReadTime, check_read, read_checked};
 use crate::device::{DeviceError, Drive};
 use crate::format::MAX_RECORD_SIZE;
 use crate::format::ObjectMeta;
+use crate::integrity::{CatchKind, Reporter};
 
 /// One object to recall from the mounted cartridge.
 #[derive(Clone, Debug)]
@@ -193,15 +195,17 @@ enum WriterMsg {
     Abort(usize, RecallFailure),
 }
 
-/// Recall `items` from the cartridge mounted in `drive`.
+/// Recall `items` from the cartridge `barcode` mounted in `drive`.
 pub async fn recall_session(
     drive: &Drive,
+    barcode: &str,
     items: Vec<RecallItem>,
     opts: &RecallOptions,
     cancel: &CancelToken,
     progress: ProgressFn,
 ) -> Result<RecallReport, SessionError> {
     let span = info_span!("recall_session", drive = drive.index(), items = items.len());
+    let reporter = drive.reporter(barcode);
     async move {
         let extents: Vec<(u64, u64)> = items.iter().map(|i| i.blocks()).collect();
         let pos = drive.read_position().await?;
@@ -236,10 +240,11 @@ pub async fn recall_session(
             let res_tx = res_tx.clone();
             let fsync = opts.fsync;
             let progress = progress.clone();
+            let reporter = reporter.clone();
             finishers.push(
                 std::thread::Builder::new()
                     .name(format!("reel-fsync-{w}"))
-                    .spawn(move || finisher(fin_rx, &items, res_tx, fsync, progress))
+                    .spawn(move || finisher(fin_rx, &items, res_tx, fsync, progress, &reporter))
                     .map_err(|e| {
                         SessionError::Other(format!("cannot start a finisher thread: {e}"))
                     })?,
@@ -272,7 +277,10 @@ pub async fn recall_session(
         // Reader on the drive thread.
         let reader_items = items.clone();
         let cancel2 = cancel.clone();
-        let lbp = drive.lbp_enabled();
+        let check = Check {
+            lbp: drive.lbp_enabled(),
+            reporter: reporter.clone(),
+        };
         let timings = drive.timings();
         let read = drive
             .run(move |h| {
@@ -283,7 +291,7 @@ pub async fn recall_session(
                     &runs,
                     &senders,
                     &cancel2,
-                    lbp,
+                    &check,
                     &mut gaps,
                     &buffers,
                 )
@@ -343,6 +351,12 @@ pub async fn recall_session(
 
 type ReadOutcome = (SessionSummary, Option<f64>, Option<String>);
 
+/// How records read are checked (`device::lbp`), and where a failed check is reported.
+struct Check {
+    lbp: bool,
+    reporter: Reporter,
+}
+
 /// The drive side: read each run, slice objects out of records, hand them to writers.
 #[allow(clippy::too_many_arguments)]
 fn read_runs(
@@ -351,7 +365,7 @@ fn read_runs(
     runs: &[Vec<usize>],
     writers: &[crossbeam_channel::Sender<WriterMsg>],
     cancel: &CancelToken,
-    lbp: bool,
+    check: &Check,
     gaps: &mut Gaps<'_>,
     buffers: &Buffers,
 ) -> ReadOutcome {
@@ -393,7 +407,16 @@ fn read_runs(
                 }
                 let rec = match &cached {
                     Some((cb, d)) if *cb == b => d.clone(),
-                    _ => match fetch(h, b, &mut pos, gaps, &mut sum, &mut clock_ns, lbp, buffers) {
+                    _ => match fetch(
+                        h,
+                        b,
+                        &mut pos,
+                        gaps,
+                        &mut sum,
+                        &mut clock_ns,
+                        check,
+                        buffers,
+                    ) {
                         Ok(d) => {
                             let d = Arc::new(d);
                             cached = Some((b, d.clone()));
@@ -528,7 +551,7 @@ fn fetch(
     gaps: &mut Gaps<'_>,
     sum: &mut SessionSummary,
     clock_ns: &mut u64,
-    lbp: bool,
+    check: &Check,
     buffers: &Buffers,
 ) -> Result<Record, RecallFailure> {
     let mut buf = buffers.take();
@@ -540,12 +563,14 @@ fn fetch(
             break;
         }
         match h.read_record(&mut buf) {
-            Ok(_) => {
+            Ok(r) => {
                 let ns = h.last_status().elapsed_ns;
                 sum.transfer_s += secs(ns);
                 *clock_ns += ns;
                 *pos = Some(p + 1);
                 gaps.read(ns);
+                // Not used, but checked like every record read.
+                check_read(check.lbp, &r, &buf, p, &check.reporter);
             }
             Err(e) => {
                 let ns = h.last_status().elapsed_ns;
@@ -571,40 +596,35 @@ fn fetch(
         })?;
         gaps.located(from, b, ns);
     }
-    // One retry for damage on the way from the drive (LBP). A MEDIUM ERROR is not retried: the
-    // drive has already run its own read retries before reporting it; another copy is read.
-    let mut failure = String::new();
-    for attempt in 0..2 {
-        if attempt > 0 && locate(h, b, sum, clock_ns, gaps).is_err() {
-            break;
-        }
-        match h.read_record(&mut buf) {
-            Ok(r) => {
-                let ns = h.last_status().elapsed_ns;
-                sum.transfer_s += secs(ns);
-                *clock_ns += ns;
-                *pos = Some(b + 1);
-                gaps.read(ns);
-                if lbp && r.crc != Some(crc32c::crc32c(&buf[..r.len])) {
-                    failure = format!("block {b} failed its CRC32C between drive and host");
-                    continue;
-                }
-                return Ok(buffers.wrap(buf, r.len));
-            }
-            Err(e) => {
-                *pos = None;
+    // One more read for damage on the way from the drive (LBP); a MEDIUM ERROR is not read
+    // again (`device::lbp`): another copy is read.
+    let mut time = ReadTime::default();
+    let read = read_checked(h, b, &mut buf, check.lbp, &check.reporter, &mut time);
+    sum.transfer_s += secs(time.transfer_ns);
+    sum.position_s += secs(time.position_ns);
+    sum.locates += time.locates;
+    *clock_ns += time.transfer_ns + time.position_ns;
+    match read {
+        Ok(Checked::Whole(r)) => {
+            *pos = Some(b + 1);
+            if time.locates == 0 {
+                gaps.read(time.last_read_ns);
+            } else {
                 gaps.after_read = false;
-                let e = DeviceError::from_call(e);
-                let retry = matches!(e, DeviceError::LbpMismatch { .. });
-                failure = format!("block {b}: {e}");
-                if !retry {
-                    break;
-                }
             }
+            Ok(buffers.wrap(buf, r.len))
+        }
+        Ok(Checked::Damaged(why)) => {
+            *pos = None;
+            gaps.after_read = false;
+            Err(RecallFailure::BadCopy(why))
+        }
+        Err(e) => {
+            *pos = None;
+            gaps.after_read = false;
+            Err(RecallFailure::BadCopy(format!("block {b}: {e}")))
         }
     }
-    *pos = None;
-    Err(RecallFailure::BadCopy(failure))
 }
 
 /// Each item's destination root, opened once per session (or why it cannot be used).
@@ -646,10 +666,11 @@ fn finisher(
     results: crossbeam_channel::Sender<RecallResult>,
     fsync: bool,
     progress: ProgressFn,
+    reporter: &Reporter,
 ) {
     let mut done = Progress::default();
     for (o, i) in rx.iter() {
-        let r = finish_file(o, &items[i], fsync);
+        let r = finish_file(o, &items[i], fsync, reporter);
         if let Ok(n) = &r {
             done.objects += 1;
             done.bytes += n;
@@ -780,17 +801,26 @@ fn start_file(
     })
 }
 
-fn finish_file(o: Open, it: &RecallItem, fsync: bool) -> Result<u64, RecallFailure> {
+fn finish_file(
+    o: Open,
+    it: &RecallItem,
+    fsync: bool,
+    reporter: &Reporter,
+) -> Result<u64, RecallFailure> {
     // On every early return the partial file is dropped, i.e. removed.
     let digest: [u8; 32] = o.hasher.finalize().into();
     if o.bytes != it.length || digest != it.sha256 {
-        return Err(RecallFailure::BadCopy(format!(
-            "object read back with {} bytes and SHA-256 {}, the catalogue has {} bytes and {}",
+        let why = format!(
+            "object {} read back with {} bytes and SHA-256 {}, the catalogue has {} bytes and {}",
+            it.key,
             o.bytes,
             hex::encode(digest),
             it.length,
             hex::encode(it.sha256)
-        )));
+        );
+        let (first, last) = it.blocks();
+        reporter.report(CatchKind::Content, first, last, None, why.clone());
+        return Err(RecallFailure::BadCopy(why));
     }
     if it.meta.is_some_and(|m| m.sparse) {
         o.partial.set_len(o.bytes).map_err(|e| {
@@ -879,7 +909,18 @@ mod tests {
             let items = items.clone();
             let res_tx = res_tx.clone();
             std::thread::spawn(move || {
-                finisher(fin_rx, &items, res_tx, true, crate::session::no_progress())
+                finisher(
+                    fin_rx,
+                    &items,
+                    res_tx,
+                    true,
+                    crate::session::no_progress(),
+                    &crate::integrity::Reporter::new(
+                        crate::integrity::IntegrityLog::traced_only(),
+                        "TEST01L9",
+                        0,
+                    ),
+                )
             })
         };
         let mut joins = Vec::new();

@@ -20,7 +20,8 @@ use tracing::{info, warn};
 
 use super::SessionError;
 use crate::catalogue::{Cartridge, CartridgeState, Catalogue, Container, ContainerState};
-use crate::device::{DeviceError, Drive};
+use crate::device::lbp::{Checked, ReadTime, read_checked};
+use crate::device::{DeviceError, Drive, Sense};
 use crate::format::{ContainerHeader, MAX_RECORD_SIZE};
 
 /// What recovery found and did.
@@ -78,8 +79,14 @@ pub async fn recover_cartridge(
                 .await?;
         }
     } else if pos.block > cartridge.eod_block
-        && let Some(found) =
-            foreign_tail(drive, cartridge.eod_block, pos.block, &containers).await?
+        && let Some(found) = foreign_tail(
+            drive,
+            &cartridge.barcode,
+            cartridge.eod_block,
+            pos.block,
+            &containers,
+        )
+        .await?
     {
         warn!(barcode = %cartridge.barcode, catalogue_eod = cartridge.eod_block, tape_eod = pos.block, %found, "data past the catalogue's end of data that this catalogue did not write: nothing is appended, the cartridge is marked full; run `reel catalog rebuild {}` to take it in", cartridge.barcode);
         if !rep.dead_containers.is_empty() {
@@ -119,23 +126,39 @@ pub async fn recover_cartridge(
 /// the catalogue records on this cartridge) or an empty file an earlier recovery closed.
 async fn foreign_tail(
     drive: &Drive,
+    barcode: &str,
     from: u64,
     to: u64,
     ours: &[Container],
 ) -> Result<Option<String>, SessionError> {
     drive.locate(from).await?;
+    let lbp = drive.lbp_enabled();
+    let reporter = drive.reporter(barcode);
     let first = drive
         .run(move |h| {
             let mut buf = vec![0u8; MAX_RECORD_SIZE + 4096];
             let mut block = from;
-            // Filemarks closing empty files are skipped; the first record decides.
+            // Filemarks closing empty files are skipped; the first record decides. One that
+            // arrives damaged twice decides nothing: the recovery fails, to be tried again.
             while block < to {
-                match h.read_record(&mut buf) {
-                    Ok(r) => {
+                let mut time = ReadTime::default();
+                match read_checked(h, block, &mut buf, lbp, &reporter, &mut time) {
+                    Ok(Checked::Whole(r)) => {
                         buf.truncate(r.len);
                         return Ok(Some((block, buf)));
                     }
-                    Err(e) => match DeviceError::from_call(e) {
+                    Ok(Checked::Damaged(why)) => {
+                        return Err(DeviceError::LbpMismatch {
+                            call: "drive_read_record",
+                            sense: Sense {
+                                key: 0x0B,
+                                asc: 0x10,
+                                ascq: 0x01,
+                            },
+                            detail: format!("the tail past the catalogue's end of data: {why}"),
+                        });
+                    }
+                    Err(e) => match e {
                         DeviceError::Filemark { .. } => block += 1,
                         DeviceError::EndOfData { .. } => return Ok(None),
                         other => return Err(other),
@@ -149,7 +172,10 @@ async fn foreign_tail(
         Ok(Some(found)) => found,
         Ok(None) => return Ok(None),
         // A failing drive says nothing about the tape: the caller ejects and tries again.
-        Err(e) if e.is_drive_fault() => return Err(SessionError::Device(e)),
+        // Nor does a record damaged on the way from it, twice.
+        Err(e) if e.is_drive_fault() || matches!(e, DeviceError::LbpMismatch { .. }) => {
+            return Err(SessionError::Device(e));
+        }
         Err(e) => return Ok(Some(format!("an unreadable block past block {from}: {e}"))),
     };
     Ok(match ContainerHeader::decode(&rec) {

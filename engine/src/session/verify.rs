@@ -5,8 +5,10 @@
 use tracing::{debug, warn};
 
 use super::{CancelToken, SessionError, SessionSummary, secs};
+use crate::device::lbp::{Checked, ReadTime, read_checked};
 use crate::device::{DeviceError, Drive};
 use crate::format::{ContainerReader, MAX_RECORD_SIZE};
+use crate::integrity::CatchKind;
 
 /// One container to read back.
 #[derive(Clone, Debug)]
@@ -57,6 +59,7 @@ pub async fn read_back(
     let cancel = cancel.clone();
     let barcode = barcode.to_string();
     let lbp = drive.lbp_enabled();
+    let reporter = drive.reporter(&barcode);
     let report = drive
         .run(move |h| {
             let mut rep = VerifyReport::default();
@@ -77,7 +80,10 @@ pub async fn read_back(
                             if stop(&e) {
                                 return Err(SessionError::Device(e));
                             }
-                            rep.results.push((t.id, Err(format!("cannot locate to block {}: {e}", t.first_block))));
+                            rep.results.push((
+                                t.id,
+                                Err(format!("cannot locate to block {}: {e}", t.first_block)),
+                            ));
                             at = None;
                             continue;
                         }
@@ -87,64 +93,61 @@ pub async fn read_back(
                 let mut failure: Option<String> = None;
                 let mut block = t.first_block;
                 loop {
-                    match h.read_record(&mut buf) {
-                        Ok(r) => {
-                            rep.summary.transfer_s += secs(h.last_status().elapsed_ns);
+                    // Damage on the way from the drive (LBP) says nothing about the medium:
+                    // the record is read once more before the container is judged (a verdict
+                    // of damage kills it), by the rule every read follows (`device::lbp`).
+                    let mut time = ReadTime::default();
+                    let read = read_checked(h, block, &mut buf, lbp, &reporter, &mut time);
+                    rep.summary.transfer_s += secs(time.transfer_ns);
+                    rep.summary.position_s += secs(time.position_ns);
+                    rep.summary.locates += time.locates;
+                    match read {
+                        Ok(Checked::Whole(r)) => {
                             rep.summary.bytes += r.len as u64;
-                            let mut len = r.len;
-                            let mut good = !lbp || r.crc == Some(crc32c::crc32c(&buf[..len]));
-                            // Damage on the way from the drive (LBP) says nothing about the
-                            // medium: the record is read once more, as a recall does, before
-                            // the container is judged (a verdict of damage kills it).
-                            if !good && h.locate(block).is_ok() {
-                                rep.summary.position_s += secs(h.last_status().elapsed_ns);
-                                rep.summary.locates += 1;
-                                if let Ok(again) = h.read_record(&mut buf) {
-                                    rep.summary.transfer_s += secs(h.last_status().elapsed_ns);
-                                    len = again.len;
-                                    good = again.crc == Some(crc32c::crc32c(&buf[..len]));
-                                }
-                            }
-                            if !good {
-                                failure.get_or_insert(format!(
-                                    "record at block {block} fails its CRC32C on the way from the drive, twice"
-                                ));
-                            }
                             if failure.is_none()
-                                && let Err(e) = reader.push_record(&buf[..len]) {
-                                    failure = Some(format!("block {block}: {e}"));
-                                }
+                                && let Err(e) = reader.push_record(&buf[..r.len])
+                            {
+                                failure = Some(format!("block {block}: {e}"));
+                                reporter.report(
+                                    CatchKind::Content,
+                                    block,
+                                    block,
+                                    Some(t.id),
+                                    format!("container {}: block {block}: {e}", t.id),
+                                );
+                            }
                             block += 1;
                         }
-                        Err(e) => {
-                            rep.summary.transfer_s += secs(e.status.elapsed_ns);
-                            match DeviceError::from_call(e) {
-                                DeviceError::Filemark { .. } => {
-                                    block += 1;
-                                    break;
-                                }
-                                other if stop(&other) => {
-                                    return Err(SessionError::Device(other));
-                                }
-                                other => {
-                                    failure.get_or_insert(format!("block {block}: {other}"));
-                                    // Skip to the container's filemark to keep the pass going.
-                                    match h.space(reel_plugin_abi::REEL_SPACE_FILEMARKS, 1) {
-                                        Ok(()) => {
-                                            rep.summary.position_s += secs(h.last_status().elapsed_ns);
-                                            block = t.last_block + 2;
-                                        }
-                                        Err(_) => {
-                                            block = u64::MAX;
-                                        }
-                                    }
-                                    break;
-                                }
+                        Ok(Checked::Damaged(why)) => {
+                            failure.get_or_insert(why);
+                            block += 1;
+                            // The rest of the container is read on (a damaged arrival leaves
+                            // the drive past the record); one that cannot be is skipped below.
+                            if h.locate(block).is_err() {
+                                block = skip_to_filemark(h, &mut rep, t);
+                                break;
                             }
                         }
+                        Err(e) => match e {
+                            DeviceError::Filemark { .. } => {
+                                block += 1;
+                                break;
+                            }
+                            other if stop(&other) => {
+                                return Err(SessionError::Device(other));
+                            }
+                            other => {
+                                failure.get_or_insert(format!("block {block}: {other}"));
+                                block = skip_to_filemark(h, &mut rep, t);
+                                break;
+                            }
+                        },
                     }
                 }
                 at = (block != u64::MAX).then_some(block);
+                // A failure met while reading was reported where it was met; a verdict on
+                // what was read whole (framing, SHA-256, extent) is reported below.
+                let judged_whole = failure.is_none();
                 let result = match failure {
                     Some(f) => Err(f),
                     None => match reader.finish() {
@@ -171,6 +174,15 @@ pub async fn read_back(
                     },
                 };
                 if let Err(r) = &result {
+                    if judged_whole {
+                        reporter.report(
+                            CatchKind::Content,
+                            t.first_block,
+                            t.last_block,
+                            Some(t.id),
+                            format!("container {}: {r}", t.id),
+                        );
+                    }
                     warn!(barcode = %barcode, container = t.id, reason = %r, "verify failed");
                 } else {
                     debug!(barcode = %barcode, container = t.id, "verified");
@@ -181,4 +193,20 @@ pub async fn read_back(
         })
         .await??;
     Ok(report)
+}
+
+/// After a record of container `t` could not be read: space to its filemark so the pass goes
+/// on with the next container; returns the block reached (`u64::MAX`: position unknown).
+fn skip_to_filemark(
+    h: &mut reel_plugin_abi::host::DriveHandle,
+    rep: &mut VerifyReport,
+    t: &VerifyTarget,
+) -> u64 {
+    match h.space(reel_plugin_abi::REEL_SPACE_FILEMARKS, 1) {
+        Ok(()) => {
+            rep.summary.position_s += secs(h.last_status().elapsed_ns);
+            t.last_block + 2
+        }
+        Err(_) => u64::MAX,
+    }
 }

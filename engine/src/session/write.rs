@@ -41,8 +41,10 @@ use super::{
     VerifyMode, secs, unix_now,
 };
 use crate::catalogue::{Cartridge, Catalogue, CatalogueError, ContainerState, NewCopy};
+use crate::device::lbp::write_checked;
 use crate::device::{DeviceError, Drive};
 use crate::format::{ContainerHeader, ExternalHashBuilder, ObjectKind};
+use crate::integrity::Reporter;
 
 /// One object to archive: a key, its generation, and the spool file holding its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -339,6 +341,7 @@ async fn run(
         let in_flight = in_flight.clone();
         let margin = ctx.config.early_warning_margin_bytes;
         let room_at_start = room;
+        let reporter = ctx.drive.reporter(&barcode);
         async move {
             drive
                 .run(move |h| {
@@ -349,6 +352,7 @@ async fn run(
                             ev: ev_tx,
                             recycle: recycle_tx,
                             in_flight,
+                            reporter,
                         },
                         &*fence,
                         &cancel,
@@ -691,6 +695,8 @@ struct DrainEnds {
     recycle: crossbeam_channel::Sender<Vec<u8>>,
     /// Bytes sent and not yet written (taken off as records are written).
     in_flight: Arc<AtomicU64>,
+    /// Where a record the drive refused under LBP is reported.
+    reporter: Reporter,
 }
 
 /// The hasher: hashes every data record into the container's SHA-256 (answering `Seal` with
@@ -1124,6 +1130,7 @@ fn drain(
         ev,
         recycle,
         in_flight,
+        reporter,
     } = ends;
     let mut tally = DriveTally::default();
     let mut open_container = false;
@@ -1183,24 +1190,9 @@ fn drain(
                     let _ = ev.send(Event::GaveUp);
                     return tally;
                 }
-                let mut result = h.write_record(&rec, crc);
                 // Damaged between host and drive: the drive refused it under LBP and wrote
-                // nothing, so sending it again is safe.
-                for _ in 0..2 {
-                    match &result {
-                        Err(e)
-                            if matches!(
-                                DeviceError::from_call(e.clone()),
-                                DeviceError::LbpMismatch { .. }
-                            ) =>
-                        {
-                            tally.transfer_ns += e.status.elapsed_ns;
-                            warn!("record refused by the drive's CRC check; sending it again");
-                            result = h.write_record(&rec, crc);
-                        }
-                        _ => break,
-                    }
-                }
+                // nothing, so it is sent again (`device::lbp`).
+                let result = write_checked(h, &rec, crc, &reporter, &mut tally.transfer_ns);
                 if data {
                     // The reader may be gone (session stopping): the buffer is just freed.
                     let _ = recycle.send(rec);

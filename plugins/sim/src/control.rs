@@ -187,8 +187,10 @@ fn counters(s: &Shared) -> Result<Value, Fault> {
         v["library"] = json!({
             "violations": c.violations,
             "relabels": c.relabels,
+            "worm_refusals": c.worm_refusals,
             "robot_moves": c.robot_moves,
             "busy_ns": c.busy_ns,
+            "fired": c.fired,
         });
     }
     Ok(v)
@@ -251,7 +253,24 @@ fn fault(s: &Shared, req: &Value) -> Result<Value, Fault> {
         "cleaning_required" => s.drive(drive_of(s, req, op)?)?.faults.cleaning_required = true,
         "worm_overwrite" => s.drive(drive_of(s, req, op)?)?.faults.worm_overwrite = true,
         "unit_attention" => {
-            s.drive(drive_of(s, req, op)?)?.pending_ua = Some(reel_plugin_abi::asc::POWER_ON_RESET)
+            let mut st = s.drive(drive_of(s, req, op)?)?;
+            match req.get("on").and_then(Value::as_str) {
+                None => st.pending_ua = Some(reel_plugin_abi::asc::POWER_ON_RESET),
+                Some("mam_read") => {
+                    let attribute = match req.get("attribute") {
+                        None => None,
+                        Some(v) => Some(v.as_u64().and_then(|a| u16::try_from(a).ok()).ok_or_else(
+                            || Fault::invalid("unit_attention: `attribute` is a MAM attribute number (0 to 65535)"),
+                        )?),
+                    };
+                    st.faults.ua_on_mam_read = Some(attribute);
+                }
+                Some(other) => {
+                    return Err(Fault::invalid(format!(
+                        "unit_attention: `on` may be \"mam_read\" (or absent: the next command), not {other:?}"
+                    )));
+                }
+            }
         }
         "position_lost" => {
             let mut st = s.drive(drive_of(s, req, op)?)?;
@@ -290,6 +309,7 @@ fn fault(s: &Shared, req: &Value) -> Result<Value, Fault> {
                 c.corrupt_stored(block, off)
                     .map_err(|e| Fault::invalid(format!("corrupt_stored on {bc}: {e}")))
             })?;
+            s.log_event("fired_corrupt_stored", bc, block);
         }
         "foreign_cartridge" => {
             let bc = str_field(req, "barcode", op)?;

@@ -70,6 +70,9 @@ pub struct DriveFaults {
     pub power_cut_due: bool,
     /// Next write is refused as a WORM overwrite.
     pub worm_overwrite: bool,
+    /// The next READ ATTRIBUTE (MAM) of this attribute (`Some(None)`: of any) meets a unit
+    /// attention, a reset at that very moment.
+    pub ua_on_mam_read: Option<Option<u16>>,
 }
 
 /// Per-drive modelled state, shared between the drive handle and the library.
@@ -166,7 +169,9 @@ impl DriveState {
         self.busy_logged_ns = logged;
     }
 
-    /// Shared mode: append an event (`write_not_at_eod`, `relabel`) to the library's log.
+    /// Shared mode: append an event (`write_not_at_eod`, `relabel`, or an injected fault
+    /// that took effect: `fired_corrupt_write`, `fired_corrupt_read`, `fired_silent_write`,
+    /// `fired_short_write`, `fired_medium_error`) to the library's log.
     fn log_event(&self, event: &str, barcode: &str, block: u64) {
         self.append_event(serde_json::json!({
             "event": event,
@@ -194,8 +199,9 @@ impl DriveState {
         }));
     }
 
-    fn append_event(&self, line: serde_json::Value) {
+    fn append_event(&self, mut line: serde_json::Value) {
         let Some(path) = &self.events else { return };
+        line["t_ms"] = serde_json::json!(crate::library::unix_ms());
         let r = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -221,8 +227,15 @@ impl DriveState {
                 let lost = c
                     .drop_uncommitted()
                     .map_err(|e| sense::io("drop buffer", e))?;
-                if self.pos > c.eod() {
-                    self.pos = c.eod();
+                let eod = c.eod();
+                if self.pos > eod {
+                    self.pos = eod;
+                }
+                if lost > 0 {
+                    // Records from `eod` on are gone: a fault that took effect on one of them
+                    // went with it.
+                    let bc = c.barcode().to_string();
+                    self.log_event("lost_buffer", &bc, eod);
                 }
                 Ok(lost)
             }
@@ -569,7 +582,10 @@ fn prepare_overwrite(st: &mut DriveState) -> Result<(), Fault> {
         return Ok(());
     }
     if c.meta.worm {
-        return Err(sense::worm_overwrite(c.barcode()));
+        let barcode = c.barcode().to_string();
+        // Refused, and nothing written, but asked for all the same: the library's log keeps it.
+        st.log_event("worm_overwrite_refused", &barcode, pos);
+        return Err(sense::worm_overwrite(&barcode));
     }
     let relabel = pos == 0;
     let barcode = c.barcode().to_string();
@@ -653,6 +669,8 @@ fn write_record(
         let i = (off as usize).min(v.len() - 1);
         v[i] ^= 0xFF;
         damaged = Some(v);
+        let bc = st.cart_ref()?.barcode().to_string();
+        st.log_event("fired_corrupt_write", &bc, st.pos);
     }
     let received: &[u8] = damaged.as_deref().unwrap_or(data);
     if st.lbp == REEL_LBP_CRC32C {
@@ -695,9 +713,17 @@ fn write_record(
         let i = (off as usize).min(v.len() - 1);
         v[i] ^= 0xFF;
         stored = Some(v);
+        let bc = st.cart_ref()?.barcode().to_string();
+        let at = st.cart_ref()?.eod();
+        st.log_event("fired_silent_write", &bc, at);
     }
     let mut to_store: &[u8] = stored.as_deref().unwrap_or(received);
     let short = st.faults.short_write.take();
+    if short.is_some() {
+        let bc = st.cart_ref()?.barcode().to_string();
+        let at = st.cart_ref()?.eod();
+        st.log_event("fired_short_write", &bc, at);
+    }
     if let Some(n) = short {
         to_store = &to_store[..(n as usize).min(to_store.len())];
     }
@@ -828,6 +854,7 @@ fn read_record(
     }
     let barcode = c.barcode().to_string();
     if shared.take_medium_error(&barcode, pos) {
+        st.log_event("fired_medium_error", &barcode, pos);
         let t = cfg.reposition_ms as f64 / 1000.0;
         st.spend(t);
         st.stats.repositions += 1;
@@ -855,6 +882,8 @@ fn read_record(
         && delivered > 0
     {
         buf[(off as usize).min(delivered - 1)] ^= 0xFF;
+        let bc = st.cart_ref()?.barcode().to_string();
+        st.log_event("fired_corrupt_read", &bc, pos);
     }
     let t = len as f64 / cfg.stream_bytes_per_sec as f64;
     st.spend(t);
@@ -1154,6 +1183,16 @@ impl Drive for SimDrive {
 
     fn mam_read(&mut self, attribute: u16, call: &mut Call) -> Result<Vec<u8>, Fault> {
         self.run(call, Gate::Command, |st, _| {
+            if let Some(target) = st.faults.ua_on_mam_read
+                && target.is_none_or(|a| a == attribute)
+            {
+                st.faults.ua_on_mam_read = None;
+                return Err(Fault::check(
+                    sk::UNIT_ATTENTION,
+                    asc::POWER_ON_RESET,
+                    "power on, reset or bus device reset occurred (injected at a MAM read)",
+                ));
+            }
             let c = st.cart.as_ref().ok_or_else(sense::no_medium)?;
             let mib = |b: u64| (b >> 20).to_be_bytes().to_vec();
             match attribute {

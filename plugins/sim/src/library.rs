@@ -55,6 +55,15 @@ pub const SLOT_BASE: u32 = 1024;
 /// line), so the whole library's count survives any one process.
 pub const EVENTS_FILE: &str = "events.jsonl";
 
+/// Milliseconds since the Unix epoch (wall clock), stamped on every event of the log so a
+/// test can line the library's history up with its own.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// The barcode of cartridge `n` (1-based): `RL0001L9` with the default prefix `RL`; WORM
 /// cartridges end in `LZ`, the LTO-9 WORM suffix.
 pub fn barcode(prefix: &str, n: u32, worm: bool) -> String {
@@ -285,6 +294,29 @@ impl Shared {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Shared mode: append an event that no drive ran (a stored block damaged through the
+    /// control channel, `fired_corrupt_stored`) to the library's log.
+    pub fn log_event(&self, event: &str, barcode: &str, block: u64) {
+        if !self.cfg.shared {
+            return;
+        }
+        let line = serde_json::json!({
+            "event": event,
+            "pid": std::process::id(),
+            "barcode": barcode,
+            "block": block,
+            "t_ms": unix_ms(),
+        });
+        let r = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.cfg.dir.join(EVENTS_FILE))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
+        if let Err(e) = r {
+            tracing::error!(error = %e, "cannot append to the library's event log");
         }
     }
 
@@ -810,9 +842,11 @@ impl Shared {
             match v.get("event").and_then(|e| e.as_str()) {
                 Some("write_not_at_eod") => c.violations += 1,
                 Some("relabel") => c.relabels += 1,
+                Some("worm_overwrite_refused") => c.worm_refusals += 1,
                 Some("drive_busy") => {
                     c.busy_ns += v.get("ns").and_then(serde_json::Value::as_u64).unwrap_or(0)
                 }
+                Some(e) if e.starts_with("fired_") || e == "lost_buffer" => c.fired.push(v),
                 _ => {}
             }
         }
@@ -830,16 +864,21 @@ fn source_empty(address: u32) -> Fault {
 
 /// The whole library's history in shared mode, every process included (from the event log
 /// and the layout).
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct LibraryCounters {
     /// Writes short of EOD.
     pub violations: u64,
     /// Cartridges relabelled.
     pub relabels: u64,
+    /// Writes short of EOD on a WORM cartridge (refused by the drive, nothing written).
+    pub worm_refusals: u64,
     /// Robot moves.
     pub robot_moves: u64,
     /// Modelled drive busy time, summed over drives, as logged at each LOAD and UNLOAD.
     pub busy_ns: u64,
+    /// Injected faults that took effect (`fired_*`: the event, barcode, block, pid and wall
+    /// time), and buffers lost with the records they held (`lost_buffer`), in log order.
+    pub fired: Vec<serde_json::Value>,
 }
 
 /// The simulated library, as the ABI opens it.

@@ -295,3 +295,77 @@ fn modelled_busy_time_outlives_the_process_that_spent_it() {
         spent
     );
 }
+
+#[test]
+fn faults_that_took_effect_are_in_the_library_log_with_their_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = open(dir.path());
+    let mut b = open(dir.path());
+    let mut d0 = a.open_drive(0, &mut Call::default()).unwrap();
+    mv(&mut a, slot_addr(0), drive_addr(0)).unwrap();
+    load(&mut d0);
+    for _ in 0..3 {
+        ok(write(&mut d0, &[1u8; 100]));
+    }
+    // Armed and never met: not in the log. Armed and met at block 1 on the way back: in it.
+    a.control(
+        r#"{"op":"fault","kind":"corrupt_write","drive":0,"offset":3}"#,
+        &mut Call::default(),
+    )
+    .unwrap();
+    a.control(r#"{"op":"disarm","drive":0}"#, &mut Call::default())
+        .unwrap();
+    a.control(
+        r#"{"op":"fault","kind":"corrupt_read","drive":0,"offset":3}"#,
+        &mut Call::default(),
+    )
+    .unwrap();
+    ok(d0.locate(1, &mut Call::default()));
+    let mut buf = vec![0u8; 4096];
+    d0.read_record(&mut buf, &mut Call::default()).unwrap();
+    // A power cut drops what only the buffer held: logged with the first block lost.
+    ok(d0.space(REEL_SPACE_EOD, 0, &mut Call::default()));
+    ok(write(&mut d0, &[2u8; 100]));
+    a.control(r#"{"op":"power_cut"}"#, &mut Call::default())
+        .unwrap();
+    let fired = counters(&mut b)["library"]["fired"].clone();
+    let events: Vec<(&str, u64)> = fired
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["event"].as_str().unwrap(), e["block"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(events[0], ("fired_corrupt_read", 1), "{fired}");
+    assert!(
+        events.iter().all(|(e, _)| *e != "fired_corrupt_write"),
+        "a disarmed fault never fired: {fired}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(e, block)| *e == "lost_buffer" && *block <= 3),
+        "{fired}"
+    );
+    assert!(fired[0]["t_ms"].as_u64().unwrap() > 0, "{fired}");
+}
+
+#[test]
+fn a_write_a_worm_cartridge_refused_is_in_the_library_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!("{SHARED};sim.worm_cartridges=1");
+    let mut a = open_lib(dir.path(), &cfg);
+    let mut b = open_lib(dir.path(), &cfg);
+    let mut d0 = a.open_drive(0, &mut Call::default()).unwrap();
+    // The last cartridge is the WORM one.
+    mv(&mut a, slot_addr(3), drive_addr(0)).unwrap();
+    load(&mut d0);
+    for _ in 0..2 {
+        ok(write(&mut d0, &[1u8; 100]));
+    }
+    ok(d0.locate(0, &mut Call::default()));
+    let refused = write(&mut d0, &[2u8; 100]).unwrap_err();
+    assert_eq!(sense(&refused).0, 7, "{}", refused.message);
+    let c = counters(&mut b);
+    assert_eq!(c["library"]["worm_refusals"], 1, "{c}");
+    assert_eq!(c["library"]["violations"], 0, "nothing was written: {c}");
+}
