@@ -164,6 +164,13 @@ fn render_compared(s: &mut String, now: &RunResult, c: &Compared, report: &Path)
     }
 }
 
+/// One torture run's report, if it reads as JSON.
+fn read_run(p: &Path) -> Option<serde_json::Value> {
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+}
+
 /// The torture runs recorded beside the results (`reel-torture --report`, `*.torture.json`):
 /// one row per run with its jobs, faults, bytes and invariant violations (docs/TORTURE.md).
 fn torture_section(s: &mut String, dir: &Path, report: &Path) {
@@ -189,10 +196,7 @@ fn torture_section(s: &mut String, dir: &Path, report: &Path) {
          | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for p in &runs {
-        let Some(v) = std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        else {
+        let Some(v) = read_run(p) else {
             let _ = writeln!(
                 s,
                 "| `{}` | unreadable | | | | | | | | | | | | | |",
@@ -245,10 +249,7 @@ fn torture_section(s: &mut String, dir: &Path, report: &Path) {
     }
     let _ = writeln!(s, "\nFaults placed, by kind:\n");
     for p in &runs {
-        let Some(v) = std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        else {
+        let Some(v) = read_run(p) else {
             continue;
         };
         let kinds: Vec<String> = v["tally"]["faults"]
@@ -256,6 +257,54 @@ fn torture_section(s: &mut String, dir: &Path, report: &Path) {
             .map(|o| o.iter().map(|(k, n)| format!("{k} {n}")).collect())
             .unwrap_or_default();
         let _ = writeln!(s, "- `{}`: {}", relative(report, p), kinds.join(", "));
+    }
+    let _ = writeln!(
+        s,
+        "\nCorruption that took effect (the library's log) against what reel's checks caught \
+         (`reel library integrity`), invariant `corruption-caught`:\n"
+    );
+    for p in &runs {
+        let Some(v) = read_run(p) else {
+            continue;
+        };
+        let c = &v["corruption"];
+        if c.is_null() {
+            let _ = writeln!(
+                s,
+                "- `{}`: not counted (run before reel kept its catches)",
+                relative(report, p)
+            );
+            continue;
+        }
+        let list = |m: &serde_json::Value| -> String {
+            m.as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, n)| format!("{} {n}", k.trim_start_matches("fired_")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default()
+        };
+        let r = &v["retries"];
+        let _ = writeln!(
+            s,
+            "- `{}`: took effect: {}; caught: {}; matched {}, lost with a killed process {}, \
+             outside live data {}, lost with the drive buffer {}, **missed {}**, **unexplained {}**; \
+             tape requests {}, retried {}, most failed attempts of one {}",
+            relative(report, p),
+            list(&c["injected"]),
+            list(&c["caught"]),
+            c["matched"],
+            c["excused_by_kill"],
+            c["outside_live_data"],
+            c["voided"],
+            c["missed"],
+            c["unexplained"],
+            r["requests"],
+            r["retried"],
+            r["most_attempts"],
+        );
     }
     let _ = writeln!(s);
 }

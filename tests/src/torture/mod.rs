@@ -1,7 +1,8 @@
 //! # The torture run (`reel-torture`)
 //!
 //! A seeded run of library life: client tasks submit archive, recall, verify and intake jobs
-//! through the `reel` binary against several `reel worker` processes sharing one simulated
+//! through the `reel` binary (and upload objects to `reel serve` over HTTP, its spool on a
+//! disk the chaos fills) against several `reel worker` processes sharing one simulated
 //! library (loaded through dlopen) and one store, while a chaos driver injects the
 //! simulator's faults through the drives' mailboxes, damages stored blocks of one pool,
 //! `kill -9`s and `SIGSTOP`s workers past their lease, and (on PostgreSQL) terminates every
@@ -26,10 +27,18 @@
 //! - `calm-retry-succeeds`: a recall that failed under chaos succeeds when retried after it;
 //! - `catalogue-matches-tapes`: a catalogue rebuilt from the tapes into an empty store holds
 //!   every acknowledged object with the same size and SHA-256;
+//! - `corruption-caught`: every corruption that took effect is in reel's integrity log, and
+//!   everything there has an injected cause (`corruption.rs`);
+//! - `retries-back-off`: no tape request was tried more than `max_attempts` times or again
+//!   before its backoff ran out (`retries.rs`);
+//! - `upload-answered-clearly`: `reel serve` answers every upload 202 or 503 (the spool full
+//!   or the store away), never otherwise or not at all;
 //! - `workers-stay-up`: no worker exits by itself.
 
+pub mod corruption;
 pub mod history;
 pub mod plan;
+pub mod retries;
 pub mod site;
 
 use std::collections::BTreeMap;
@@ -125,6 +134,10 @@ pub struct Report {
     pub tally: Tally,
     /// Objects acknowledged (archive jobs done).
     pub acknowledged: u64,
+    /// Corruption injected against corruption caught (`corruption-caught`).
+    pub corruption: corruption::CorruptionTally,
+    /// Tape requests and their retries (`retries-back-off`).
+    pub retries: retries::RetryTally,
     /// Broken invariants (must be empty).
     pub violations: Vec<Violation>,
 }
@@ -225,11 +238,14 @@ pub async fn run(opts: Options) -> Report {
     // stay new (for the clients' intakes) and two are foreign.
     let half = (site.cartridges - 4) / 2;
     for (pool, range) in [("p1", 0..half), ("p2", half..2 * half)] {
-        let barcodes: Vec<String> = range.map(|i| format!("RL{:04}L9", i + 1)).collect();
+        let barcodes: Vec<String> = range.map(|i| barcode(i, site.cartridges)).collect();
         let mut args = vec!["intake", "--pool", pool, "--wait"];
         args.extend(barcodes.iter().map(String::as_str));
         let (code, v, err) = site.reel(0, &args).await;
         assert_eq!(code, 0, "set-up: intake into {pool}: {v} {err}");
+    }
+    if let Err(e) = site.start_serve().await {
+        panic!("set-up: reel serve: {e}");
     }
     let ctx = Arc::new(Ctx {
         opts: opts.clone(),
@@ -249,9 +265,10 @@ pub async fn run(opts: Options) -> Report {
     });
 
     // The chaos phase.
-    let clients: Vec<_> = (0..opts.clients)
+    let mut clients: Vec<_> = (0..opts.clients)
         .map(|n| tokio::spawn(client(ctx.clone(), n)))
         .collect();
+    clients.push(tokio::spawn(uploader(ctx.clone())));
     let chaos_task = tokio::spawn(chaos(ctx.clone(), schedule));
     let deadline = t0 + Duration::from_secs(opts.wall_seconds);
     loop {
@@ -284,8 +301,11 @@ pub async fn run(opts: Options) -> Report {
     liveness(&ctx).await;
     retry_failed_recalls(&ctx).await;
     recall_everything(&ctx).await;
+    let live = live_containers(&ctx).await;
     verify_everything(&ctx).await;
     library_history(&ctx).await;
+    let corruption = corruption_caught(&ctx, &live).await;
+    let retries = retries_back_off(&ctx).await;
     let modelled = modelled_drive_hours(&ctx).await;
     ctx.site.lock().await.stop_all().await;
     rebuild_matches(&ctx).await;
@@ -318,6 +338,8 @@ pub async fn run(opts: Options) -> Report {
         modelled_to_wall: modelled / f64::from(opts.workers) / (wall / 3600.0),
         tally,
         acknowledged,
+        corruption,
+        retries,
         violations,
     };
     ctx.history.log("runner", json!({"report": report}));
@@ -335,10 +357,16 @@ pub async fn run(opts: Options) -> Report {
     report
 }
 
-/// Barcodes of the cartridges made foreign at the start (the last two of the library).
+/// The last [`site::WORM_CARTRIDGES`] of the library are WORM (barcodes ending `LZ`).
+fn barcode(i: u32, cartridges: u32) -> String {
+    let worm = i + site::WORM_CARTRIDGES >= cartridges;
+    format!("RL{:04}{}", i + 1, if worm { "LZ" } else { "L9" })
+}
+
+/// Barcodes of the cartridges made foreign at the start (the last two of the library, WORM).
 fn foreign_barcodes(cartridges: u32) -> Vec<String> {
     (cartridges - 2..cartridges)
-        .map(|i| format!("RL{:04}L9", i + 1))
+        .map(|i| barcode(i, cartridges))
         .collect()
 }
 
@@ -391,6 +419,149 @@ async fn client(ctx: Arc<Ctx>, n: u32) {
         }
         i += 1;
     }
+}
+
+/// The client with no filesystem shared with reel: it uploads objects to `reel serve` (class
+/// `two`), whose spool the chaos fills, and waits for each archive job. An upload is answered
+/// 202 (received whole, job queued) or 503 (the spool full, or the store away: nothing
+/// queued, retry later); any other answer, or none, breaks `upload-answered-clearly`.
+async fn uploader(ctx: Arc<Ctx>) {
+    let (at, dir) = {
+        let site = ctx.site.lock().await;
+        (site.serve_at.clone(), site.client_dir(0).to_path_buf())
+    };
+    let Some((addr, token)) = at else { return };
+    let who = "uploader";
+    let mut rng = plan::client_rng(ctx.opts.seed, UPLOADER);
+    let mut i = 0u32;
+    while !ctx.stop_clients.load(Ordering::SeqCst) {
+        i += 1;
+        let size = plan::upload_size(&mut rng, ctx.opts.max_file_bytes);
+        let path = ctx.opts.dir.join("src").join(format!("up-{i}"));
+        let sha = crate::write_random_file(&path, size, file_seed(ctx.opts.seed, UPLOADER, i, 0));
+        let body = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => panic!("read {}: {e}", path.display()),
+        };
+        let key = format!("up/u{i:05}");
+        ctx.history.log(who, json!({"upload": key, "bytes": size}));
+        let answer = http_put(
+            &addr,
+            &token,
+            &format!("/v1/objects/{key}?class=two"),
+            &body,
+            &hex::encode(sha),
+        )
+        .await;
+        let _ = std::fs::remove_file(&path);
+        match answer {
+            Ok((202, job)) => {
+                let Some(id) = job["id"].as_str().map(String::from) else {
+                    ctx.violate(
+                        "upload-answered-clearly",
+                        format!("202 without a job: {job}"),
+                    );
+                    continue;
+                };
+                ctx.count(|t| bump(&mut t.submitted, "upload"));
+                if let Ok(mut j) = ctx.jobs.lock() {
+                    j.push((id.clone(), "upload".into()));
+                }
+                let Some(job) = wait_job(&dir, &id, None).await else {
+                    continue;
+                };
+                let state = job["state"].as_str().unwrap_or("?").to_string();
+                ctx.count(|t| bump(&mut t.ended, &format!("upload {state}")));
+                ctx.history.log(
+                    who,
+                    json!({"ended": "upload", "job": id, "state": state, "error": job["error"]}),
+                );
+                if state == "done" {
+                    ctx.count(|t| t.bytes_archived += size);
+                    if let Ok(mut a) = ctx.acked.lock() {
+                        a.insert(key, Acked { sha, size });
+                    }
+                } else if state == "failed"
+                    && job["error"].as_str().is_none_or(|e| e.trim().is_empty())
+                {
+                    ctx.violate(
+                        "failed-with-a-reason",
+                        format!("upload job {id} failed without a reason: {job}"),
+                    );
+                }
+            }
+            Ok((503, why)) => {
+                ctx.count(|t| bump(&mut t.refused, "upload (503)"));
+                ctx.history.log(who, json!({"refused": key, "answer": why}));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Ok((status, why)) => {
+                ctx.violate(
+                    "upload-answered-clearly",
+                    format!("PUT {key} ({size} bytes) was answered {status}: {why}"),
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                ctx.violate(
+                    "upload-answered-clearly",
+                    format!("PUT {key} ({size} bytes) got no answer: {e}"),
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// The uploader's number among the clients' generators and file seeds.
+const UPLOADER: u32 = 1000;
+
+/// `PUT path` with `body` on `addr` (HTTP/1.1, one request per connection, a bearer token and
+/// the body's SHA-256): the status and the answer's JSON.
+async fn http_put(
+    addr: &str,
+    token: &str,
+    path: &str,
+    body: &[u8],
+    sha: &str,
+) -> Result<(u16, serde_json::Value), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        let head = format!(
+            "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: application/octet-stream\r\n\
+             Content-Length: {}\r\nx-reel-sha256: {sha}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes())
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        // The server may answer (and close) before taking the whole body (a full spool): what
+        // it said counts, not the broken send.
+        let _ = s.write_all(body).await;
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw).await;
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .ok_or_else(|| format!("no answer ({} bytes back)", raw.len()))?;
+        let head = String::from_utf8_lossy(&raw[..split]).to_string();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad status line: {head}"))?;
+        let json = serde_json::from_slice(&raw[split + 4..]).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(&raw[split + 4..]).into())
+        });
+        Ok((status, json))
+    };
+    tokio::time::timeout(Duration::from_secs(300), exchange)
+        .await
+        .map_err(|_| "no answer within 300 s".to_string())?
 }
 
 /// The content of file `j` of client `n`'s operation `i`: a function of the seed.
@@ -642,7 +813,8 @@ fn fault_kind(f: &Fault) -> String {
         }
         Fault::Medium { kind, .. } => kind.clone(),
         Fault::DropConnections => "drop database connections".into(),
-        Fault::FillDisk { .. } => "fill the recall destination's disk".into(),
+        Fault::FillDisk { spool: false, .. } => "fill the recall destination's disk".into(),
+        Fault::FillDisk { spool: true, .. } => "fill reel serve's upload spool".into(),
     }
 }
 
@@ -713,7 +885,7 @@ async fn inject(ctx: &Arc<Ctx>, fault: Fault) {
             drive,
         } => medium(ctx, &k, pick, block_pick, drive).await,
         Fault::DropConnections => drop_connections(ctx).await,
-        Fault::FillDisk { hold_ms } => fill_disk(ctx, hold_ms).await,
+        Fault::FillDisk { hold_ms, spool } => fill_disk(ctx, hold_ms, spool).await,
     };
     ctx.count(|t| {
         bump(
@@ -781,10 +953,18 @@ async fn medium(ctx: &Ctx, kind: &str, pick: u64, block_pick: u64, drive: u32) -
     r.is_ok()
 }
 
-/// Fill the recall destinations' file system (a tmpfs of its own, mounted when the runner is
-/// root) for `hold_ms`, then free it.
-async fn fill_disk(ctx: &Arc<Ctx>, hold_ms: u64) -> bool {
-    let Some(dst) = ctx.site.lock().await.dst_mount.clone() else {
+/// Fill the recall destinations' file system, or `reel serve`'s upload spool (each a tmpfs
+/// of its own, mounted when the runner is root), for `hold_ms`, then free it.
+async fn fill_disk(ctx: &Arc<Ctx>, hold_ms: u64, spool: bool) -> bool {
+    let mount = {
+        let site = ctx.site.lock().await;
+        if spool {
+            site.spool_mount.clone()
+        } else {
+            site.dst_mount.clone()
+        }
+    };
+    let Some(dst) = mount else {
         return false;
     };
     let filler = dst.join(format!(".filler-{}", ctx.history.now_ms()));
@@ -952,8 +1132,10 @@ async fn recall_everything(ctx: &Ctx) {
     // Outside the (small) destination file system the chaos fills.
     let dst = ctx.opts.dir.join("final");
     let d = dst.to_string_lossy().into_owned();
-    for n in 0..ctx.opts.clients {
-        let prefix = format!("c{n}/");
+    let prefixes = (0..ctx.opts.clients)
+        .map(|n| format!("c{n}/"))
+        .chain(["up/".to_string()]);
+    for prefix in prefixes {
         let mine: Vec<String> = keys
             .iter()
             .filter(|k| k.starts_with(&prefix))
@@ -984,13 +1166,12 @@ async fn recall_everything(ctx: &Ctx) {
         }
         let id = v["id"].as_str().unwrap_or_default().to_string();
         match wait_job(&dir, &id, Some(JOB_BOUND)).await {
-            Some(j) if j["state"] == "done" => {}
+            Some(j) if j["state"] == "done" => compare_recalled(ctx, &dst, &mine, "final recall"),
             other => ctx.violate(
                 "acknowledged-object-recalls",
                 format!("the final recall of {prefix} did not end done: {other:?}"),
             ),
         }
-        compare_recalled(ctx, &dst, &mine, "final recall");
     }
     let _ = std::fs::remove_dir_all(&dst);
 }
@@ -1097,12 +1278,123 @@ async fn library_history(ctx: &Ctx) {
             format!("the library's event log records writes short of EOD: {c}"),
         );
     }
+    if c["worm_refusals"].as_u64() != Some(0) {
+        ctx.violate(
+            "no-write-short-of-eod",
+            format!(
+                "the library's event log records writes short of EOD on WORM cartridges (refused \
+                 by the drive): {}",
+                c["worm_refusals"]
+            ),
+        );
+    }
     if c["relabels"].as_u64() != Some(0) {
         ctx.violate(
             "no-relabel",
             format!("the library's event log records writes over a written label: {c}"),
         );
     }
+}
+
+/// The block ranges of the containers holding acknowledged objects' copies: (barcode, first
+/// block, last block), from `reel catalog find` of every acknowledged key.
+async fn live_containers(ctx: &Ctx) -> std::collections::BTreeSet<(String, u64, u64)> {
+    let dir = ctx.site.lock().await.client_dir(0).to_path_buf();
+    let keys: Vec<String> = ctx
+        .acked
+        .lock()
+        .map(|a| a.keys().cloned().collect())
+        .unwrap_or_default();
+    let mut out = std::collections::BTreeSet::new();
+    for chunk in keys.chunks(8) {
+        let mut finds = tokio::task::JoinSet::new();
+        for k in chunk {
+            let (dir, k) = (dir.clone(), k.clone());
+            finds.spawn(async move { site::reel_at(&dir, &["catalog", "find", &k]).await });
+        }
+        for (_, v, _) in finds.join_all().await {
+            for c in v["copies"].as_array().into_iter().flatten() {
+                if let (Some(bc), Some(first), Some(last)) = (
+                    c["barcode"].as_str(),
+                    c["container_first_block"].as_u64(),
+                    c["container_last_block"].as_u64(),
+                ) {
+                    out.insert((bc.to_string(), first, last));
+                }
+            }
+        }
+    }
+    ctx.history
+        .log("check", json!({"live_containers": out.len()}));
+    out
+}
+
+/// `retries-back-off`: every tape request in the store was tried at most `max_attempts` times,
+/// with its backoff between tries (`retries.rs`).
+async fn retries_back_off(ctx: &Ctx) -> retries::RetryTally {
+    let (url, dir) = {
+        let site = ctx.site.lock().await;
+        (site.store_url.clone(), site.client_dir(0).to_path_buf())
+    };
+    let loaded = match reel_jobs::config::LoadedConfig::load(None, Some(&dir)) {
+        Ok(l) => l,
+        Err(e) => {
+            ctx.violate(
+                "retries-back-off",
+                format!("cannot read the hosts' configuration: {e}"),
+            );
+            return Default::default();
+        }
+    };
+    let w = &loaded.config.worker;
+    let backoff = reel_jobs::queue::Backoff {
+        base: Duration::from_millis(w.backoff_base_ms),
+        max: Duration::from_millis(w.backoff_max_ms),
+    };
+    let rows = match retries::load(&url).await {
+        Ok(r) => r,
+        Err(e) => {
+            ctx.violate(
+                "retries-back-off",
+                format!("cannot read the tape requests: {e}"),
+            );
+            return Default::default();
+        }
+    };
+    let (tally, problems) = retries::check(&rows, w.max_attempts, backoff);
+    ctx.history.log("check", json!({"retries": tally}));
+    for p in problems {
+        ctx.violate("retries-back-off", p);
+    }
+    tally
+}
+
+/// `corruption-caught`: what the library's log says took effect against reel's integrity log
+/// (`corruption.rs`).
+async fn corruption_caught(
+    ctx: &Ctx,
+    live: &std::collections::BTreeSet<(String, u64, u64)>,
+) -> corruption::CorruptionTally {
+    let c = ctx.observer.library_counters().await;
+    let fired = corruption::parse_fired(&c["fired"]);
+    let dir = ctx.site.lock().await.client_dir(0).to_path_buf();
+    let (code, v, err) =
+        site::reel_at(&dir, &["library", "integrity", "--limit", "100000000"]).await;
+    if code != 0 {
+        ctx.violate(
+            "corruption-caught",
+            format!("`reel library integrity` failed: {v} {err}"),
+        );
+        return Default::default();
+    }
+    let caught = corruption::Caught::parse_all(&v);
+    let killed = ctx.site.lock().await.killed.clone();
+    let (tally, problems) = corruption::check(&fired, &caught, live, &killed);
+    ctx.history.log("check", json!({"corruption": tally}));
+    for p in problems {
+        ctx.violate("corruption-caught", p);
+    }
+    tally
 }
 
 /// A catalogue rebuilt from the tapes into an empty store holds every acknowledged object.

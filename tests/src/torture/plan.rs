@@ -82,11 +82,13 @@ pub enum Fault {
     },
     /// Every connection to the database is terminated (PostgreSQL only).
     DropConnections,
-    /// The file system recalls write into is filled (a file takes every free byte) for
-    /// `hold_ms`, then freed.
+    /// A file system is filled (a file takes every free byte) for `hold_ms`, then freed: the
+    /// one recalls write into, or `reel serve`'s upload spool.
     FillDisk {
         /// How long it stays full.
         hold_ms: u64,
+        /// The spool (else the recall destinations').
+        spool: bool,
     },
 }
 
@@ -115,6 +117,16 @@ pub fn client_op(rng: &mut StdRng, max_file: u64) -> ClientOp {
         _ => ClientOp::Intake {
             pool: if rng.gen_bool(0.5) { "p1" } else { "p2" }.into(),
         },
+    }
+}
+
+/// The size of the uploader's next object: empty now and then, mostly small, some up to
+/// `max_file`.
+pub fn upload_size(rng: &mut StdRng, max_file: u64) -> u64 {
+    match rng.gen_range(0..10u32) {
+        0 => 0,
+        1..=5 => rng.gen_range(1..=64 * 1024),
+        _ => rng.gen_range(64 * 1024..=max_file.max(64 * 1024)),
     }
 }
 
@@ -225,6 +237,7 @@ pub fn chaos(
             },
             95..98 => Fault::FillDisk {
                 hold_ms: rng.gen_range(1_000..6_000),
+                spool: rng.gen_bool(0.5),
             },
             _ if postgres => Fault::DropConnections,
             _ => Fault::Freeze {

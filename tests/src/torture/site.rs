@@ -46,13 +46,25 @@ pub struct Site {
     /// Where recalls write (`<root>/dst`): a tmpfs of its own when the runner could mount one
     /// (as root), so the chaos can fill it; None otherwise.
     pub dst_mount: Option<PathBuf>,
+    /// Every worker process killed: (pid, Unix ms).
+    pub killed: Vec<(u64, u64)>,
+    /// `reel serve`, in host 0's data directory, while it runs.
+    pub serve: Option<tokio::process::Child>,
+    /// Where it listens, and an admin token for it.
+    pub serve_at: Option<(String, String)>,
+    /// Its upload spool (`<host-0>/spool`), a tmpfs of its own when the runner is root (so the
+    /// chaos can fill it); None otherwise.
+    pub spool_mount: Option<PathBuf>,
 }
+
+/// The size of `reel serve`'s upload spool's file system.
+const SPOOL_BYTES: u64 = 96 << 20;
 
 /// The size of the recall destinations' file system.
 const DST_BYTES: u64 = 512 << 20;
 
-/// Mount a tmpfs of [`DST_BYTES`] on `dir` (root only); false if that cannot be done.
-fn mount_tmpfs(dir: &Path) -> bool {
+/// Mount a tmpfs of `bytes` on `dir` (root only); false if that cannot be done.
+fn mount_tmpfs(dir: &Path, bytes: u64) -> bool {
     let root = std::process::Command::new("id")
         .arg("-u")
         .output()
@@ -62,7 +74,7 @@ fn mount_tmpfs(dir: &Path) -> bool {
             "-t",
             "tmpfs",
             "-o",
-            &format!("size={DST_BYTES}"),
+            &format!("size={bytes}"),
             "reel-torture",
         ])
         .arg(dir)
@@ -72,7 +84,7 @@ fn mount_tmpfs(dir: &Path) -> bool {
 
 impl Drop for Site {
     fn drop(&mut self) {
-        if let Some(d) = &self.dst_mount {
+        for d in [&self.dst_mount, &self.spool_mount].into_iter().flatten() {
             let _ = std::process::Command::new("umount")
                 .arg("-l")
                 .arg(d)
@@ -86,12 +98,16 @@ pub fn sim_config(lib: &Path, drives: u32, cartridges: u32) -> String {
     format!(
         "dir={}\\nsim.clock=instant\\nsim.calibrated=true\\nsim.drives={drives}\\n\
          sim.cartridges={cartridges}\\nsim.slots={}\\nsim.shared=true\\n\
-         sim.capacity_bytes={}",
+         sim.capacity_bytes={}\\nsim.worm_cartridges={WORM_CARTRIDGES}",
         lib.display(),
         cartridges + 8,
         CARTRIDGE_BYTES,
     )
 }
+
+/// The last cartridges of the library are WORM: the two left new (taken in by the clients'
+/// intakes, then written) and the two foreign ones.
+pub const WORM_CARTRIDGES: u32 = 4;
 
 /// Each cartridge's capacity: small, so cartridges fill, reach early warning and change.
 pub const CARTRIDGE_BYTES: u64 = 256 << 20;
@@ -134,7 +150,7 @@ impl Site {
             .collect();
         let dst = root.join("dst");
         std::fs::create_dir_all(&dst).expect("destination dir");
-        let dst_mount = mount_tmpfs(&dst).then_some(dst);
+        let dst_mount = mount_tmpfs(&dst, DST_BYTES).then_some(dst);
         Site {
             root: root.to_path_buf(),
             lib,
@@ -143,7 +159,81 @@ impl Site {
             hosts,
             cartridges,
             dst_mount,
+            killed: Vec::new(),
+            serve: None,
+            serve_at: None,
+            spool_mount: None,
         }
+    }
+
+    /// Start `reel serve` on loopback in host 0's data directory (the same host as worker 0,
+    /// as a deployment would run them), its spool on a tmpfs of its own when the runner is
+    /// root, with an admin token; waits until it says where it listens.
+    pub async fn start_serve(&mut self) -> Result<(), String> {
+        let dir = self.hosts[0].dir.clone();
+        let spool = dir.join("spool");
+        std::fs::create_dir_all(&spool).map_err(|e| format!("spool: {e}"))?;
+        if mount_tmpfs(&spool, SPOOL_BYTES) {
+            self.spool_mount = Some(spool);
+        }
+        // Its root for sources and destinations (uploads need none): the run's sources.
+        let root = self.root.join("src");
+        std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let root = root.to_string_lossy().into_owned();
+        let (code, v, err) = reel_at(
+            &dir,
+            &[
+                "token",
+                "create",
+                "--name",
+                "torture",
+                "--scope",
+                "admin",
+                "--root",
+                &root,
+                "--key-prefix",
+                "up/",
+            ],
+        )
+        .await;
+        let token = v["token"]
+            .as_str()
+            .filter(|_| code == 0)
+            .ok_or_else(|| format!("token create: {v} {err}"))?
+            .to_string();
+        let log_path = dir.join("serve.log");
+        let log = std::fs::File::create(&log_path).map_err(|e| format!("serve log: {e}"))?;
+        let log2 = log.try_clone().map_err(|e| format!("serve log: {e}"))?;
+        let mut child = tokio::process::Command::new(binary_path("reel"))
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("REEL_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log2)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("spawn reel serve: {e}"))?;
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if let Some(rest) = text.split("listening on http://").nth(1) {
+                let addr = rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                self.serve = Some(child);
+                self.serve_at = Some((addr, token));
+                return Ok(());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("reel serve exited with {status}: {text}"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err("reel serve did not say where it listens within 60 s".into())
     }
 
     /// The data directory clients submit through (any host's would do: they share the store).
@@ -178,14 +268,21 @@ impl Site {
     /// `kill -9` host `i`'s worker and reap it.
     pub async fn kill(&mut self, i: u32) {
         let h = &mut self.hosts[i as usize];
+        let mut killed = None;
         if let Some(mut c) = h.worker.take() {
             if h.frozen {
                 signal(&c, "CONT");
             }
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            killed = c.id().map(|pid| (u64::from(pid), now));
             let _ = c.start_kill();
             let _ = c.wait().await;
         }
         h.frozen = false;
+        self.killed.extend(killed);
     }
 
     /// SIGSTOP or SIGCONT host `i`'s worker.
@@ -207,6 +304,16 @@ impl Site {
 
     /// SIGTERM every worker and wait (a frozen one is woken first).
     pub async fn stop_all(&mut self) {
+        if let Some(mut c) = self.serve.take() {
+            signal(&c, "TERM");
+            if tokio::time::timeout(Duration::from_secs(60), c.wait())
+                .await
+                .is_err()
+            {
+                let _ = c.start_kill();
+                let _ = c.wait().await;
+            }
+        }
         for i in 0..self.hosts.len() as u32 {
             self.freeze(i, false);
             if let Some(mut c) = self.hosts[i as usize].worker.take() {
