@@ -132,19 +132,24 @@ pub fn check_record_size(
     )))
 }
 
+/// Attempts to record one catch while the store is away (about a minute in all).
+const CATCH_ATTEMPTS: u32 = 12;
+
 /// An integrity log whose catches a task appends to the catalogue (`reel library integrity`),
-/// each retried a few times if the store is briefly away; the task ends with the last drive.
+/// each retried with backoff for about a minute if the store is away (a busy SQLite file, a
+/// PostgreSQL restart); the task ends with the last drive.
 fn keep_catches(catalogue: &Catalogue) -> crate::integrity::IntegrityLog {
     let (log, mut rx) = crate::integrity::IntegrityLog::channel();
     let catalogue = catalogue.clone();
     tokio::spawn(async move {
         while let Some(c) = rx.recv().await {
-            for attempt in 1..=5u64 {
+            for attempt in 1..=CATCH_ATTEMPTS {
                 match catalogue.record_catch(&c).await {
                     Ok(()) => break,
-                    Err(e) if attempt < 5 => {
+                    Err(e) if attempt < CATCH_ATTEMPTS => {
                         tracing::warn!(error = %e, attempt, "cannot record an integrity catch yet");
-                        tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                        let ms = (250u64 << attempt.min(5)).min(8_000);
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                     }
                     Err(e) => {
                         tracing::error!(error = %e, barcode = %c.barcode, kind = c.kind.as_str(), "an integrity catch is not recorded");

@@ -295,7 +295,7 @@ pub enum LibraryCommand {
         cartridge: Option<String>,
         /// Only those numbered above this one (to page, or to follow).
         #[arg(long, default_value_t = 0)]
-        after: i64,
+        after: u64,
         /// At most this many.
         #[arg(long, default_value_t = 1000)]
         limit: u64,
@@ -689,6 +689,7 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
         } => {
             ensure_data_dir(loaded).await?;
             let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+            let after = i64::try_from(after).unwrap_or(i64::MAX);
             let catches = cat.catches(cartridge.as_deref(), after, limit).await?;
             let text = if catches.is_empty() {
                 "no check has failed".to_string()

@@ -694,7 +694,7 @@ async fn catches_on(
     at_least: usize,
 ) -> Vec<reel_engine::catalogue::CatchRecord> {
     let cat = w.service().catalogue();
-    for _ in 0..100 {
+    for _ in 0..300 {
         let c = cat.catches(Some(barcode), 0, 1000).await.unwrap();
         if c.len() >= at_least {
             return c;
@@ -778,7 +778,7 @@ async fn every_damage_is_caught_and_recorded_where_it_was_met() {
         let all = |kind: CatchKind| {
             let cat = cat.clone();
             async move {
-                for _ in 0..100 {
+                for _ in 0..300 {
                     let c = cat.catches(None, 0, 1000).await.unwrap();
                     if c.iter().any(|r| r.catch.kind == kind) {
                         return c;

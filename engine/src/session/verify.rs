@@ -121,10 +121,11 @@ pub async fn read_back(
                         Ok(Checked::Damaged(why)) => {
                             failure.get_or_insert(why);
                             block += 1;
-                            // The rest of the container is read on (a damaged arrival leaves
-                            // the drive past the record); one that cannot be is skipped below.
+                            // The rest of the container is read on, from the next record; if
+                            // the drive cannot get there its position is unknown, and the next
+                            // target is located afresh.
                             if h.locate(block).is_err() {
-                                block = skip_to_filemark(h, &mut rep, t);
+                                block = u64::MAX;
                                 break;
                             }
                         }
