@@ -79,6 +79,8 @@ pub struct Catch {
 #[derive(Clone, Debug, Default)]
 pub struct IntegrityLog {
     tx: Option<mpsc::UnboundedSender<Catch>>,
+    /// Catches sent and not yet taken off by the drain ([`IntegrityLog::settled`]).
+    pending: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl IntegrityLog {
@@ -87,10 +89,28 @@ impl IntegrityLog {
         IntegrityLog::default()
     }
 
-    /// A log and the receiver its owner drains (into the catalogue).
-    pub fn channel() -> (IntegrityLog, mpsc::UnboundedReceiver<Catch>) {
+    /// A log, the receiver its owner drains (into the catalogue), and the count the drain
+    /// takes each catch off once it is done with it ([`Pending::taken`]).
+    pub fn channel() -> (IntegrityLog, mpsc::UnboundedReceiver<Catch>, Pending) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (IntegrityLog { tx: Some(tx) }, rx)
+        let log = IntegrityLog {
+            tx: Some(tx),
+            pending: Default::default(),
+        };
+        let pending = Pending(log.pending.clone());
+        (log, rx, pending)
+    }
+
+    /// Wait until every catch sent so far is drained, at most `within`; whether it was.
+    pub async fn settled(&self, within: std::time::Duration) -> bool {
+        let until = tokio::time::Instant::now() + within;
+        while self.pending.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            if tokio::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        true
     }
 
     /// Report a failed check (also traced at WARN).
@@ -105,9 +125,29 @@ impl IntegrityLog {
             "integrity check failed"
         );
         if let Some(tx) = &self.tx {
+            self.pending
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             // A closed receiver means the host is stopping: the trace above is what remains.
-            let _ = tx.send(catch);
+            if tx.send(catch).is_err() {
+                Pending(self.pending.clone()).taken();
+            }
         }
+    }
+}
+
+/// The catches sent and not yet drained (held by the drain; it holds no sender, so the
+/// channel closes with the last drive).
+#[derive(Debug)]
+pub struct Pending(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Pending {
+    /// The drain is done with one catch (recorded, or given up).
+    pub fn taken(&self) {
+        let _ = self.0.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        );
     }
 }
 
@@ -162,14 +202,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_report_reaches_the_receiver_with_its_cartridge_and_drive() {
-        let (log, mut rx) = IntegrityLog::channel();
-        let r = Reporter::new(log, "RL0001L9", 2);
+        let (log, mut rx, pending) = IntegrityLog::channel();
+        let r = Reporter::new(log.clone(), "RL0001L9", 2);
         r.report(CatchKind::Content, 10, 4, Some(7), "footer SHA-256 differs");
         let c = rx.recv().await.expect("one catch");
         assert_eq!(c.barcode, "RL0001L9");
         assert_eq!(c.drive, 2);
         assert_eq!((c.first_block, c.last_block), (10, 10));
         assert_eq!(c.container_id, Some(7));
+        let short = std::time::Duration::from_millis(100);
+        assert!(!log.settled(short).await, "one catch is not drained yet");
+        pending.taken();
+        assert!(log.settled(short).await);
         IntegrityLog::traced_only().report(c);
     }
 

@@ -107,6 +107,8 @@ pub struct TapeService {
     mounting: std::sync::Mutex<HashSet<String>>,
     /// Whether the library has drives this host does not use (other hosts may share it).
     foreign_drives: bool,
+    /// Where this host's drives report what their checks catch.
+    integrity: crate::integrity::IntegrityLog,
 }
 
 /// Refuse a record size above what drive `index` accepts (its READ BLOCK LIMITS, reported by
@@ -139,7 +141,7 @@ const CATCH_ATTEMPTS: u32 = 12;
 /// each retried with backoff for about a minute if the store is away (a busy SQLite file, a
 /// PostgreSQL restart); the task ends with the last drive.
 fn keep_catches(catalogue: &Catalogue) -> crate::integrity::IntegrityLog {
-    let (log, mut rx) = crate::integrity::IntegrityLog::channel();
+    let (log, mut rx, pending) = crate::integrity::IntegrityLog::channel();
     let catalogue = catalogue.clone();
     tokio::spawn(async move {
         while let Some(c) = rx.recv().await {
@@ -156,6 +158,7 @@ fn keep_catches(catalogue: &Catalogue) -> crate::integrity::IntegrityLog {
                     }
                 }
             }
+            pending.taken();
         }
     });
     log
@@ -198,10 +201,14 @@ impl TapeService {
             });
         }
         // Start clean: a cartridge left in one of our drives by an earlier run goes back to
-        // a slot, so the mount state below is the library's.
+        // a slot, so the mount state below is the library's. A drive that fails to give it
+        // back does not stop the host (its other drives work, and this one is tried again
+        // when it is next used, as after any failed unload); it is logged.
         for d in &drives {
-            if mount::mounted_barcode(&library, &d.drive).await?.is_some() {
-                mount::unmount(&library, &d.drive, None).await?;
+            if mount::mounted_barcode(&library, &d.drive).await?.is_some()
+                && let Err(e) = mount::unmount(&library, &d.drive, None).await
+            {
+                warn!(drive = d.drive.index(), error = %e, "a cartridge left in the drive by an earlier run could not be unloaded; the drive is tried again when next used");
             }
         }
         let svc = TapeService {
@@ -213,9 +220,16 @@ impl TapeService {
             allocation: Mutex::new(()),
             mounting: Default::default(),
             foreign_drives,
+            integrity,
         };
         svc.sync_inventory().await?;
         Ok(svc)
+    }
+
+    /// Wait until what the drives' checks caught so far is in the catalogue, at most
+    /// `within` (a stopping worker calls it, so its last catches are not lost); whether it is.
+    pub async fn settle_catches(&self, within: std::time::Duration) -> bool {
+        self.integrity.settled(within).await
     }
 
     /// The catalogue.
@@ -551,9 +565,12 @@ impl TapeService {
         }
         match check_epoch(&held.drive, &cart.barcode, cart.label_epoch).await {
             Ok(()) => {}
-            // The drive could not say (a reset, a unit attention): that is the drive's moment,
-            // not the cartridge's epoch. Ejected, and the attempt is tried again.
-            Err(e @ SessionError::Device(_)) => {
+            // The drive could not say (a reset, a unit attention, a hardware error): that is
+            // the drive's moment, not the cartridge's epoch. Ejected, and the attempt is tried
+            // again. An attribute the cartridge does not have (ILLEGAL REQUEST) still disables
+            // it: its label was never finished.
+            Err(SessionError::Device(e)) if e.is_drive_fault() => {
+                let e = SessionError::Device(e);
                 self.eject(held).await;
                 return (None, Err(e.into()));
             }

@@ -1157,7 +1157,6 @@ async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {
     }
 }
 
-/// `  file 0640 1000:100` (with `sparse` when it had holes), or nothing when none was recorded.
 /// Milliseconds since the Unix epoch as a UTC time, `2026-12-05T03:10:22Z` (the proleptic
 /// Gregorian calendar, days to civil date as in Howard Hinnant's `civil_from_days`).
 fn unix_ms_text(ms: i64) -> String {
@@ -1180,6 +1179,7 @@ fn unix_ms_text(ms: i64) -> String {
     )
 }
 
+/// `  file 0640 1000:100` (with `sparse` when it had holes), or nothing when none was recorded.
 fn meta_text(meta: Option<&reel_engine::format::ObjectMeta>) -> String {
     meta.map_or_else(String::new, |m| {
         format!(

@@ -376,6 +376,15 @@ fn task_result(barcode: &str, found: serde_json::Value) -> serde_json::Value {
 }
 
 impl TapeExecutor for EngineExecutor {
+    async fn settle_catches(&self, within: std::time::Duration) {
+        if !self.service.settle_catches(within).await {
+            tracing::warn!(
+                ?within,
+                "integrity catches still unrecorded at shutdown; they are in the log only"
+            );
+        }
+    }
+
     async fn drives(&self) -> Result<Vec<String>> {
         let mut names = Vec::new();
         for d in self.service.drives() {

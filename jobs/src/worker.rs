@@ -175,6 +175,13 @@ pub trait TapeExecutor: Send + Sync + 'static {
         job_id: &str,
         job: &RebuildJob,
     ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
+
+    /// Wait, at most `within`, until what the drives' checks caught is recorded (a stopping
+    /// worker calls it last, so its last catches are kept). Nothing to wait for by default.
+    fn settle_catches(&self, within: Duration) -> impl Future<Output = ()> + Send {
+        let _ = within;
+        async {}
+    }
 }
 
 /// A worker name unique to this start: `PREFIX-HOST-PID-RANDOM`.
@@ -847,10 +854,15 @@ pub async fn run<E: TapeExecutor>(rt: Arc<Runtime<E>>) -> Result<()> {
     for t in drive_loops {
         stop_by(t, deadline, "a drive loop").await;
     }
+    rt.executor.settle_catches(CATCHES_SETTLE).await;
     let released = rt.leases.release_all(&rt.name).await?;
     tracing::info!(worker = %rt.name, released, "worker stopped");
     Ok(())
 }
+
+/// How long a graceful shutdown waits for the integrity catches its drives made to reach the
+/// catalogue.
+const CATCHES_SETTLE: Duration = Duration::from_secs(10);
 
 /// How long a graceful shutdown waits for the drive loops to finish their step and unload
 /// (at least the lease time): an LTO rewind from end of tape and its unload take about three

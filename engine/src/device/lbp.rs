@@ -42,10 +42,12 @@ pub fn check_read(lbp: bool, r: &ReadRecord, buf: &[u8], block: u64, reporter: &
     whole
 }
 
-/// Write one record with its CRC32C (`crc`, under LBP) at the drive's position: a record the
-/// drive refuses as damaged on the way (ABORTED COMMAND 10/01: nothing was written, the drive
-/// is still where it was) is reported and sent again, at most twice more. Returns the last
-/// attempt's outcome; `refused_ns` gets the time the refused attempts took.
+/// Write one record with its CRC32C (`crc`, under LBP) at the drive's position, block `block`
+/// (the caller's count: no command is spent asking the drive, which could consume a deferred
+/// error meant for the next write): a record the drive refuses as damaged on the way (ABORTED
+/// COMMAND 10/01: nothing was written, the drive is still where it was) is reported and sent
+/// again, at most twice more. Returns the last attempt's outcome; `refused_ns` gets the time
+/// the refused attempts took.
 // The plugin call's own error, as `DriveHandle::write_record` returns it: the write loop reads
 // its status (elapsed time, flags, residue).
 #[allow(clippy::result_large_err)]
@@ -53,6 +55,7 @@ pub fn write_checked(
     h: &mut DriveHandle,
     rec: &[u8],
     crc: Option<u32>,
+    block: u64,
     reporter: &Reporter,
     refused_ns: &mut u64,
 ) -> Result<(), reel_plugin_abi::host::CallError> {
@@ -66,14 +69,13 @@ pub fn write_checked(
                 ) =>
             {
                 *refused_ns += e.status.elapsed_ns;
-                let at = h.read_position().map(|p| p.block).unwrap_or(u64::MAX);
                 reporter.report(
                     CatchKind::LbpOnWrite,
-                    at,
-                    at,
+                    block,
+                    block,
                     None,
                     format!(
-                        "the drive refused the record for block {at}: its CRC32C did not match; sent again"
+                        "the drive refused the record for block {block}: its CRC32C did not match; sent again"
                     ),
                 );
                 result = h.write_record(rec, crc);
@@ -82,6 +84,35 @@ pub fn write_checked(
         }
     }
     result
+}
+
+/// Report a read of `block` that failed in a way a check names: the drive's own LBP check
+/// ([`CatchKind::LbpOnRead`]) or a MEDIUM ERROR ([`CatchKind::MediumError`]). Other errors are
+/// the drive's, not the data's: nothing is reported. Returns whether it was an LBP failure.
+pub fn report_read_error(e: &DeviceError, block: u64, reporter: &Reporter) -> bool {
+    match e {
+        DeviceError::LbpMismatch { .. } => {
+            reporter.report(
+                CatchKind::LbpOnRead,
+                block,
+                block,
+                None,
+                format!("the drive's LBP check failed reading block {block}"),
+            );
+            true
+        }
+        DeviceError::Medium { .. } => {
+            reporter.report(
+                CatchKind::MediumError,
+                block,
+                block,
+                None,
+                format!("medium error reading block {block}: {e}"),
+            );
+            false
+        }
+        _ => false,
+    }
 }
 
 /// Time a checked read spent, in nanoseconds, for the caller's summary.
@@ -127,6 +158,8 @@ pub fn read_checked(
                     time.locates += 1;
                 }
                 Err(e) => {
+                    time.position_ns += e.status.elapsed_ns;
+                    time.locates += 1;
                     failure.push_str(&format!(
                         "; cannot locate back to it: {}",
                         DeviceError::from_call(e)
@@ -150,32 +183,14 @@ pub fn read_checked(
             }
             Err(e) => {
                 time.transfer_ns += e.status.elapsed_ns;
-                match DeviceError::from_call(e) {
-                    DeviceError::LbpMismatch { .. } => {
-                        reporter.report(
-                            CatchKind::LbpOnRead,
-                            block,
-                            block,
-                            None,
-                            format!("the drive's LBP check failed reading block {block}"),
-                        );
-                        failure = format!(
-                            "block {block}: the drive's LBP check failed{}",
-                            if attempt > 0 { ", read twice" } else { "" }
-                        );
-                    }
-                    e @ DeviceError::Medium { .. } => {
-                        reporter.report(
-                            CatchKind::MediumError,
-                            block,
-                            block,
-                            None,
-                            format!("medium error reading block {block}: {e}"),
-                        );
-                        return Err(e);
-                    }
-                    e => return Err(e),
+                let e = DeviceError::from_call(e);
+                if !report_read_error(&e, block, reporter) {
+                    return Err(e);
                 }
+                failure = format!(
+                    "block {block}: the drive's LBP check failed{}",
+                    if attempt > 0 { ", read twice" } else { "" }
+                );
             }
         }
     }

@@ -108,7 +108,7 @@ async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
         .run(move |h| -> Result<(), SessionError> {
             let crc = lbp.then(|| crc32c::crc32c(&rec));
             let mut refused_ns = 0;
-            crate::device::lbp::write_checked(h, &rec, crc, &reporter, &mut refused_ns)
+            crate::device::lbp::write_checked(h, &rec, crc, 0, &reporter, &mut refused_ns)
                 .map_err(crate::device::DeviceError::from_call)?;
             h.write_filemarks(1, false)
                 .map_err(crate::device::DeviceError::from_call)?;

@@ -140,10 +140,8 @@ pub async fn rebuild_cartridge(
                             records += 1;
                             err.get_or_insert(why);
                             block += 1;
-                            if h.locate(block).is_err() {
-                                return Err(SessionError::Other(format!(
-                                    "cannot locate to block {block} past a damaged record"
-                                )));
+                            if let Err(e) = h.locate(block) {
+                                return Err(SessionError::Device(DeviceError::from_call(e)));
                             }
                         }
                         Err(e) => match e {

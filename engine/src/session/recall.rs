@@ -21,7 +21,7 @@ use tracing::{Instrument, info, info_span, warn};
 use super::destination::{Overwrite, Partial, Placed, Placement, Staging};
 use super::order::{self, OrderPolicy, OrderSource};
 use super::{CancelToken, Progress, ProgressFn, SessionError, SessionSummary, secs};
-use crate::device::lbp::{Checked, ReadTime, check_read, read_checked};
+use crate::device::lbp::{Checked, ReadTime, check_read, read_checked, report_read_error};
 use crate::device::{DeviceError, Drive};
 use crate::format::MAX_RECORD_SIZE;
 use crate::format::ObjectMeta;
@@ -578,10 +578,14 @@ fn fetch(
                 *clock_ns += ns;
                 gaps.after_read = false;
                 // A filemark on the way (the one after the label, or between containers) is
-                // one block address: step over it like a record. Anything else: locate.
+                // one block address: step over it like a record. Anything else: locate (a
+                // failed check is reported like every read's).
                 *pos = match DeviceError::from_call(e) {
                     DeviceError::Filemark { .. } => Some(p + 1),
-                    _ => None,
+                    other => {
+                        report_read_error(&other, p, &check.reporter);
+                        None
+                    }
                 };
             }
         }

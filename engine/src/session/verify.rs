@@ -124,7 +124,10 @@ pub async fn read_back(
                             // The rest of the container is read on, from the next record; if
                             // the drive cannot get there its position is unknown, and the next
                             // target is located afresh.
-                            if h.locate(block).is_err() {
+                            let located = h.locate(block);
+                            rep.summary.position_s += secs(h.last_status().elapsed_ns);
+                            rep.summary.locates += 1;
+                            if located.is_err() {
                                 block = u64::MAX;
                                 break;
                             }

@@ -342,6 +342,7 @@ async fn run(
         let margin = ctx.config.early_warning_margin_bytes;
         let room_at_start = room;
         let reporter = ctx.drive.reporter(&barcode);
+        let first_block = pos.block;
         async move {
             drive
                 .run(move |h| {
@@ -353,6 +354,7 @@ async fn run(
                             recycle: recycle_tx,
                             in_flight,
                             reporter,
+                            first_block,
                         },
                         &*fence,
                         &cancel,
@@ -697,6 +699,8 @@ struct DrainEnds {
     in_flight: Arc<AtomicU64>,
     /// Where a record the drive refused under LBP is reported.
     reporter: Reporter,
+    /// The block the first record goes to (end of data, as checked when the session began).
+    first_block: u64,
 }
 
 /// The hasher: hashes every data record into the container's SHA-256 (answering `Seal` with
@@ -1131,7 +1135,11 @@ fn drain(
         recycle,
         in_flight,
         reporter,
+        first_block,
     } = ends;
+    // The block the next record or filemark goes to: counted, and taken from the drive at
+    // each barrier.
+    let mut next_block = first_block;
     let mut tally = DriveTally::default();
     let mut open_container = false;
     // Bytes written since early warning; None before it.
@@ -1192,7 +1200,8 @@ fn drain(
                 }
                 // Damaged between host and drive: the drive refused it under LBP and wrote
                 // nothing, so it is sent again (`device::lbp`).
-                let result = write_checked(h, &rec, crc, &reporter, &mut tally.transfer_ns);
+                let result =
+                    write_checked(h, &rec, crc, next_block, &reporter, &mut tally.transfer_ns);
                 if data {
                     // The reader may be gone (session stopping): the buffer is just freed.
                     let _ = recycle.send(rec);
@@ -1200,6 +1209,7 @@ fn drain(
                 let was_past = past_ew.is_some();
                 match result {
                     Ok(()) => {
+                        next_block += 1;
                         tally.transfer_ns += h.last_status().elapsed_ns;
                         // A plugin may report early warning as success with the EOM flag.
                         if h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0 {
@@ -1209,7 +1219,10 @@ fn drain(
                     Err(e) => {
                         tally.transfer_ns += e.status.elapsed_ns;
                         match DeviceError::from_call(e) {
-                            DeviceError::EarlyWarning { .. } => early_warning(&mut past_ew),
+                            DeviceError::EarlyWarning { .. } => {
+                                next_block += 1;
+                                early_warning(&mut past_ew);
+                            }
                             DeviceError::EndOfMedium { .. } => {
                                 in_flight.fetch_sub(len, Ordering::SeqCst);
                                 let _ = ev.send(Event::Overflow);
@@ -1248,9 +1261,15 @@ fn drain(
                 }
                 let eom_flag = h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0;
                 match r.map_err(DeviceError::from_call) {
-                    Ok(()) if eom_flag => early_warning(&mut past_ew),
-                    Ok(()) => {}
-                    Err(DeviceError::EarlyWarning { .. }) => early_warning(&mut past_ew),
+                    Ok(()) if eom_flag => {
+                        next_block += 1;
+                        early_warning(&mut past_ew);
+                    }
+                    Ok(()) => next_block += 1,
+                    Err(DeviceError::EarlyWarning { .. }) => {
+                        next_block += 1;
+                        early_warning(&mut past_ew);
+                    }
                     Err(DeviceError::EndOfMedium { .. }) => {
                         let _ = ev.send(Event::Overflow);
                         abort.store(true, Ordering::SeqCst);
@@ -1266,6 +1285,7 @@ fn drain(
                 if sync {
                     match h.read_position() {
                         Ok(p) => {
+                            next_block = p.block;
                             let _ = ev.send(Event::Barrier {
                                 block: p.block,
                                 file: p.file,

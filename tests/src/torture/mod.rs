@@ -1378,14 +1378,27 @@ async fn corruption_caught(
     let c = ctx.observer.library_counters().await;
     let fired = corruption::parse_fired(&c["fired"]);
     let dir = ctx.site.lock().await.client_dir(0).to_path_buf();
-    let (code, v, err) =
-        site::reel_at(&dir, &["library", "integrity", "--limit", "100000000"]).await;
-    if code != 0 {
-        ctx.violate(
-            "corruption-caught",
-            format!("`reel library integrity` failed: {v} {err}"),
-        );
-        return Default::default();
+    // The workers record what they caught a moment after; read until two reads 3 s apart
+    // agree (a minute at most).
+    let mut last: Option<serde_json::Value> = None;
+    let mut v = serde_json::Value::Null;
+    for _ in 0..20 {
+        let (code, now, err) =
+            site::reel_at(&dir, &["library", "integrity", "--limit", "100000000"]).await;
+        if code != 0 {
+            ctx.violate(
+                "corruption-caught",
+                format!("`reel library integrity` failed: {now} {err}"),
+            );
+            return Default::default();
+        }
+        if last.as_ref() == Some(&now) {
+            v = now;
+            break;
+        }
+        v = now.clone();
+        last = Some(now);
+        tokio::time::sleep(Duration::from_secs(3)).await;
     }
     let caught = corruption::Caught::parse_all(&v);
     let killed = ctx.site.lock().await.killed.clone();
