@@ -40,10 +40,7 @@ impl Catalogue {
     /// Append a catch.
     pub async fn record_catch(&self, c: &Catch) -> Result<()> {
         const OP: &str = "record_catch";
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let now = super::writer_lease::now_ms();
         let mut detail = c.detail.clone();
         if detail.len() > MAX_DETAIL {
             let mut cut = MAX_DETAIL;
