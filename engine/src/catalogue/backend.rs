@@ -36,10 +36,21 @@ const PING_IF_IDLE: Duration = Duration::from_secs(30);
 /// have dropped it; a dead one is replaced), the others go straight to their query. sqlx's
 /// default pings before every acquire, which doubled the round trips of every catalogue call
 /// (the PostgreSQL key look-up measured p50 0.36 ms with it).
+///
+/// The pools keep no reaper: no idle timeout and no maximum lifetime, so sqlx spawns no
+/// maintenance task. sqlx 0.9.0's task can read an idle count that wrapped below zero
+/// (`release` publishes a connection before it counts it, and a concurrent acquire counts it
+/// out first) and then loops without yielding: a `reel jobs wait` and a worker's shutdown were
+/// seen spinning a core for minutes after their work was done (sqlx issue 3645, fixed upstream
+/// after 0.9.0). The connections are few (at most 10 per pool) and a dead one is found by the
+/// ping above, so reaping them bought nothing.
 pub fn vet_idle_connections<DB: sqlx::Database>(
     options: sqlx::pool::PoolOptions<DB>,
 ) -> sqlx::pool::PoolOptions<DB> {
     options
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .min_connections(0)
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
             Box::pin(async move {

@@ -69,15 +69,17 @@ impl ApalisDb {
                 ))?
                 .create_if_missing(true)
                 .busy_timeout(Duration::from_secs(30));
-            let pool = reel_engine::catalogue::discard_unclean_sqlite(SqlitePoolOptions::new())
-                .max_connections(4)
-                .connect_with(opts)
-                .await
-                .map_err(crate::db::Db::err_at(
-                    "sqlite",
-                    path,
-                    "opening the apalis queue file",
-                ))?;
+            let pool = reel_engine::catalogue::discard_unclean_sqlite(
+                reel_engine::catalogue::vet_idle_connections(SqlitePoolOptions::new()),
+            )
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(crate::db::Db::err_at(
+                "sqlite",
+                path,
+                "opening the apalis queue file",
+            ))?;
             // A worker and a command opening a new queue at once race for its first
             // migration; the loser looks again once the winner committed.
             let mut attempt = 0;
