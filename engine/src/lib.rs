@@ -16,6 +16,7 @@
 //!   drive it is in). Policy (which work, which copy, when to unmount) is the jobs layer's.
 
 pub mod catalogue;
+pub mod database;
 pub mod device;
 pub mod format;
 pub mod integrity;

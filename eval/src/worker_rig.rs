@@ -1,6 +1,6 @@
 //! reel as the benchmark drives it: the worker runtime `reel worker` runs (job queue,
 //! scheduler, drive loops, executor), started in this process by
-//! [`reel_jobs::embedded::EmbeddedWorker`] over a fresh SQLite store and a fresh simulated
+//! [`reel_worker::embedded::EmbeddedWorker`] over a fresh SQLite store and a fresh simulated
 //! library loaded through dlopen. Every archive, recall and intake is a job submitted to the
 //! queue and waited for, as a client service would; the rig keeps the worker's library handle
 //! only to read the simulator's counters and the drives' positions, and its catalogue to find
@@ -24,13 +24,13 @@ use reel_engine::catalogue::{Catalogue, CopyLocation};
 use reel_engine::device::Drive;
 use reel_engine::service::TapeService;
 use reel_engine::session::destination::Overwrite;
-use reel_jobs::config::Config;
-use reel_jobs::embedded::EmbeddedWorker;
-use reel_jobs::job::{
+use reel_queue::JobRecord;
+use reel_queue::config::Config;
+use reel_queue::job::{
     ArchiveJob, ArchiveSource, IntakeJob, IntakeSelection, JobSpec, JobState, RecallJob,
     RecallSelection,
 };
-use reel_jobs::queue::JobRecord;
+use reel_worker::embedded::EmbeddedWorker;
 
 use crate::rig::Counters;
 use crate::sections::Ctx;

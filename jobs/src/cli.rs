@@ -1,6 +1,7 @@
-//! The `reel` command line: argument parsing (clap) and the commands. The job specs are built
-//! here by [`archive_spec`], [`recall_spec`], [`verify_spec`] and [`intake_spec`], which the
-//! HTTP API (`reel serve`, [`crate::api`]) uses too, so both submit exactly the same jobs.
+//! The `reel` command line: argument parsing (clap) and the commands. Job specs are built with
+//! the queue's own constructors ([`reel_queue::job`]) and checked by
+//! [`reel_queue::submission::check`], as the HTTP API's are, so both submit the same jobs; only
+//! the wording of a refusal is this command's (it names flags).
 
 use reel_engine::session::destination::Overwrite;
 use std::io::Write;
@@ -12,14 +13,14 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::LoadedConfig;
-use crate::error::{JobsError, Result};
-use crate::job::{
-    ArchiveJob, ArchiveSource, IntakeJob, IntakeSelection, JobSpec, JobState, RebuildJob,
-    RecallJob, RecallSelection, VerifyJob, VerifyTarget,
+use reel_queue::config::LoadedConfig;
+use reel_queue::error::{JobsError, Result};
+use reel_queue::job::{
+    ArchiveJob, IntakeJob, IntakeSelection, JobSpec, JobState, RebuildJob, RecallJob,
+    RecallSelection, SpecError, VerifyJob, VerifyTarget,
 };
-use crate::queue::{JobQueue, JobRecord};
-use crate::worker;
+use reel_queue::{JobQueue, JobRecord};
+use reel_worker::worker;
 
 /// reel: a tape archive job engine.
 #[derive(Debug, Parser)]
@@ -92,7 +93,7 @@ pub enum TokenCommand {
         #[arg(long = "key-prefix", value_name = "PREFIX")]
         key_prefix: Vec<String>,
         /// Highest priority its jobs may ask for (tokens with operate or admin: any).
-        #[arg(long, default_value_t = crate::token::DEFAULT_MAX_PRIORITY)]
+        #[arg(long, default_value_t = reel_queue::token::DEFAULT_MAX_PRIORITY)]
         max_priority: i32,
     },
     /// List tokens (never their secrets).
@@ -368,15 +369,26 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             submit(loaded, spec, a.submit, json).await
         }
         Command::Recall(r) => {
-            let spec = recall_spec(r.keys, r.prefix, &r.to, r.overwrite)?;
+            let spec = JobSpec::Recall(RecallJob {
+                selection: RecallSelection::new(r.keys, r.prefix).map_err(spec_error)?,
+                destination: absolute(&r.to)?,
+                overwrite: r.overwrite,
+                confine: None,
+            });
             submit(loaded, spec, r.submit, json).await
         }
         Command::Verify(v) => {
-            let spec = verify_spec(v.cartridge, v.container, v.sample_every)?;
+            let target =
+                VerifyTarget::new(v.cartridge, v.container, v.sample_every).map_err(spec_error)?;
+            let spec = JobSpec::Verify(VerifyJob { target });
             submit(loaded, spec, v.submit, json).await
         }
         Command::Intake(i) => {
-            let spec = intake_spec(i.barcodes, i.all_new, i.pool)?;
+            let selection = IntakeSelection::new(i.barcodes, i.all_new).map_err(spec_error)?;
+            let spec = JobSpec::Intake(IntakeJob {
+                selection,
+                pool: i.pool,
+            });
             submit(loaded, spec, i.submit, json).await
         }
         Command::Jobs(j) => jobs(loaded, j, json).await,
@@ -402,10 +414,10 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
 
 /// `reel token`: the API tokens, in the `[store]` database.
 async fn token(loaded: &LoadedConfig, cmd: TokenCommand) -> Result<Output> {
-    use crate::token::{TokenStore, check_roots, parse_scopes};
+    use reel_queue::token::{TokenStore, check_roots, parse_scopes};
     ensure_data_dir(loaded).await?;
-    let store = TokenStore::new(crate::db::Db::connect(&loaded.config.store.url).await?);
-    let view = |t: &crate::token::Token| {
+    let store = TokenStore::new(reel_queue::db::Db::connect(&loaded.config.store.url).await?);
+    let view = |t: &reel_queue::token::Token| {
         json!({
             "id": t.id, "name": t.name, "scopes": t.scopes, "roots": t.roots,
             "key_prefixes": t.key_prefixes,
@@ -518,15 +530,16 @@ async fn token(loaded: &LoadedConfig, cmd: TokenCommand) -> Result<Output> {
 }
 
 /// The archive job for `paths` (one directory, or files; made absolute) into storage class
-/// `class` (default `[archive] default_class`). [`crate::submission::check`] checks it.
-pub(crate) fn archive_spec(
-    config: &crate::config::Config,
+/// `class` (default `[archive] default_class`). [`reel_queue::submission::check`] checks it.
+fn archive_spec(
+    config: &reel_queue::config::Config,
     paths: &[PathBuf],
     class: Option<String>,
     key_prefix: String,
 ) -> Result<JobSpec> {
     let class = class.unwrap_or_else(|| config.archive.default_class.clone());
-    let source = archive_source(paths)?;
+    let abs: Vec<PathBuf> = paths.iter().map(|p| absolute(p)).collect::<Result<_>>()?;
+    let source = reel_queue::submission::archive_source(&abs)?;
     Ok(JobSpec::Archive(ArchiveJob {
         source,
         key_prefix,
@@ -535,69 +548,20 @@ pub(crate) fn archive_spec(
     }))
 }
 
-/// The recall job for `keys`, or every key under `prefix`, into directory `to` (made absolute).
-pub(crate) fn recall_spec(
-    keys: Vec<String>,
-    prefix: Option<String>,
-    to: &Path,
-    overwrite: Overwrite,
-) -> Result<JobSpec> {
-    let selection = match prefix {
-        Some(_) if !keys.is_empty() => {
-            return Err(JobsError::Config {
-                origin: "reel recall".into(),
-                message: "give keys or a prefix, not both".into(),
-            });
-        }
-        Some(p) => RecallSelection::Prefix(p),
-        None => RecallSelection::Keys(keys),
+/// A spec's excluded choices, worded with this command's flags.
+fn spec_error(e: SpecError) -> JobsError {
+    let (origin, message) = match e {
+        SpecError::KeysAndPrefix => ("reel recall", "give keys or --prefix, not both"),
+        SpecError::VerifyTarget => (
+            "reel verify",
+            "give exactly one of --cartridge, --container or --sample-every",
+        ),
+        SpecError::BarcodesAndAllNew => ("reel intake", "give barcodes or --all-new, not both"),
     };
-    Ok(JobSpec::Recall(RecallJob {
-        selection,
-        destination: absolute(to)?,
-        overwrite,
-        confine: None,
-    }))
-}
-
-/// The verify job for exactly one of: a cartridge, a container, a sample period.
-pub(crate) fn verify_spec(
-    cartridge: Option<String>,
-    container: Option<i64>,
-    sample_every: Option<u64>,
-) -> Result<JobSpec> {
-    let target = match (cartridge, container, sample_every) {
-        (Some(c), None, None) => VerifyTarget::Cartridge(c),
-        (None, Some(id), None) => VerifyTarget::Container(id),
-        (None, None, Some(every)) => VerifyTarget::Sample { every },
-        _ => {
-            return Err(JobsError::Config {
-                origin: "reel verify".into(),
-                message: "give exactly one of --cartridge, --container or --sample-every".into(),
-            });
-        }
-    };
-    Ok(JobSpec::Verify(VerifyJob { target }))
-}
-
-/// The intake job for `barcodes`, or every new cartridge with `all_new`, into `pool` (default:
-/// the default storage class's first pool).
-pub(crate) fn intake_spec(
-    barcodes: Vec<String>,
-    all_new: bool,
-    pool: Option<String>,
-) -> Result<JobSpec> {
-    let selection = match (all_new, barcodes.is_empty()) {
-        (true, true) => IntakeSelection::AllNew,
-        (false, _) => IntakeSelection::Barcodes(barcodes),
-        (true, false) => {
-            return Err(JobsError::Config {
-                origin: "reel intake".into(),
-                message: "give barcodes or --all-new, not both".into(),
-            });
-        }
-    };
-    Ok(JobSpec::Intake(IntakeJob { selection, pool }))
+    JobsError::Config {
+        origin: origin.into(),
+        message: message.into(),
+    }
 }
 
 /// `reel serve`: the HTTP API until SIGTERM or SIGINT, then a graceful shutdown.
@@ -608,7 +572,7 @@ async fn run_serve(loaded: &LoadedConfig, args: ServeArgs) -> Result<Output> {
     let queue = open_queue(loaded).await?;
     let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
     if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
-        let tokens = crate::token::TokenStore::new(queue.store().db().clone());
+        let tokens = reel_queue::token::TokenStore::new(queue.store().db().clone());
         crate::api::check_exposure(addr, &tokens).await?;
     }
     let listener = crate::api::bind(&listen).await?;
@@ -629,7 +593,7 @@ async fn run_serve(loaded: &LoadedConfig, args: ServeArgs) -> Result<Output> {
     // Printed once the socket is bound, so scripts (and tests) can read the port from it.
     crate::logging::stderr_line(format_args!(
         "reel serve: listening on http://{addr} (store {}); stop with Ctrl-C or SIGTERM",
-        crate::db::redact(&loaded.config.store.url)
+        reel_queue::db::redact(&loaded.config.store.url)
     ));
     let result = crate::api::run(listener, state, shutdown.clone()).await;
     shutdown.cancel();
@@ -787,10 +751,10 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
             }
             // What the workers' drive loops hold or are mounting, from the drive board.
             let queue = open_queue(loaded).await?;
-            let board = crate::queue::DriveBoard::new(queue.store().db().clone())
+            let board = reel_queue::DriveBoard::new(queue.store().db().clone())
                 .live()
                 .await?;
-            let now = crate::db::now_ms();
+            let now = reel_queue::db::now_ms();
             let mut text = text;
             text.push_str("\n\nin use by workers (every host):");
             if board.is_empty() {
@@ -802,8 +766,12 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
                     None => "empty".to_string(),
                     Some(m) => {
                         let (mode, target) = match &m.target {
-                            crate::scheduler::MountTarget::Read { barcode } => ("reading", barcode),
-                            crate::scheduler::MountTarget::Write { pool } => ("writing pool", pool),
+                            reel_worker::scheduler::MountTarget::Read { barcode } => {
+                                ("reading", barcode)
+                            }
+                            reel_worker::scheduler::MountTarget::Write { pool } => {
+                                ("writing pool", pool)
+                            }
                         };
                         format!(
                             "{mode} {target}, {} for {} s{}",
@@ -844,15 +812,17 @@ async fn run_worker(loaded: &LoadedConfig) -> Result<Output> {
     ensure_data_dir(loaded).await?;
     let shutdown = CancellationToken::new();
     if !loaded.config.worker.metrics_listen.is_empty() {
-        crate::drive_metrics::serve(&loaded.config.worker.metrics_listen, shutdown.clone()).await?;
+        reel_worker::drive_metrics::serve(&loaded.config.worker.metrics_listen, shutdown.clone())
+            .await?;
     }
-    let (rt, _service) = crate::embedded::start_runtime(&loaded.config, shutdown.clone()).await?;
+    let (rt, _service) =
+        reel_worker::embedded::start_runtime(&loaded.config, shutdown.clone()).await?;
     let name = rt.name.clone();
     // The handlers first: a signal sent once it says it is running finds them installed.
     let signals = tokio::spawn(worker::cancel_on_signals(shutdown.clone())?);
     crate::logging::stderr_line(format_args!(
         "reel worker {name}: running (store {}); stop with Ctrl-C or SIGTERM",
-        crate::db::redact(&loaded.config.store.url)
+        reel_queue::db::redact(&loaded.config.store.url)
     ));
     let result = worker::run(rt).await;
     shutdown.cancel();
@@ -874,22 +844,6 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     })
 }
 
-/// One directory (not a symlink to one) is a tree; anything else is a list of files, which
-/// [`crate::submission::archive_entries`] checks (missing paths, symlinks, special files).
-fn archive_source(paths: &[PathBuf]) -> Result<ArchiveSource> {
-    let abs: Vec<PathBuf> = paths.iter().map(|p| absolute(p)).collect::<Result<_>>()?;
-    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-    match abs.as_slice() {
-        [one] if is_dir(one) => Ok(ArchiveSource::Tree(one.clone())),
-        _ => match abs.iter().find(|p| is_dir(p)) {
-            Some(d) => {
-                Err(crate::submission::SubmissionError::Directory { path: d.clone() }.into())
-            }
-            None => Ok(ArchiveSource::Files(abs)),
-        },
-    }
-}
-
 async fn submit(
     loaded: &LoadedConfig,
     spec: JobSpec,
@@ -898,7 +852,7 @@ async fn submit(
 ) -> Result<Output> {
     let queue = open_queue(loaded).await?;
     let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
-    crate::submission::check(&spec, &loaded.config, &catalogue).await?;
+    reel_queue::submission::check(&spec, &loaded.config, &catalogue).await?;
     let rec = queue.submit(spec, opts.priority).await?;
     if opts.wait {
         let mut out = wait(&queue, std::slice::from_ref(&rec.id), None, json).await?;
@@ -992,7 +946,8 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
         JobsCommand::Retry { id } => {
             let catalogue =
                 reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
-            crate::submission::check_retry(queue.store(), &id, &loaded.config, &catalogue).await?;
+            reel_queue::submission::check_retry(queue.store(), &id, &loaded.config, &catalogue)
+                .await?;
             let r = queue.retry(&id).await?;
             Ok(Output {
                 json: json!(r),
@@ -1250,6 +1205,8 @@ mod tests {
 
     #[test]
     fn archive_source_rules() {
+        use reel_queue::job::ArchiveSource;
+        use reel_queue::submission::archive_source;
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a.txt");
         std::fs::write(&f, b"x").unwrap();

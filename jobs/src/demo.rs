@@ -12,14 +12,14 @@ use rand::{RngCore, SeedableRng};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::config::LoadedConfig;
-use crate::embedded::EmbeddedWorker;
-use crate::error::{JobsError, Result};
-use crate::job::{
+use reel_queue::config::LoadedConfig;
+use reel_queue::error::{JobsError, Result};
+use reel_queue::job::{
     ArchiveJob, ArchiveSource, JobSpec, JobState, RecallJob, RecallSelection, VerifyJob,
     VerifyTarget,
 };
-use crate::queue::{JobQueue, JobRecord};
+use reel_queue::{JobQueue, JobRecord};
+use reel_worker::embedded::EmbeddedWorker;
 
 fn io<'a>(doing: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> JobsError + 'a {
     move |source| JobsError::Io {

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use reel_jobs::config::{Config, LoadedConfig};
-use reel_jobs::embedded::EmbeddedWorker;
-use reel_jobs::queue::JobRecord;
+use reel_queue::JobRecord;
+use reel_queue::config::{Config, LoadedConfig};
+use reel_worker::embedded::EmbeddedWorker;
 
 /// The configuration of a host whose data directory is `dir` (see
 /// [`crate::write_plugin_config`]): the simulator with `plugin_config`, the store at

@@ -274,7 +274,7 @@ fn walk_files(d: &Path) -> Vec<std::path::PathBuf> {
 /// while the one batch that holds all twelve objects is still reading, says some of them are
 /// done, and the count never goes back. The simulator runs on its SCALED clock at 1× with a
 /// slow drive (20 MB/s, about 5 s for the batch); the drive loop publishes a batch's progress
-/// every second ([`reel_jobs::worker::PROGRESS_EVERY`]).
+/// every second ([`reel_worker::worker::PROGRESS_EVERY`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_recall_shows_its_progress_while_it_runs() {
     for store in stores("recall_progress").await {

@@ -13,13 +13,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use reel_jobs::config::Config;
-use reel_jobs::embedded::EmbeddedWorker;
-use reel_jobs::job::{
+use reel_queue::JobRecord;
+use reel_queue::config::Config;
+use reel_queue::job::{
     ArchiveJob, ArchiveSource, JobSpec, JobState, RebuildJob, RecallJob, RecallSelection,
 };
-use reel_jobs::queue::JobRecord;
 use reel_tests::*;
+use reel_worker::embedded::EmbeddedWorker;
 
 /// A liveness bound for one job, not a timing claim (the clock is INSTANT; CI is shared).
 const JOB_BOUND: Duration = Duration::from_secs(300);

@@ -18,14 +18,14 @@ use std::time::Duration;
 
 use reel_engine::catalogue::{CartridgeState, ContainerState};
 use reel_engine::integrity::CatchKind;
-use reel_jobs::config::Config;
-use reel_jobs::embedded::EmbeddedWorker;
-use reel_jobs::job::{
+use reel_queue::config::Config;
+use reel_queue::job::{
     ArchiveJob, ArchiveSource, IntakeJob, IntakeSelection, JobSpec, JobState, RecallJob,
     RecallSelection, VerifyJob, VerifyTarget,
 };
-use reel_jobs::queue::{JobRecord, TapeRequests};
+use reel_queue::{JobRecord, TapeRequests};
 use reel_tests::*;
+use reel_worker::embedded::EmbeddedWorker;
 
 /// A liveness bound for one job, not a timing claim (the clock is INSTANT; CI is shared).
 const JOB_BOUND: Duration = Duration::from_secs(300);

@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue};
-use reel_jobs::config::Config;
-use reel_jobs::embedded::EmbeddedWorker;
-use reel_jobs::job::{IntakeJob, IntakeSelection, JobSpec, JobState};
-use reel_jobs::queue::JobRecord;
+use reel_queue::JobRecord;
+use reel_queue::config::Config;
+use reel_queue::job::{IntakeJob, IntakeSelection, JobSpec, JobState};
 use reel_tests::*;
+use reel_worker::embedded::EmbeddedWorker;
 
 /// A liveness bound for one job, not a timing claim (the clock is INSTANT; CI is shared).
 const JOB_BOUND: Duration = Duration::from_secs(300);

@@ -29,7 +29,7 @@ pub enum CatalogueError {
         source: sqlx::Error,
     },
 
-    /// The open lock of a SQLite catalogue could not be taken (`open_lock.rs`).
+    /// The open lock of a SQLite catalogue could not be taken (`database/open_lock.rs`).
     #[error("cannot open the catalogue at `{url}`: {source}; check that its directory is writable")]
     OpenLock {
         /// The URL.

@@ -31,20 +31,15 @@ mod dump;
 mod error;
 mod integrity;
 mod object;
-mod open_lock;
 mod pool;
 mod statistics;
-mod tcp_nodelay;
 #[cfg(test)]
 mod test_support;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod writer_lease;
 
-pub use backend::{
-    MIGRATIONS_TABLE, discard_unclean_sqlite, postgres_pool_options, postgres_session,
-    vet_idle_connections,
-};
+pub use backend::MIGRATIONS_TABLE;
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result, StoreFault};
@@ -53,7 +48,6 @@ pub use object::{
     CopiedObject, CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT,
     validate_key, validate_key_prefix,
 };
-pub use open_lock::{OPEN_LOCK_WAIT, SqliteOpenLock, lock_sqlite_open, open_lock_path};
 pub use pool::StorageClass;
 pub use writer_lease::WriterLease;
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use reel_engine::catalogue::ContainerState;
 use reel_engine::session::SessionConfig;
-use reel_jobs::config::VerifyMode;
+use reel_queue::config::VerifyMode;
 use serde_json::json;
 
 use crate::rig::Counters;

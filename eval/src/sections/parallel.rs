@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
-use reel_jobs::config::{RecallConfig, VerifyMode};
+use reel_queue::config::{RecallConfig, VerifyMode};
 use serde_json::json;
 
 use crate::row::{Basis, Row, Target};

@@ -11,11 +11,11 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use reel_engine::catalogue::{Catalogue, ContainerState, NewCopy};
-use reel_jobs::config::SchedulerConfig;
-use reel_jobs::db::Db;
-use reel_jobs::job::{JobSpec, RecallJob, RecallSelection};
-use reel_jobs::queue::{JobStore, NewTapeRequest, TapeRequests};
-use reel_jobs::scheduler::{self, Decision, DriveState, MountTarget, Policy};
+use reel_queue::config::SchedulerConfig;
+use reel_queue::db::Db;
+use reel_queue::job::{JobSpec, RecallJob, RecallSelection};
+use reel_queue::{JobStore, NewTapeRequest, TapeRequests};
+use reel_worker::scheduler::{self, Decision, DriveState, MountTarget, Policy};
 use serde_json::json;
 
 use crate::row::{Basis, Row, Target, percentile};
@@ -199,7 +199,7 @@ async fn measure(cat: &Catalogue, db: Db, n: u64, decisions: usize) -> Result<Me
         store
             .set_progress(
                 &rec.id,
-                reel_jobs::queue::Progress {
+                reel_queue::Progress {
                     objects_done: 0,
                     objects_total: reqs.len() as u64,
                     bytes_done: 0,

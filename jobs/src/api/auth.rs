@@ -1,5 +1,5 @@
 //! Who is calling: every route but `/healthz`, `/openapi.json` and the dashboard's page needs an
-//! API token ([`crate::token`]) as `Authorization: Bearer reel_<id>.<secret>`.
+//! API token ([`reel_queue::token`]) as `Authorization: Bearer reel_<id>.<secret>`.
 //!
 //! A missing, malformed, unknown, wrong or revoked token gets one and the same 401 (with
 //! `WWW-Authenticate: Bearer`), so a caller learns nothing about which tokens exist; a token
@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState};
-use crate::token::{Scope, Token};
+use reel_queue::token::{Scope, Token};
 
 /// The authenticated caller of a request, put in its extensions by [`authenticate`].
 #[derive(Debug, Clone)]

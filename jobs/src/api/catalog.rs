@@ -11,8 +11,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
-use crate::error::JobsError;
-use crate::token::Scope;
+use reel_queue::error::JobsError;
+use reel_queue::token::Scope;
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 

@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ServeConfig;
+use reel_queue::config::ServeConfig;
 
 /// Largest buffer hyper reads a request head into; the head limit proper (431 with a JSON
 /// body) is [`super::limits::MAX_HEADER_BYTES`], checked on the parsed headers.

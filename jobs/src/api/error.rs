@@ -8,7 +8,7 @@ use reel_engine::catalogue::{CatalogueError, StoreFault};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::error::JobsError;
+use reel_queue::error::JobsError;
 
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]

@@ -1,7 +1,7 @@
 //! `/v1/jobs`: submit, list, show, cancel, retry.
 
 use reel_engine::session::destination::Overwrite;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use axum::Extension;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -13,13 +13,15 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
-use crate::cli::{archive_spec, intake_spec, recall_spec, verify_spec};
-use crate::confine::{ConfineError, confine_paths};
-use crate::job::{JobSpec, JobState};
-use crate::queue::requests::{JobRequestCounts, TapeRequests};
-use crate::queue::store::JobFilter;
-use crate::queue::{JobRecord, Progress};
-use crate::token::Scope;
+use reel_queue::confine::{ConfineError, confine_paths};
+use reel_queue::job::{
+    ArchiveJob, IntakeJob, IntakeSelection, JobSpec, JobState, RecallJob, RecallSelection,
+    SpecError, VerifyJob, VerifyTarget,
+};
+use reel_queue::requests::{JobRequestCounts, TapeRequests};
+use reel_queue::store::JobFilter;
+use reel_queue::token::Scope;
+use reel_queue::{JobRecord, Progress};
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -351,6 +353,24 @@ pub(super) fn check_keys<'a>(
     Ok(())
 }
 
+/// A spec's excluded choices, worded with the request body's field names.
+fn spec_error(e: SpecError) -> ApiError {
+    match e {
+        SpecError::KeysAndPrefix => ApiError::bad_request(
+            "`keys` and `prefix` are both given: give one, not both",
+            "`keys` recalls those keys, `prefix` every key under it",
+        ),
+        SpecError::VerifyTarget => ApiError::bad_request(
+            "a verify needs exactly one target",
+            "give exactly one of `cartridge`, `container` or `sample_every`",
+        ),
+        SpecError::BarcodesAndAllNew => ApiError::bad_request(
+            "`barcodes` and `all_new` are both given: give one, not both",
+            "`barcodes` takes those cartridges in, `all_new: true` every one the catalogue does not know",
+        ),
+    }
+}
+
 /// Paths over HTTP are on the server host and must be absolute: the server's working directory
 /// means nothing to the caller.
 fn absolute_path(field: &str, p: &str) -> ApiResult<PathBuf> {
@@ -371,7 +391,7 @@ pub(super) async fn submit(
     priority: Option<i32>,
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
     let priority = priority_for(caller, &spec, priority)?;
-    crate::submission::check(&spec, state.config(), state.catalogue()).await?;
+    reel_queue::submission::check(&spec, state.config(), state.catalogue()).await?;
     let token = &caller.token().id;
     let rec = state
         .queue()
@@ -420,10 +440,15 @@ pub(super) async fn submit_archive(
         false,
     )
     .map_err(confine_error)?;
-    let mut spec = archive_spec(state.config(), &paths, req.class, req.key_prefix)?;
-    if let JobSpec::Archive(a) = &mut spec {
-        a.confine = Some(root);
-    }
+    let spec = JobSpec::Archive(ArchiveJob {
+        source: reel_queue::submission::archive_source(&paths)
+            .map_err(reel_queue::JobsError::from)?,
+        key_prefix: req.key_prefix,
+        storage_class: req
+            .class
+            .unwrap_or_else(|| state.config().archive.default_class.clone()),
+        confine: Some(root),
+    });
     submit(&state, &caller, spec, req.priority).await
 }
 
@@ -457,10 +482,12 @@ pub(super) async fn submit_recall(
         true,
     )
     .map_err(confine_error)?;
-    let mut spec = recall_spec(req.keys, req.prefix, Path::new(&to), req.overwrite)?;
-    if let JobSpec::Recall(r) = &mut spec {
-        r.confine = Some(root);
-    }
+    let spec = JobSpec::Recall(RecallJob {
+        selection: RecallSelection::new(req.keys, req.prefix).map_err(spec_error)?,
+        destination: to,
+        overwrite: req.overwrite,
+        confine: Some(root),
+    });
     submit(&state, &caller, spec, req.priority).await
 }
 
@@ -483,7 +510,9 @@ pub(super) async fn submit_verify(
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
     caller.require(Scope::Submit, "verify")?;
     let Json(req) = body?;
-    let spec = verify_spec(req.cartridge, req.container, req.sample_every)?;
+    let target =
+        VerifyTarget::new(req.cartridge, req.container, req.sample_every).map_err(spec_error)?;
+    let spec = JobSpec::Verify(VerifyJob { target });
     submit(&state, &caller, spec, req.priority).await
 }
 
@@ -506,7 +535,11 @@ pub(super) async fn submit_intake(
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
     caller.require(Scope::Operate, "take cartridges in")?;
     let Json(req) = body?;
-    let spec = intake_spec(req.barcodes, req.all_new, req.pool)?;
+    let selection = IntakeSelection::new(req.barcodes, req.all_new).map_err(spec_error)?;
+    let spec = JobSpec::Intake(IntakeJob {
+        selection,
+        pool: req.pool,
+    });
     submit(&state, &caller, spec, req.priority).await
 }
 
@@ -619,7 +652,7 @@ async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> ApiResult<J
     }
     let rec = state.queue().store().require(id).await?;
     if !caller.owns_or_oversees(rec.token_id.as_deref()) {
-        return Err(crate::error::JobsError::NoSuchJob(id.to_string()).into());
+        return Err(reel_queue::error::JobsError::NoSuchJob(id.to_string()).into());
     }
     Ok(rec)
 }
@@ -696,7 +729,7 @@ pub(super) async fn retry(
 ) -> ApiResult<Json<JobView>> {
     let UrlPath(id) = id?;
     may_act_on(&state, &caller, &id, "retry").await?;
-    crate::submission::check_retry(
+    reel_queue::submission::check_retry(
         state.queue().store(),
         &id,
         state.config(),
@@ -724,5 +757,5 @@ async fn may_act_on(state: &AppState, caller: &Caller, id: &str, what: &str) -> 
         // It can see the job, so say why it may not act on it.
         return caller.require(Scope::Operate, &format!("{what} another token's job"));
     }
-    Err(crate::error::JobsError::NoSuchJob(id.to_string()).into())
+    Err(reel_queue::error::JobsError::NoSuchJob(id.to_string()).into())
 }

@@ -13,12 +13,12 @@ use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
-use crate::db::now_ms;
-use crate::error::JobsError;
-use crate::queue::requests::{DriveWork, TapeRequests};
-use crate::queue::{DriveBoard, ElementView, Inventory};
-use crate::scheduler::MountTarget;
-use crate::token::Scope;
+use reel_queue::db::now_ms;
+use reel_queue::error::JobsError;
+use reel_queue::requests::{DriveWork, TapeRequests};
+use reel_queue::token::Scope;
+use reel_queue::{DriveBoard, ElementView, Inventory};
+use reel_worker::scheduler::MountTarget;
 
 /// A drive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]

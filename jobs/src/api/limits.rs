@@ -20,7 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState};
-use crate::config::ServeConfig;
+use reel_queue::config::ServeConfig;
 
 /// Largest request head the service reads (all header names and values together); more is
 /// answered 431.

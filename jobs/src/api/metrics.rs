@@ -24,15 +24,14 @@ use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
-use sqlx::Row;
 
 use super::AppState;
 use super::auth::Caller;
-use crate::error::Result;
-use crate::job::{JobKind, JobState};
-use crate::queue::requests::TapeRequests;
-use crate::scheduler::MountTarget;
-use crate::token::Scope;
+use reel_queue::error::Result;
+use reel_queue::job::{JobKind, JobState};
+use reel_queue::requests::TapeRequests;
+use reel_queue::token::Scope;
+use reel_worker::scheduler::MountTarget;
 
 const STATES: [JobState; 5] = [
     JobState::Queued,
@@ -179,24 +178,7 @@ impl Metrics {
 
 /// `(kind, state, count)` over all jobs.
 async fn job_counts(state: &AppState) -> Result<Vec<(String, String, i64)>> {
-    let db = state.queue().store().db();
-    let sql = "SELECT kind, state, COUNT(*) AS n FROM reel_jobs GROUP BY kind, state";
-    crate::on_db!(db, |p| {
-        let rows = sqlx::query(sql)
-            .fetch_all(p)
-            .await
-            .map_err(db.err("counting jobs for /metrics"))?;
-        rows.iter()
-            .map(|r| {
-                Ok((
-                    r.try_get::<String, _>("kind")?,
-                    r.try_get::<String, _>("state")?,
-                    r.try_get::<i64, _>("n")?,
-                ))
-            })
-            .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
-            .map_err(db.err("counting jobs for /metrics"))
-    })
+    state.queue().store().counts().await
 }
 
 /// Count every request by route (the pattern, not the path), method and status.

@@ -21,8 +21,8 @@
 //! | `GET /`, `GET /dashboard` | the live dashboard ([`dashboard`]), open; its data needs a token |
 //!
 //! Every route but `/healthz` and `/openapi.json` needs an API token with the right scope
-//! ([`auth`], [`crate::token`]); archive sources and recall destinations must lie in the
-//! token's roots ([`crate::confine`]); [`limits`] and [`connection`] bound what one client may
+//! ([`auth`], [`reel_queue::token`]); archive sources and recall destinations must lie in the
+//! token's roots ([`reel_queue::confine`]); [`limits`] and [`connection`] bound what one client may
 //! cost. docs/OPERATIONS.md says how to run it safely.
 
 pub mod auth;
@@ -59,10 +59,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use crate::config::Config;
-use crate::error::{JobsError, Result};
-use crate::queue::JobQueue;
-use crate::token::TokenStore;
+use reel_queue::JobQueue;
+use reel_queue::config::Config;
+use reel_queue::error::{JobsError, Result};
+use reel_queue::token::TokenStore;
 
 pub use error::{ApiError, ErrorBody};
 pub use openapi::ApiDoc;
@@ -305,7 +305,7 @@ pub struct Health {
 pub const HEALTH_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Liveness, and that the store takes writes: one upsert of one row in `reel_health`
-/// ([`crate::db::Db::probe_write`]), committed. The job tables and the catalogue live in the
+/// ([`reel_queue::db::Db::probe_write`]), committed. The job tables and the catalogue live in the
 /// `[store] url` database, so a full disk, a held SQLite write lock or a read-only database
 /// answers 503 naming the database and the fault, even while reads still work.
 #[utoipa::path(

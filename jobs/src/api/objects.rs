@@ -31,10 +31,10 @@ use super::range::{Wanted, wanted};
 use super::spool::UploadLimits;
 use super::staging::{Stage, StageState, Staging};
 use super::{ApiError, AppState, ErrorBody};
-use crate::error::JobsError;
-use crate::job::{ArchiveJob, ArchiveSource, JobSpec, RecallJob};
-use crate::token::Scope;
 use reel_engine::session::destination::Overwrite;
+use reel_queue::error::JobsError;
+use reel_queue::job::{ArchiveJob, ArchiveSource, JobSpec, RecallJob};
+use reel_queue::token::Scope;
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -193,7 +193,7 @@ pub(super) async fn put_object(
     let class = params
         .class
         .unwrap_or_else(|| state.config().archive.default_class.clone());
-    crate::submission::check_class(state.config(), &class).map_err(JobsError::from)?;
+    reel_queue::submission::check_class(state.config(), &class).map_err(JobsError::from)?;
     let expected = sha256_header(&headers)?;
     if headers.contains_key(header::TRANSFER_ENCODING)
         && headers.contains_key(header::CONTENT_LENGTH)
@@ -311,7 +311,7 @@ pub(super) async fn stage_object(
         }
     };
     let spec = JobSpec::Recall(RecallJob {
-        selection: crate::job::RecallSelection::Keys(vec![key.clone()]),
+        selection: reel_queue::job::RecallSelection::Keys(vec![key.clone()]),
         destination: dir.clone(),
         overwrite: Overwrite::Never,
         confine: None,

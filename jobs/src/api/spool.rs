@@ -29,7 +29,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::ApiError;
 use super::quota::Quota;
-use crate::queue::store::JobStore;
+use reel_queue::store::JobStore;
 
 /// An upload directory with no job after this long belongs to a request that never finished
 /// (the server stopped in the middle): the janitor removes it.

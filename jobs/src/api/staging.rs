@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use super::quota::Quota;
 use super::spool::{bytes_under, older_than, private_dir};
-use crate::job::JobState;
-use crate::queue::store::JobStore;
+use reel_queue::job::JobState;
+use reel_queue::store::JobStore;
 
 /// The record of one staged object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,7 +159,7 @@ impl Staging {
         key: &str,
         generation: u64,
         jobs: &JobStore,
-    ) -> crate::error::Result<StageState> {
+    ) -> reel_queue::error::Result<StageState> {
         let name = Self::name(key, generation);
         let Some(stage) = self.record(&name) else {
             return Ok(StageState::None);
@@ -211,7 +211,7 @@ impl Staging {
                     Ok(Some(rec)) => match rec.state {
                         JobState::Failed | JobState::Cancelled => true,
                         JobState::Done => rec.finished_ms.is_some_and(|t| {
-                            crate::db::now_ms().saturating_sub(t)
+                            reel_queue::db::now_ms().saturating_sub(t)
                                 > i64::try_from(self.keep.as_millis()).unwrap_or(i64::MAX)
                         }),
                         JobState::Queued | JobState::Running => false,

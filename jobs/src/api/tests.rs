@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::{AppState, router};
-use crate::config::LoadedConfig;
-use crate::queue::JobQueue;
+use reel_queue::JobQueue;
+use reel_queue::config::LoadedConfig;
 
 struct Fixture {
     state: AppState,
@@ -20,7 +20,7 @@ async fn fixture() -> Fixture {
     fixture_with(|_| {}).await
 }
 
-async fn fixture_with(edit: impl FnOnce(&mut crate::config::Config)) -> Fixture {
+async fn fixture_with(edit: impl FnOnce(&mut reel_queue::config::Config)) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let mut loaded = LoadedConfig::load_with(None, Some(dir.path()), &Default::default()).unwrap();
     edit(&mut loaded.config);
@@ -43,7 +43,7 @@ async fn token(state: &AppState, scopes: &str, root: &str) -> String {
         .tokens()
         .create(
             scopes,
-            crate::token::parse_scopes(scopes).unwrap(),
+            reel_queue::token::parse_scopes(scopes).unwrap(),
             vec![root.into()],
             vec![String::new()],
             50,
@@ -225,13 +225,12 @@ async fn api_archive_and_recall_specs_match_the_cli() {
     )
     .await;
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
-    let want = crate::cli::archive_spec(
-        &crate::config::Config::default(),
-        &[tree.path().to_path_buf()],
-        None,
-        "x/".into(),
-    )
-    .unwrap();
+    let want = reel_queue::job::JobSpec::Archive(reel_queue::job::ArchiveJob {
+        source: reel_queue::job::ArchiveSource::Tree(tree.path().to_path_buf()),
+        key_prefix: "x/".into(),
+        storage_class: reel_queue::config::Config::default().archive.default_class,
+        confine: None,
+    });
     // The same spec, confined to the token's root the paths lie in.
     let mut want = serde_json::to_value(&want).unwrap();
     want["confine"] = json!("/");
@@ -298,7 +297,26 @@ async fn api_bad_input_is_400_and_unknown_is_404() {
     for (uri, body, needle) in cases {
         let (st, v) = call(s, Method::POST, uri, Some(body.clone())).await;
         assert_error(st, &v, StatusCode::BAD_REQUEST, needle);
+        // An HTTP client is told the body's field names, never the command line's flags.
+        assert!(!v.to_string().contains("--"), "{uri} {body}: {v}");
     }
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/verify",
+        Some(json!({"cartridge": "A", "sample_every": 3})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "exactly one");
+    assert!(v.to_string().contains("`sample_every`"), "{v}");
+    let (st, v) = call(
+        s,
+        Method::POST,
+        "/v1/jobs/intake",
+        Some(json!({"barcodes": ["A"], "all_new": true})),
+    )
+    .await;
+    assert_error(st, &v, StatusCode::BAD_REQUEST, "`all_new`");
     // Not JSON at all.
     let req = Request::builder()
         .method(Method::POST)
@@ -472,8 +490,8 @@ async fn api_store_down_is_503() {
     let (st, _) = call(s, Method::GET, "/v1/jobs", None).await;
     assert_eq!(st, StatusCode::OK);
     match s.state.queue().store().db() {
-        crate::db::Db::Sqlite(p) => p.close().await,
-        crate::db::Db::Postgres(p) => p.close().await,
+        reel_queue::db::Db::Sqlite(p) => p.close().await,
+        reel_queue::db::Db::Postgres(p) => p.close().await,
     }
     let (st, v) = call(s, Method::GET, "/v1/jobs", None).await;
     assert_error(st, &v, StatusCode::SERVICE_UNAVAILABLE, "job store");
@@ -741,7 +759,7 @@ async fn a_submit_token_owns_its_jobs_only() {
     let (code, job) = post(st, &alice, "/v1/jobs/recall", recall.clone()).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{job}");
     let id = job["id"].as_str().unwrap().to_string();
-    let alice_id = crate::token::split_bearer(&alice).unwrap().0;
+    let alice_id = reel_queue::token::split_bearer(&alice).unwrap().0;
     assert_eq!(job["token"], alice_id);
     let (code, _) = post(st, &bob, "/v1/jobs/recall", recall.clone()).await;
     assert_eq!(code, StatusCode::ACCEPTED);
@@ -869,7 +887,7 @@ async fn paths_are_confined_to_the_tokens_roots() {
         .tokens()
         .create(
             "x",
-            crate::token::parse_scopes("submit").unwrap(),
+            reel_queue::token::parse_scopes("submit").unwrap(),
             vec![],
             vec![String::new()],
             50,
@@ -985,8 +1003,12 @@ async fn job_lists_page_and_views_stay_small() {
 
     // A view of a job with 5 000 keys.
     let keys: Vec<String> = (0..5000).map(|i| format!("k/{i}")).collect();
-    let spec = crate::cli::recall_spec(keys, None, std::path::Path::new("/r"), Default::default())
-        .unwrap();
+    let spec = reel_queue::job::JobSpec::Recall(reel_queue::job::RecallJob {
+        selection: reel_queue::job::RecallSelection::Keys(keys),
+        destination: "/r".into(),
+        overwrite: Default::default(),
+        confine: None,
+    });
     let rec = f.state.queue().store().insert(&spec, 50, 3).await.unwrap();
     let (_, v) = call(&f, Method::GET, &format!("/v1/jobs/{}", rec.id), None).await;
     let text = v.to_string();
@@ -1006,7 +1028,7 @@ async fn key_prefixes_and_priority_bound_a_token() {
         .tokens()
         .create(
             "a",
-            crate::token::parse_scopes("submit").unwrap(),
+            reel_queue::token::parse_scopes("submit").unwrap(),
             vec!["/".into()],
             vec!["a/".into()],
             10,
@@ -1343,7 +1365,7 @@ async fn api_put_object_streams_to_the_spool_and_queues_an_archive() {
     assert_error(code, &v, StatusCode::BAD_REQUEST, "does not exist");
     assert_eq!(
         st.queue().store().require(id).await.unwrap().state,
-        crate::job::JobState::Cancelled
+        reel_queue::job::JobState::Cancelled
     );
 }
 
@@ -1466,7 +1488,7 @@ async fn api_objects_need_the_scope_and_the_key_prefix() {
         .tokens()
         .create(
             "fenced",
-            crate::token::parse_scopes("read,submit").unwrap(),
+            reel_queue::token::parse_scopes("read,submit").unwrap(),
             vec!["/".into()],
             vec!["team-a/".into()],
             50,
@@ -1553,12 +1575,12 @@ async fn the_dashboard_is_open_and_its_data_needs_a_token() {
     assert_eq!(v["drives"], json!([]));
     assert_eq!(v["seen_ms"], 0);
     // What a worker records shows, with each cartridge's place.
-    crate::queue::Inventory::new(st.queue().store().db().clone())
+    reel_queue::Inventory::new(st.queue().store().db().clone())
         .publish(
             "w",
             "lib",
             &[
-                crate::queue::ElementView {
+                reel_queue::ElementView {
                     library: "lib".into(),
                     kind: "drive".into(),
                     index: 0,
@@ -1567,7 +1589,7 @@ async fn the_dashboard_is_open_and_its_data_needs_a_token() {
                     full: false,
                     flags: 0,
                 },
-                crate::queue::ElementView {
+                reel_queue::ElementView {
                     library: "lib".into(),
                     kind: "slot".into(),
                     index: 4,

@@ -1336,7 +1336,7 @@ async fn retries_back_off(ctx: &Ctx) -> retries::RetryTally {
         let site = ctx.site.lock().await;
         (site.store_url.clone(), site.client_dir(0).to_path_buf())
     };
-    let loaded = match reel_jobs::config::LoadedConfig::load(None, Some(&dir)) {
+    let loaded = match reel_queue::config::LoadedConfig::load(None, Some(&dir)) {
         Ok(l) => l,
         Err(e) => {
             ctx.violate(
@@ -1347,7 +1347,7 @@ async fn retries_back_off(ctx: &Ctx) -> retries::RetryTally {
         }
     };
     let w = &loaded.config.worker;
-    let backoff = reel_jobs::queue::Backoff {
+    let backoff = reel_queue::Backoff {
         base: Duration::from_millis(w.backoff_base_ms),
         max: Duration::from_millis(w.backoff_max_ms),
     };

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use reel_jobs::queue::Backoff;
+use reel_queue::Backoff;
 
 /// One request as the store keeps it.
 #[derive(Debug, Clone)]

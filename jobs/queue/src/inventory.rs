@@ -2,7 +2,7 @@
 //! slots, import/export slots and the picker, with the barcode each holds.
 //!
 //! `reel serve` never opens the device plugin (the workers own the changer), so a worker
-//! publishes what its changer reports every [`crate::worker::INVENTORY_EVERY`], and the dashboard
+//! publishes what its changer reports every `INVENTORY_EVERY` (in the worker crate), and the dashboard
 //! and `GET /v1/library` read it from here with the time it was seen.
 
 use serde::Serialize;

@@ -16,12 +16,12 @@ use reel_engine::service::TapeService;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
-use crate::error::{JobsError, Result};
 use crate::executor::{EngineExecutor, open_service};
-use crate::job::JobSpec;
-use crate::queue::{JobQueue, JobRecord};
 use crate::worker::{self, Runtime};
+use reel_queue::config::Config;
+use reel_queue::error::{JobsError, Result};
+use reel_queue::job::JobSpec;
+use reel_queue::{JobQueue, JobRecord};
 
 /// Open the engine, recover what a crash left pending, and build the worker runtime.
 ///

@@ -15,7 +15,7 @@
 //! - the catalogue re-checks the lease row inside the transactions that close a container and
 //!   make it durable or verified (`reel_engine::catalogue::WriterLease`), and claims move to
 //!   another worker only a grace period after the expiry
-//!   ([`crate::queue::requests::ORPHAN_GRACE_MS`]), so copies made live under the lease are
+//!   ([`crate::requests::ORPHAN_GRACE_MS`]), so copies made live under the lease are
 //!   committed before anyone else can take the requests over.
 
 use std::time::Duration;

@@ -14,8 +14,8 @@ use reel_engine::session::source::SourceStamp;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::TapeRequest;
 use crate::error::{JobsError, Result};
-use crate::queue::TapeRequest;
 
 /// What an archive's write request carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

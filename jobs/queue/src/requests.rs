@@ -1,5 +1,5 @@
 //! Tape requests: what drives do. A read request names a cartridge; a write request names a
-//! pool. Each belongs to a job. Queue summaries feed the [`crate::scheduler`]; a drive claims a
+//! pool. Each belongs to a job. Queue summaries feed the scheduler (in the worker crate); a drive claims a
 //! whole batch for its mount in one statement: `FOR UPDATE SKIP LOCKED` on PostgreSQL (two
 //! claimers never get the same row and never wait on each other), a single writer transaction
 //! (`BEGIN IMMEDIATE`) on SQLite.
@@ -9,13 +9,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
+use crate::backoff::Backoff;
 use crate::db::BeginWrite;
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
+use crate::lease::Fence;
+use crate::mount::{MountMode, MountTarget, QueueSummary};
 use crate::on_db;
-use crate::queue::backoff::Backoff;
-use crate::queue::lease::Fence;
-use crate::scheduler::{MountMode, MountTarget, QueueSummary};
 
 /// Read or write (stored as `read` / `write`).
 pub type RequestMode = MountMode;
@@ -953,8 +953,8 @@ mod tests {
     use super::*;
     use crate::db::testdb;
     use crate::job::{JobSpec, RecallJob, RecallSelection};
-    use crate::queue::lease::{LeaseManager, drive_resource};
-    use crate::queue::store::JobStore;
+    use crate::lease::{LeaseManager, drive_resource};
+    use crate::store::JobStore;
     use std::collections::BTreeSet;
 
     fn read_req(barcode: &str, key: &str, bytes: u64, prio: i32) -> NewTapeRequest {

@@ -19,9 +19,9 @@ use sqlx::Row;
 
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
+use crate::lease::Fence;
+use crate::mount::MountTarget;
 use crate::on_db;
-use crate::queue::lease::Fence;
-use crate::scheduler::MountTarget;
 
 /// A drive's mount as published on the board.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,7 +250,7 @@ mod tests {
 
     use super::*;
     use crate::db::testdb;
-    use crate::queue::lease::{LeaseManager, drive_resource};
+    use crate::lease::{LeaseManager, drive_resource};
 
     fn read(barcode: &str, group: Option<&str>) -> BoardMount {
         BoardMount {

@@ -167,6 +167,35 @@ pub enum RecallSelection {
     Prefix(String),
 }
 
+/// What a caller gave that makes no job spec: the choices a spec's parts exclude. The CLI and
+/// the HTTP API build specs with the same constructors ([`RecallSelection::new`],
+/// [`VerifyTarget::new`], [`IntakeSelection::new`]) and each words this error with the names
+/// its own caller used (flags or JSON fields); [`fmt::Display`] is the neutral wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// A recall named keys and a prefix.
+    #[error("a recall takes keys or a prefix, not both")]
+    KeysAndPrefix,
+    /// A verify named no target, or more than one.
+    #[error("a verify takes exactly one of a cartridge, a container or a sample period")]
+    VerifyTarget,
+    /// An intake named barcodes and asked for every new cartridge too.
+    #[error("an intake takes barcodes or every new cartridge, not both")]
+    BarcodesAndAllNew,
+}
+
+impl RecallSelection {
+    /// These `keys`, or every key under `prefix`; not both. (No keys and no prefix is a
+    /// selection of nothing, which [`JobSpec::validate`] refuses with its own reason.)
+    pub fn new(keys: Vec<String>, prefix: Option<String>) -> Result<Self, SpecError> {
+        match prefix {
+            Some(_) if !keys.is_empty() => Err(SpecError::KeysAndPrefix),
+            Some(p) => Ok(RecallSelection::Prefix(p)),
+            None => Ok(RecallSelection::Keys(keys)),
+        }
+    }
+}
+
 /// Recall objects into a directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecallJob {
@@ -198,6 +227,23 @@ pub enum VerifyTarget {
     },
 }
 
+impl VerifyTarget {
+    /// Exactly one of: every container of `cartridge`, the `container` with this catalogue id,
+    /// one container in `sample_every` over the library.
+    pub fn new(
+        cartridge: Option<String>,
+        container: Option<i64>,
+        sample_every: Option<u64>,
+    ) -> Result<Self, SpecError> {
+        match (cartridge, container, sample_every) {
+            (Some(c), None, None) => Ok(VerifyTarget::Cartridge(c)),
+            (None, Some(id), None) => Ok(VerifyTarget::Container(id)),
+            (None, None, Some(every)) => Ok(VerifyTarget::Sample { every }),
+            _ => Err(SpecError::VerifyTarget),
+        }
+    }
+}
+
 /// Read back and check hashes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyJob {
@@ -213,6 +259,18 @@ pub enum IntakeSelection {
     Barcodes(Vec<String>),
     /// Every cartridge the library reports that the catalogue does not know.
     AllNew,
+}
+
+impl IntakeSelection {
+    /// These `barcodes`, or with `all_new` every cartridge the catalogue does not know; not
+    /// both.
+    pub fn new(barcodes: Vec<String>, all_new: bool) -> Result<Self, SpecError> {
+        match (all_new, barcodes.is_empty()) {
+            (true, true) => Ok(IntakeSelection::AllNew),
+            (false, _) => Ok(IntakeSelection::Barcodes(barcodes)),
+            (true, false) => Err(SpecError::BarcodesAndAllNew),
+        }
+    }
 }
 
 /// Take cartridges in (register, calibrate, keep spares).
@@ -322,6 +380,51 @@ impl JobSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_spec_part_refuses_the_choices_it_excludes() {
+        assert_eq!(
+            RecallSelection::new(vec!["a".into()], Some("p/".into())),
+            Err(SpecError::KeysAndPrefix)
+        );
+        assert_eq!(
+            RecallSelection::new(vec![], Some("p/".into())),
+            Ok(RecallSelection::Prefix("p/".into()))
+        );
+        assert_eq!(
+            RecallSelection::new(vec!["a".into()], None),
+            Ok(RecallSelection::Keys(vec!["a".into()]))
+        );
+        assert_eq!(
+            VerifyTarget::new(None, None, None),
+            Err(SpecError::VerifyTarget)
+        );
+        assert_eq!(
+            VerifyTarget::new(Some("L1".into()), Some(3), None),
+            Err(SpecError::VerifyTarget)
+        );
+        assert_eq!(
+            VerifyTarget::new(None, None, Some(7)),
+            Ok(VerifyTarget::Sample { every: 7 })
+        );
+        assert_eq!(
+            IntakeSelection::new(vec!["L1".into()], true),
+            Err(SpecError::BarcodesAndAllNew)
+        );
+        assert_eq!(
+            IntakeSelection::new(vec![], true),
+            Ok(IntakeSelection::AllNew)
+        );
+        // Neutral wording: no flag and no JSON field name.
+        for e in [
+            SpecError::KeysAndPrefix,
+            SpecError::VerifyTarget,
+            SpecError::BarcodesAndAllNew,
+        ] {
+            let t = e.to_string();
+            assert!(!t.contains("--") && !t.contains('`'), "{t}");
+        }
+    }
 
     #[test]
     fn spec_round_trips_with_kind_tag() {

@@ -3,7 +3,7 @@
 //!
 //! A verify job becomes one request per container, an intake job one per cartridge to label, a
 //! rebuild job one per cartridge to read. Each request's target is
-//! [`MountTarget::Read`](crate::scheduler::MountTarget::Read) of its cartridge, so the
+//! [`MountTarget::Read`](crate::mount::MountTarget::Read) of its cartridge, so the
 //! scheduler decides when and where it is mounted, the drive board shows the mount, the drive
 //! loop unloads it as it does any other, and a batch on a cartridge serves a recall and a
 //! verify of it in one mount. The task travels in the request's `detail` as `{"op": …}`; a
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{JobsError, Result};
 use crate::job::JobKind;
-use crate::queue::requests::{JobRequestCounts, TapeRequest};
+use crate::requests::{JobRequestCounts, TapeRequest};
 
 /// What a read request asks of its mounted cartridge besides a recall.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,7 +138,7 @@ fn recall_result(counts: &JobRequestCounts, results: &[TaskResult]) -> serde_jso
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::scheduler::MountTarget;
+    use crate::mount::MountTarget;
 
     /// A claimed read request (id 7) carrying `detail`, for the detail parsers' tests.
     pub(crate) fn request(detail: serde_json::Value) -> TapeRequest {

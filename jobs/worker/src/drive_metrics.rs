@@ -160,16 +160,16 @@ pub fn session_ended(
 pub async fn serve(
     listen: &str,
     stop: tokio_util::sync::CancellationToken,
-) -> crate::error::Result<()> {
+) -> reel_queue::error::Result<()> {
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
-        .map_err(|e| crate::error::JobsError::Config {
+        .map_err(|e| reel_queue::error::JobsError::Config {
             origin: "[worker] metrics_listen".into(),
             message: format!("cannot install the metrics recorder: {e}"),
         })?;
     describe();
     let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
-        crate::error::JobsError::Config {
+        reel_queue::error::JobsError::Config {
             origin: "[worker] metrics_listen".into(),
             message: format!("cannot listen on {listen}: {e}; pick a free port"),
         }

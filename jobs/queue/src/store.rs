@@ -362,6 +362,28 @@ impl JobStore {
         .transpose()
     }
 
+    /// `(kind, state, count)` over every job (for `/metrics`).
+    pub async fn counts(&self) -> Result<Vec<(String, String, i64)>> {
+        let db = &self.db;
+        let sql = "SELECT kind, state, COUNT(*) AS n FROM reel_jobs GROUP BY kind, state";
+        on_db!(db, |p| {
+            let rows = sqlx::query(sql)
+                .fetch_all(p)
+                .await
+                .map_err(db.err("counting jobs"))?;
+            rows.iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get::<String, _>("kind")?,
+                        r.try_get::<String, _>("state")?,
+                        r.try_get::<i64, _>("n")?,
+                    ))
+                })
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(db.err("counting jobs"))
+        })
+    }
+
     /// The running jobs, with only what finishing them needs: no spec (a job's spec can name
     /// a million objects, and this runs after every drive batch and on every heartbeat).
     pub async fn running(&self, limit: u32) -> Result<Vec<RunningJob>> {
@@ -430,7 +452,7 @@ impl JobStore {
     }
 
     /// Forget the linked apalis task (it was consumed without running the job), so that
-    /// [`crate::queue::JobQueue::reconcile`] pushes a new one.
+    /// [`crate::JobQueue::reconcile`] pushes a new one.
     pub async fn unlink_apalis_task(&self, id: &str, task_id: &str) -> Result<()> {
         self.exec(
             "unlinking the apalis task",
@@ -664,7 +686,7 @@ impl JobStore {
             .execute(&mut *tx)
             .await
             .map_err(self.db.err(DOING))?;
-            sqlx::query(crate::queue::requests::CANCEL_JOB_REQUESTS)
+            sqlx::query(crate::requests::CANCEL_JOB_REQUESTS)
                 .bind(id)
                 .bind(now)
                 .execute(&mut *tx)
@@ -851,10 +873,10 @@ mod tests {
     async fn a_job_whose_runner_is_gone_is_queued_again() {
         let t = testdb::sqlite().await;
         let store = JobStore::new(t.db.clone());
-        let leases = crate::queue::lease::LeaseManager::new(t.db.clone());
+        let leases = crate::lease::LeaseManager::new(t.db.clone());
         let spec = recall_spec();
         let id = store.insert(&spec, 50, 3).await.unwrap().id;
-        let res = crate::queue::lease::job_resource(&id);
+        let res = crate::lease::job_resource(&id);
         let fence = leases
             .acquire(&res, "runner", Duration::from_secs(60))
             .await

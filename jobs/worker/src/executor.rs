@@ -21,18 +21,18 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::cartridge_task::CartridgeTask;
-use crate::config::{Config, VerifyMode};
-use crate::error::{JobsError, Result};
-use crate::job::{
+use crate::scheduler::MountTarget;
+use crate::worker::{BatchOutcome, ProgressFn, TapeExecutor};
+use reel_queue::cartridge_task::CartridgeTask;
+use reel_queue::config::{Config, VerifyMode};
+use reel_queue::error::{JobsError, Result};
+use reel_queue::job::{
     ArchiveJob, ArchiveSource, DEFAULT_PRIORITY, IntakeJob, IntakeSelection, RebuildJob, RecallJob,
     RecallSelection, VerifyJob, VerifyTarget,
 };
-use crate::queue::{Fence, NewTapeRequest, TapeRequest};
-use crate::request_detail::{self, ReadDetail, WriteDetail};
-use crate::scheduler::MountTarget;
-use crate::submission::SourceEntry;
-use crate::worker::{BatchOutcome, ProgressFn, TapeExecutor};
+use reel_queue::request_detail::{self, ReadDetail, WriteDetail};
+use reel_queue::submission::SourceEntry;
+use reel_queue::{Fence, NewTapeRequest, TapeRequest};
 
 fn config_error(key: &str, reason: impl Into<String>) -> JobsError {
     JobsError::Config {
@@ -43,7 +43,7 @@ fn config_error(key: &str, reason: impl Into<String>) -> JobsError {
 
 /// A job that asks for something that cannot be: refused for good (not retried).
 fn invalid(field: &'static str, value: &str, reason: &str) -> JobsError {
-    JobsError::Invalid(crate::submission::SubmissionError::Invalid {
+    JobsError::Invalid(reel_queue::submission::SubmissionError::Invalid {
         field,
         value: value.to_string(),
         reason: reason.to_string(),
@@ -417,8 +417,8 @@ impl TapeExecutor for EngineExecutor {
                 ArchiveSource::Tree(t) => std::slice::from_ref(t),
             };
             for p in paths {
-                crate::confine::check_source("paths", c, p).map_err(|e| {
-                    crate::submission::SubmissionError::Invalid {
+                reel_queue::confine::check_source("paths", c, p).map_err(|e| {
+                    reel_queue::submission::SubmissionError::Invalid {
                         field: "paths",
                         value: p.display().to_string(),
                         reason: e.to_string(),
@@ -426,7 +426,7 @@ impl TapeExecutor for EngineExecutor {
                 })?;
             }
         }
-        let files = crate::submission::archive_entries(job)?;
+        let files = reel_queue::submission::archive_entries(job)?;
         // One statement per few hundred keys, not a round trip each (a million objects).
         let keys: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
         let generations = self.catalogue().next_generations(&keys).await?;
@@ -470,7 +470,7 @@ impl TapeExecutor for EngineExecutor {
     async fn plan_recall(&self, _job_id: &str, job: &RecallJob) -> Result<Vec<NewTapeRequest>> {
         // The submission's checks again (the catalogue may have changed since): a selection
         // that matches nothing is refused for good, never retried.
-        crate::submission::check_recall_input(job)?;
+        reel_queue::submission::check_recall_input(job)?;
         let keys: Vec<String> = match &job.selection {
             RecallSelection::Keys(k) => k.clone(),
             RecallSelection::Prefix(p) => self
@@ -482,18 +482,18 @@ impl TapeExecutor for EngineExecutor {
                 .collect(),
         };
         if let (true, RecallSelection::Prefix(p)) = (keys.is_empty(), &job.selection) {
-            return Err(crate::submission::SubmissionError::PrefixMatchesNothing {
-                prefix: p.clone(),
-            }
-            .into());
+            return Err(
+                reel_queue::submission::SubmissionError::PrefixMatchesNothing { prefix: p.clone() }
+                    .into(),
+            );
         }
         let root = &job.destination;
         match &job.confine {
             // Checked again beneath the token's root: the destination (what of it exists) is
             // directories reached with no link on the way; the rest is created beneath the
             // root when the recall runs (Staging::open_within).
-            Some(c) => crate::confine::check_destination("to", c, root).map_err(|e| {
-                crate::submission::SubmissionError::Invalid {
+            Some(c) => reel_queue::confine::check_destination("to", c, root).map_err(|e| {
+                reel_queue::submission::SubmissionError::Invalid {
                     field: "to",
                     value: root.display().to_string(),
                     reason: e.to_string(),
@@ -509,7 +509,7 @@ impl TapeExecutor for EngineExecutor {
         let mut missing = Vec::new();
         for key in keys {
             let dest = destination::safe_join(root, &key).map_err(|e| {
-                crate::submission::SubmissionError::Invalid {
+                reel_queue::submission::SubmissionError::Invalid {
                     field: "keys",
                     value: key.clone(),
                     reason: e.to_string(),
@@ -546,7 +546,7 @@ impl TapeExecutor for EngineExecutor {
             });
         }
         if !missing.is_empty() {
-            return Err(crate::submission::unknown_keys(&missing).into());
+            return Err(reel_queue::submission::unknown_keys(&missing).into());
         }
         Ok(reqs)
     }
@@ -738,7 +738,7 @@ impl TapeExecutor for EngineExecutor {
         Ok(barcode)
     }
 
-    async fn inventory(&self) -> Result<Vec<crate::queue::ElementView>> {
+    async fn inventory(&self) -> Result<Vec<reel_queue::ElementView>> {
         let library = self.library_id().await?;
         let inv = self
             .service
@@ -748,9 +748,9 @@ impl TapeExecutor for EngineExecutor {
             .map_err(|e| JobsError::Session(e.into()))?;
         Ok(inv
             .into_iter()
-            .map(|e| crate::queue::ElementView {
+            .map(|e| reel_queue::ElementView {
                 library: library.to_string(),
-                kind: crate::queue::inventory::kind_name(e.kind).to_string(),
+                kind: reel_queue::inventory::kind_name(e.kind).to_string(),
                 index: e.index,
                 address: e.address,
                 barcode: (!e.barcode.is_empty()).then_some(e.barcode),

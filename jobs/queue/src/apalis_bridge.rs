@@ -21,12 +21,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool};
 
+use crate::backoff::Backoff;
 use crate::config::{Config, WorkerConfig};
 use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
 use crate::job::{JobKind, JobSpec};
-use crate::queue::backoff::Backoff;
-use crate::queue::store::{JobRecord, JobStore};
+use crate::store::{JobRecord, JobStore};
 
 /// What travels through apalis: only the job id. The payload stays in reel's record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,8 +69,8 @@ impl ApalisDb {
                 ))?
                 .create_if_missing(true)
                 .busy_timeout(Duration::from_secs(30));
-            let pool = reel_engine::catalogue::discard_unclean_sqlite(
-                reel_engine::catalogue::vet_idle_connections(SqlitePoolOptions::new()),
+            let pool = reel_engine::database::discard_unclean_sqlite(
+                reel_engine::database::vet_idle_connections(SqlitePoolOptions::new()),
             )
             .max_connections(4)
             .connect_with(opts)
@@ -95,14 +95,14 @@ impl ApalisDb {
             }
             Ok(ApalisDb::Sqlite(pool))
         } else {
-            let options = reel_engine::catalogue::postgres_session(
+            let options = reel_engine::database::postgres_session(
                 sqlx::postgres::PgConnectOptions::from_str(url).map_err(crate::db::Db::err_at(
                     "postgres",
                     crate::db::redact(url),
                     "parsing the apalis queue's url",
                 ))?,
             );
-            let pool = reel_engine::catalogue::postgres_pool_options()
+            let pool = reel_engine::database::postgres_pool_options()
                 .connect_with(options)
                 .await
                 .map_err(crate::db::Db::err_at(
@@ -359,7 +359,7 @@ impl JobQueue {
     /// Re-queue a failed or cancelled job with fresh attempts.
     pub async fn retry(&self, id: &str) -> Result<JobRecord> {
         let rec = self.store.retry(id).await?;
-        crate::queue::requests::TapeRequests::new(self.store.db().clone())
+        crate::requests::TapeRequests::new(self.store.db().clone())
             .requeue_failed(id)
             .await?;
         self.push(&rec, Duration::ZERO).await?;

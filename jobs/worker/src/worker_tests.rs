@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::*;
-use crate::config::Config;
-use crate::db::{Db, testdb};
-use crate::job::JobState;
-use crate::job::{IntakeSelection, RecallSelection};
+use reel_queue::config::Config;
+use reel_queue::db::{Db, testdb};
+use reel_queue::job::JobState;
+use reel_queue::job::{IntakeSelection, RecallSelection};
 
 /// How the fake executor's intake behaves.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -484,7 +484,7 @@ async fn pruning(e: Env) {
     let pending = q
         .submit(
             JobSpec::Verify(VerifyJob {
-                target: crate::job::VerifyTarget::Sample { every: 5 },
+                target: reel_queue::job::VerifyTarget::Sample { every: 5 },
             }),
             None,
         )
@@ -699,7 +699,7 @@ async fn group_cap_across_drives(mut e: Env, cap: u32) -> usize {
     e.config.scheduler.min_mount_seconds = 0;
     e.config.scheduler.groups.insert(
         "vo".into(),
-        crate::config::GroupConfig {
+        reel_queue::config::GroupConfig {
             pools: vec!["p".into()],
             max_read_drives: cap,
             max_write_drives: 0,
@@ -910,7 +910,7 @@ async fn cancel_mid_batch_frees_the_queue(mut e: Env) {
 /// Counts of a job's requests through the queue's database.
 struct RequestsView;
 impl RequestsView {
-    async fn counts(q: &JobQueue, id: &str) -> crate::queue::requests::JobRequestCounts {
+    async fn counts(q: &JobQueue, id: &str) -> reel_queue::requests::JobRequestCounts {
         TapeRequests::new(q.store().db().clone())
             .counts(id)
             .await

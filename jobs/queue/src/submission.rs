@@ -1,10 +1,10 @@
 //! Submission checks: what a job spec must satisfy before it is queued. The `reel` command
-//! ([`crate::cli`]) and the HTTP API ([`crate::api`]) both call [`check`] before
-//! [`JobQueue::submit`](crate::queue::JobQueue::submit), so bad input is refused at once,
+//! and the HTTP API (both in the `reel` binary's crate) call [`check`] before
+//! [`JobQueue::submit`](crate::JobQueue::submit), so bad input is refused at once,
 //! naming the field and the value, instead of failing on a worker after its retries.
 //!
 //! The archive source walk, [`archive_entries`], is also what the worker's planner
-//! ([`EngineExecutor::plan_archive`](crate::executor::EngineExecutor)) uses: sources are
+//! (`EngineExecutor::plan_archive`, in the worker crate) uses: sources are
 //! inspected and keys derived in one place. Keys follow the catalogue's one rule,
 //! [`reel_engine::catalogue::validate_key`], which a recall's `safe_join` applies too.
 //!
@@ -393,6 +393,20 @@ fn walk(
     Ok(())
 }
 
+/// The source of an archive of `paths` (absolute): one directory (not a symbolic link to one)
+/// is a tree; anything else is a list of files, which [`archive_entries`] checks (missing
+/// paths, symbolic links, special files). A directory among several paths is refused.
+pub fn archive_source(paths: &[PathBuf]) -> std::result::Result<ArchiveSource, SubmissionError> {
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    match paths {
+        [one] if is_dir(one) => Ok(ArchiveSource::Tree(one.clone())),
+        _ => match paths.iter().find(|p| is_dir(p)) {
+            Some(d) => Err(SubmissionError::Directory { path: d.clone() }),
+            None => Ok(ArchiveSource::Files(paths.to_vec())),
+        },
+    }
+}
+
 /// The files an archive job writes, with their keys: the one walk of the sources, used at
 /// submission and by the worker's planner. Listed files keep their order; a tree is walked in
 /// name order. Every key is checked by the catalogue's key rule and is unique in the job.
@@ -716,7 +730,7 @@ pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Re
 /// spool file is removed once its job ended), keys no longer in the catalogue, a class no
 /// longer configured are refused now, instead of failing the job again on a worker.
 pub async fn check_retry(
-    jobs: &crate::queue::JobStore,
+    jobs: &crate::JobStore,
     id: &str,
     config: &Config,
     catalogue: &Catalogue,

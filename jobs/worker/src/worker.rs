@@ -25,19 +25,19 @@ use futures::Stream;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::Config;
-use crate::db::now_ms;
 use crate::drive_metrics;
-use crate::error::{JobsError, Result};
-use crate::job::{ArchiveJob, IntakeJob, JobKind, JobSpec, RebuildJob, RecallJob, VerifyJob};
-use crate::queue::apalis_bridge::ApalisDb;
-use crate::queue::drives::{BoardMount, DriveBoard};
-use crate::queue::inventory::{ElementView, Inventory};
-use crate::queue::lease::{Fence, LeaseManager, drive_resource, job_resource};
-use crate::queue::requests::{ClaimLimit, NewTapeRequest, TapeRequest, TapeRequests};
-use crate::queue::store::{FailOutcome, JobRecord, JobStore, Progress, RunningJob, StartOutcome};
-use crate::queue::{JobQueue, Ticket};
 use crate::scheduler::{self, Decision, DriveState, MountTarget, Mounted, Policy};
+use reel_queue::apalis_bridge::ApalisDb;
+use reel_queue::config::Config;
+use reel_queue::db::now_ms;
+use reel_queue::drives::{BoardMount, DriveBoard};
+use reel_queue::error::{JobsError, Result};
+use reel_queue::inventory::{ElementView, Inventory};
+use reel_queue::job::{ArchiveJob, IntakeJob, JobKind, JobSpec, RebuildJob, RecallJob, VerifyJob};
+use reel_queue::lease::{Fence, LeaseManager, drive_resource, job_resource};
+use reel_queue::requests::{ClaimLimit, NewTapeRequest, TapeRequest, TapeRequests};
+use reel_queue::store::{FailOutcome, JobRecord, JobStore, Progress, RunningJob, StartOutcome};
+use reel_queue::{JobQueue, Ticket};
 
 /// Progress inside a batch: called with the ids of requests whose work is finished (a recalled
 /// file in place, archived objects durable) as it happens, before the batch ends and settles
@@ -60,7 +60,7 @@ pub struct BatchOutcome {
     /// They go back to the queue on the other cartridge.
     pub reroute: Vec<(i64, String, Option<String>, serde_json::Value)>,
     /// What done requests found, recorded on them for their job's result (cartridge tasks:
-    /// see [`crate::cartridge_task`]).
+    /// see [`reel_queue::cartridge_task`]).
     pub results: Vec<(i64, serde_json::Value)>,
     /// The drive itself failed during the batch (the reason): once the batch is settled, the
     /// drive loop takes the drive out of service, so no further batch is charged for it.
@@ -125,7 +125,7 @@ pub trait TapeExecutor: Send + Sync + 'static {
     }
 
     /// The library's elements as its changer reports them now, for the dashboard
-    /// ([`crate::queue::Inventory`]). Default: none (an executor without a changer).
+    /// ([`reel_queue::Inventory`]). Default: none (an executor without a changer).
     fn inventory(&self) -> impl Future<Output = Result<Vec<ElementView>>> + Send {
         async { Ok(Vec::new()) }
     }
@@ -153,7 +153,7 @@ pub trait TapeExecutor: Send + Sync + 'static {
     ) -> impl Future<Output = Result<BatchOutcome>> + Send;
 
     /// Plan a verify job: one read request per container to read back
-    /// ([`crate::cartridge_task::CartridgeTask::Verify`]).
+    /// ([`reel_queue::cartridge_task::CartridgeTask::Verify`]).
     fn plan_verify(
         &self,
         job_id: &str,
@@ -161,7 +161,7 @@ pub trait TapeExecutor: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
     /// Plan an intake job: one read request per cartridge to label
-    /// ([`crate::cartridge_task::CartridgeTask::Label`]).
+    /// ([`reel_queue::cartridge_task::CartridgeTask::Label`]).
     fn plan_intake(
         &self,
         job_id: &str,
@@ -169,7 +169,7 @@ pub trait TapeExecutor: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
     /// Plan a rebuild job: one read request per cartridge to read
-    /// ([`crate::cartridge_task::CartridgeTask::Rebuild`]).
+    /// ([`reel_queue::cartridge_task::CartridgeTask::Rebuild`]).
     fn plan_rebuild(
         &self,
         job_id: &str,
@@ -526,7 +526,7 @@ impl<E: TapeExecutor> Runtime<E> {
         // heartbeat.
         let result = planned.map(|n| {
             (n == 0).then(|| {
-                crate::cartridge_task::job_result(rec.kind, &Default::default(), Vec::new())
+                reel_queue::cartridge_task::job_result(rec.kind, &Default::default(), Vec::new())
             })
         });
         match result {
@@ -650,7 +650,7 @@ impl<E: TapeExecutor> Runtime<E> {
         if c.done + c.failed < c.total {
             return Ok(());
         }
-        let unit = crate::cartridge_task::unit(rec.kind);
+        let unit = reel_queue::cartridge_task::unit(rec.kind);
         if c.failed > 0 {
             let first = self.requests.failures(&rec.id, 3).await?;
             let reasons: Vec<String> = first.iter().map(|(k, why)| format!("{k}: {why}")).collect();
@@ -679,7 +679,7 @@ impl<E: TapeExecutor> Runtime<E> {
             self.store()
                 .finish(
                     &rec.id,
-                    &crate::cartridge_task::job_result(rec.kind, &c, results),
+                    &reel_queue::cartridge_task::job_result(rec.kind, &c, results),
                 )
                 .await?;
         }
