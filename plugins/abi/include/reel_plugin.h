@@ -548,6 +548,106 @@ const ReelPluginV1 *reel_plugin_v1(void);
     REEL_PLUGIN_HEADER_INIT_THREADS(plugin_name, plugin_version, plugin_caps, \
                                     REEL_THREAD_SERIALIZE_PER_HANDLE)
 
+/* The entry symbol's name, for a host written in C: dlsym(handle, REEL_PLUGIN_ENTRY_V1). */
+#define REEL_PLUGIN_ENTRY_V1 "reel_plugin_v1"
+
+/*
+ * A ReelStatus ready to pass to a call: struct_size set, everything else zero. C99 and C++:
+ *
+ *   ReelStatus st = REEL_STATUS_INIT;
+ */
+#define REEL_STATUS_INIT { (uint32_t)sizeof(ReelStatus), 0, 0, 0, 0, 0, 0, 0, 0, { 0 } }
+
+/*
+ * The additional sense codes (ASC, ASCQ) the engine reasons about, as pairs: a plugin reports
+ * a condition with sense_key, asc and ascq, e.g. REEL_SENSE_BLANK_CHECK with REEL_ASC_END_OF_DATA
+ * and REEL_ASCQ_END_OF_DATA. docs/ABI.md says which call reports which.
+ */
+#define REEL_ASC_NONE 0x00
+#define REEL_ASCQ_NONE 0x00
+#define REEL_ASC_FILEMARK 0x00
+#define REEL_ASCQ_FILEMARK 0x01
+#define REEL_ASC_END_OF_MEDIUM 0x00
+#define REEL_ASCQ_END_OF_MEDIUM 0x02
+#define REEL_ASC_BEGINNING_OF_MEDIUM 0x00
+#define REEL_ASCQ_BEGINNING_OF_MEDIUM 0x04
+#define REEL_ASC_END_OF_DATA 0x00
+#define REEL_ASCQ_END_OF_DATA 0x05
+#define REEL_ASC_CLEANING_REQUESTED 0x00
+#define REEL_ASCQ_CLEANING_REQUESTED 0x17
+#define REEL_ASC_BECOMING_READY 0x04
+#define REEL_ASCQ_BECOMING_READY 0x01
+#define REEL_ASC_WRITE_ERROR 0x0C
+#define REEL_ASCQ_WRITE_ERROR 0x00
+#define REEL_ASC_LBP_GUARD_CHECK_FAILED 0x10
+#define REEL_ASCQ_LBP_GUARD_CHECK_FAILED 0x01
+#define REEL_ASC_UNRECOVERED_READ_ERROR 0x11
+#define REEL_ASCQ_UNRECOVERED_READ_ERROR 0x00
+#define REEL_ASC_EOD_NOT_FOUND 0x14
+#define REEL_ASCQ_EOD_NOT_FOUND 0x03
+#define REEL_ASC_PARAMETER_LIST_LENGTH 0x1A
+#define REEL_ASCQ_PARAMETER_LIST_LENGTH 0x00
+#define REEL_ASC_INVALID_OPCODE 0x20
+#define REEL_ASCQ_INVALID_OPCODE 0x00
+#define REEL_ASC_INVALID_ELEMENT_ADDRESS 0x21
+#define REEL_ASCQ_INVALID_ELEMENT_ADDRESS 0x01
+#define REEL_ASC_INVALID_FIELD_IN_CDB 0x24
+#define REEL_ASCQ_INVALID_FIELD_IN_CDB 0x00
+#define REEL_ASC_INVALID_FIELD_IN_PARAMETER_LIST 0x26
+#define REEL_ASCQ_INVALID_FIELD_IN_PARAMETER_LIST 0x00
+#define REEL_ASC_WRITE_PROTECTED 0x27
+#define REEL_ASCQ_WRITE_PROTECTED 0x00
+#define REEL_ASC_MEDIUM_MAY_HAVE_CHANGED 0x28
+#define REEL_ASCQ_MEDIUM_MAY_HAVE_CHANGED 0x00
+#define REEL_ASC_POWER_ON_RESET 0x29
+#define REEL_ASCQ_POWER_ON_RESET 0x00
+#define REEL_ASC_UNKNOWN_FORMAT 0x30
+#define REEL_ASCQ_UNKNOWN_FORMAT 0x01
+#define REEL_ASC_WORM_OVERWRITE_ATTEMPTED 0x30
+#define REEL_ASCQ_WORM_OVERWRITE_ATTEMPTED 0x0C
+#define REEL_ASC_MEDIUM_NOT_PRESENT 0x3A
+#define REEL_ASCQ_MEDIUM_NOT_PRESENT 0x00
+#define REEL_ASC_DESTINATION_FULL 0x3B
+#define REEL_ASCQ_DESTINATION_FULL 0x0D
+#define REEL_ASC_SOURCE_EMPTY 0x3B
+#define REEL_ASCQ_SOURCE_EMPTY 0x0E
+#define REEL_ASC_END_OF_MEDIUM_REACHED 0x3B
+#define REEL_ASCQ_END_OF_MEDIUM_REACHED 0x0F
+#define REEL_ASC_INTERNAL_TARGET_FAILURE 0x44
+#define REEL_ASCQ_INTERNAL_TARGET_FAILURE 0x00
+#define REEL_ASC_WRITE_APPEND_ERROR 0x50
+#define REEL_ASCQ_WRITE_APPEND_ERROR 0x00
+#define REEL_ASC_CARTRIDGE_FAULT 0x52
+#define REEL_ASCQ_CARTRIDGE_FAULT 0x00
+#define REEL_ASC_LOAD_EJECT_FAILED 0x53
+#define REEL_ASCQ_LOAD_EJECT_FAILED 0x00
+#define REEL_ASC_MEDIUM_REMOVAL_PREVENTED 0x53
+#define REEL_ASCQ_MEDIUM_REMOVAL_PREVENTED 0x02
+
+/*
+ * The table header set by assignment, for C++ (which has designated initialisers only from
+ * C++20) or any plugin that builds its table in code. Value-initialise the table first, so
+ * every slot left out is NULL:
+ *
+ *   static const ReelPluginV1 TABLE = [] {
+ *       ReelPluginV1 t{};
+ *       REEL_PLUGIN_HEADER_SET(t, "memtape", "1.0.0", REEL_CAP_CHANGER);
+ *       t.library_open = my_open;
+ *       return t;
+ *   }();
+ */
+#define REEL_PLUGIN_HEADER_SET(table, plugin_name, plugin_version, plugin_caps) \
+    do {                                                                          \
+        (table).struct_size = (uint32_t)sizeof(ReelPluginV1);                     \
+        (table).abi_major = REEL_ABI_MAJOR;                                       \
+        (table).abi_minor = REEL_ABI_MINOR;                                       \
+        (table).name = (plugin_name);                                             \
+        (table).version = (plugin_version);                                       \
+        (table).caps = (uint64_t)(plugin_caps);                                   \
+        (table).thread_model = REEL_THREAD_SERIALIZE_PER_HANDLE;                  \
+        (table).reserved = 0;                                                     \
+    } while (0)
+
 #if defined(_WIN32)
 #define REEL_PLUGIN_EXPORT __declspec(dllexport)
 #else

@@ -81,6 +81,43 @@ pub enum LoadError {
         /// The slot name.
         slot: &'static str,
     },
+    /// The table's struct_size ends inside a call slot: copying it would leave part of a
+    /// pointer in the host's table, and the host would call a garbage address.
+    #[error(
+        "{path}: plugin table is {found} bytes, which ends inside a call slot (slots are {slot} bytes each after the first {minimum}); the plugin is corrupt or built against a broken header"
+    )]
+    TableEndsInsideSlot {
+        /// The file.
+        path: PathBuf,
+        /// The struct_size the plugin reported.
+        found: u32,
+        /// The size of one slot.
+        slot: usize,
+        /// Where whole slots start to count.
+        minimum: u32,
+    },
+    /// A capability bit is set but a call it needs is NULL.
+    #[error(
+        "{path}: plugin declares {capability} but its table has no `{slot}`; clear the bit or fill the slot"
+    )]
+    CapabilityWithoutCall {
+        /// The file.
+        path: PathBuf,
+        /// The capability's name (`REEL_CAP_*`).
+        capability: &'static str,
+        /// The missing slot.
+        slot: &'static str,
+    },
+    /// `thread_model` is none of the `REEL_THREAD_*` values.
+    #[error(
+        "{path}: plugin thread_model is {found}; known are 0 (REEL_THREAD_SERIALIZE_ALL) and 1 (REEL_THREAD_SERIALIZE_PER_HANDLE)"
+    )]
+    UnknownThreadModel {
+        /// The file.
+        path: PathBuf,
+        /// What the plugin said.
+        found: u32,
+    },
 }
 
 /// A failed call: the return code and the full status the plugin filled.
@@ -162,6 +199,90 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// The first capability bit set whose calls are not all in `t`, as (capability, slot).
+/// A capability the host relies on must come with the calls that serve it: a plugin that
+/// declares MAM without `drive_mam_read` would otherwise fail at the first cartridge.
+pub fn capability_without_call(t: &ReelPluginV1) -> Option<(&'static str, &'static str)> {
+    let needs: [(u64, &'static str, &'static str, bool); 12] = [
+        (
+            REEL_CAP_CHANGER,
+            "REEL_CAP_CHANGER",
+            "library_inventory",
+            t.library_inventory.is_some(),
+        ),
+        (
+            REEL_CAP_CHANGER,
+            "REEL_CAP_CHANGER",
+            "library_move",
+            t.library_move.is_some(),
+        ),
+        (
+            REEL_CAP_IMPORT_EXPORT,
+            "REEL_CAP_IMPORT_EXPORT",
+            "library_import",
+            t.library_import.is_some(),
+        ),
+        (
+            REEL_CAP_IMPORT_EXPORT,
+            "REEL_CAP_IMPORT_EXPORT",
+            "library_export",
+            t.library_export.is_some(),
+        ),
+        (
+            REEL_CAP_TEST_CONTROL,
+            "REEL_CAP_TEST_CONTROL",
+            "control",
+            t.control.is_some(),
+        ),
+        (
+            REEL_CAP_LBP,
+            "REEL_CAP_LBP",
+            "drive_set_lbp",
+            t.drive_set_lbp.is_some(),
+        ),
+        (
+            REEL_CAP_MAM,
+            "REEL_CAP_MAM",
+            "drive_mam_read",
+            t.drive_mam_read.is_some(),
+        ),
+        (
+            REEL_CAP_MAM,
+            "REEL_CAP_MAM",
+            "drive_mam_write",
+            t.drive_mam_write.is_some(),
+        ),
+        (
+            REEL_CAP_STATISTICS,
+            "REEL_CAP_STATISTICS",
+            "drive_statistics",
+            t.drive_statistics.is_some(),
+        ),
+        (
+            REEL_CAP_TAPE_ALERTS,
+            "REEL_CAP_TAPE_ALERTS",
+            "drive_tape_alerts",
+            t.drive_tape_alerts.is_some(),
+        ),
+        (
+            REEL_CAP_GEOMETRY,
+            "REEL_CAP_GEOMETRY",
+            "drive_geometry",
+            t.drive_geometry.is_some(),
+        ),
+        (
+            REEL_CAP_RAO,
+            "REEL_CAP_RAO",
+            "drive_rao",
+            t.drive_rao.is_some(),
+        ),
+    ];
+    needs
+        .into_iter()
+        .find(|(bit, _, _, present)| t.caps & bit != 0 && !present)
+        .map(|(_, cap, slot, _)| (cap, slot))
+}
+
 /// Smallest table accepted: every slot up to and including `drive_read_record` (the v1.0 core).
 pub const MINIMUM_TABLE_SIZE: u32 =
     (std::mem::offset_of!(ReelPluginV1, drive_read_record) + std::mem::size_of::<usize>()) as u32;
@@ -238,6 +359,16 @@ impl Plugin {
             });
         }
         let ours = std::mem::size_of::<ReelPluginV1>();
+        let slot = std::mem::size_of::<usize>();
+        if (struct_size as usize) < ours && !((struct_size - minimum) as usize).is_multiple_of(slot)
+        {
+            return Err(LoadError::TableEndsInsideSlot {
+                path,
+                found: struct_size,
+                slot,
+                minimum,
+            });
+        }
         let n = (struct_size as usize).min(ours);
         let mut table = std::mem::MaybeUninit::<ReelPluginV1>::zeroed();
         // SAFETY: the plugin's table is at least `n` bytes (its struct_size); ours is `ours`
@@ -266,6 +397,22 @@ impl Plugin {
             if !present {
                 return Err(LoadError::MissingRequired { path, slot });
             }
+        }
+        if let Some((capability, slot)) = capability_without_call(&table) {
+            return Err(LoadError::CapabilityWithoutCall {
+                path,
+                capability,
+                slot,
+            });
+        }
+        if !matches!(
+            table.thread_model,
+            REEL_THREAD_SERIALIZE_ALL | REEL_THREAD_SERIALIZE_PER_HANDLE
+        ) {
+            return Err(LoadError::UnknownThreadModel {
+                path,
+                found: table.thread_model,
+            });
         }
         Ok(Arc::new(Plugin {
             table,

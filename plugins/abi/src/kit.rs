@@ -174,6 +174,17 @@ fn missing_caps(plugin: &Plugin, needs: u64) -> Vec<&'static str> {
 
 /// Run every check against `plugin`, opening its library with `config`.
 pub fn run(plugin: &Arc<Plugin>, config: &str, opts: &KitOptions) -> KitReport {
+    run_with(plugin, config, opts, |_| {})
+}
+
+/// As [`run`], calling `starting` with each check's name before it runs: a runner prints it,
+/// so a plugin that crashes the whole process shows in which check it did.
+pub fn run_with(
+    plugin: &Arc<Plugin>,
+    config: &str,
+    opts: &KitOptions,
+    mut starting: impl FnMut(&str),
+) -> KitReport {
     let mut report = KitReport {
         plugin: format!(
             "{} {} ({})",
@@ -183,6 +194,7 @@ pub fn run(plugin: &Arc<Plugin>, config: &str, opts: &KitOptions) -> KitReport {
         ),
         checks: Vec::new(),
     };
+    starting("library_open");
     let library = match LibraryHandle::open(plugin, config) {
         Ok(l) => l,
         Err(e) => {
@@ -203,6 +215,7 @@ pub fn run(plugin: &Arc<Plugin>, config: &str, opts: &KitOptions) -> KitReport {
         let outcome = if !missing.is_empty() {
             Outcome::Skipped(format!("plugin lacks {}", missing.join(" and ")))
         } else {
+            starting(c.name);
             match (c.run)(&mut ctx) {
                 Ok(()) => Outcome::Passed,
                 Err(why) => Outcome::Failed(why),

@@ -24,6 +24,9 @@ pub struct Fault {
     pub residue: i64,
     /// Bytes transferred into the caller's buffer despite the error (reads with ILI).
     pub transferred: usize,
+    /// CRC32C of the record as stored, for a read that ended in an error but delivered a
+    /// record (ILI) while LBP is on: written to the call's `out_crc`.
+    pub crc: Option<u32>,
     /// Human-readable detail.
     pub message: String,
 }
@@ -39,6 +42,7 @@ impl Fault {
             flags: REEL_FLAG_SENSE_VALID,
             residue: 0,
             transferred: 0,
+            crc: None,
             message: message.into(),
         }
     }
@@ -53,6 +57,7 @@ impl Fault {
             flags: 0,
             residue: 0,
             transferred: 0,
+            crc: None,
             message: message.into(),
         }
     }
@@ -91,6 +96,12 @@ impl Fault {
     /// Record how many bytes reached the caller's buffer.
     pub fn with_transferred(mut self, n: usize) -> Self {
         self.transferred = n;
+        self
+    }
+
+    /// The CRC32C of the record a failed read delivered (an ILI read under LBP).
+    pub fn with_crc(mut self, crc: Option<u32>) -> Self {
+        self.crc = crc;
         self
     }
 
@@ -348,17 +359,80 @@ pub mod trampoline {
         }
     }
 
-    /// Reset the caller's status, keeping its `struct_size`.
+    /// The caller's status for one call: a fresh status of our own, written back when dropped,
+    /// at most the `struct_size` bytes the caller declared, so a host built against a smaller
+    /// `ReelStatus` (an older header) is never written past its end. Its `struct_size` is kept,
+    /// and a message cut short by a smaller struct still ends in a NUL.
+    pub struct StatusOut {
+        ptr: *mut ReelStatus,
+        local: ReelStatus,
+        len: usize,
+    }
+
+    impl std::ops::Deref for StatusOut {
+        type Target = ReelStatus;
+        fn deref(&self) -> &ReelStatus {
+            &self.local
+        }
+    }
+
+    impl std::ops::DerefMut for StatusOut {
+        fn deref_mut(&mut self) -> &mut ReelStatus {
+            &mut self.local
+        }
+    }
+
+    impl Drop for StatusOut {
+        fn drop(&mut self) {
+            let message_at = std::mem::offset_of!(ReelStatus, message);
+            if self.len > message_at {
+                let last = (self.len - message_at - 1).min(REEL_MESSAGE_LEN - 1);
+                self.local.message[last] = 0;
+            }
+            // SAFETY: the caller's status is writable for the `struct_size` bytes it declared
+            // (ABI contract) and `len` is at most that; `local` is ours, so they do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    &self.local as *const ReelStatus as *const u8,
+                    self.ptr as *mut u8,
+                    self.len,
+                )
+            };
+        }
+    }
+
+    /// Reset the caller's status for a call: `None` when it is NULL.
     ///
     /// # Safety
-    /// `status` must be null or point to a writable `ReelStatus`.
-    unsafe fn status_mut<'a>(status: *mut ReelStatus) -> Option<&'a mut ReelStatus> {
-        // SAFETY: the caller passes a valid, exclusive status pointer or null (ABI contract).
-        let st = unsafe { status.as_mut() }?;
-        let size = st.struct_size;
-        *st = ReelStatus::new();
-        st.struct_size = size;
-        Some(st)
+    /// `status` must be null or point to a `ReelStatus` writable for the `struct_size` bytes
+    /// its first field declares.
+    unsafe fn status_mut(status: *mut ReelStatus) -> Option<StatusOut> {
+        if status.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null status holds at least its first field (ABI contract); read it
+        // unaligned, as a C caller's struct is not ours.
+        let size = unsafe { std::ptr::addr_of!((*status).struct_size).read_unaligned() };
+        let mut local = ReelStatus::new();
+        local.struct_size = size;
+        Some(StatusOut {
+            ptr: status,
+            local,
+            len: (size as usize).min(std::mem::size_of::<ReelStatus>()),
+        })
+    }
+
+    /// Refuse a call whose arguments are invalid before the plugin sees it: the status is
+    /// reset like every call's and says why.
+    ///
+    /// # Safety
+    /// As [`status_mut`].
+    unsafe fn refuse(status: *mut ReelStatus, why: &str) -> i32 {
+        // SAFETY: contract of this function.
+        if let Some(mut st) = unsafe { status_mut(status) } {
+            st.set_message(why);
+        }
+        REEL_E_INVALID_ARG
     }
 
     /// Run `f` on the handle behind `h`, catching panics and filling `status`.
@@ -372,7 +446,7 @@ pub mod trampoline {
         ok: impl FnOnce(R) -> Result<(), Fault>,
     ) -> i32 {
         // SAFETY: contract of this function.
-        let Some(st) = (unsafe { status_mut(status) }) else {
+        let Some(mut st) = (unsafe { status_mut(status) }) else {
             return REEL_E_INVALID_ARG;
         };
         // SAFETY: `h` was created by `Box::into_raw(Box<Handle<T>>)` in this module.
@@ -394,7 +468,7 @@ pub mod trampoline {
         match result {
             Ok(Ok(())) => REEL_OK,
             Ok(Err(fault)) => {
-                fault.fill(st);
+                fault.fill(&mut st);
                 fault.code
             }
             Err(p) => {
@@ -429,7 +503,7 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         // SAFETY: contract of this function.
-        let Some(st) = (unsafe { status_mut(status) }) else {
+        let Some(mut st) = (unsafe { status_mut(status) }) else {
             return REEL_E_INVALID_ARG;
         };
         if out.is_null() {
@@ -455,7 +529,7 @@ pub mod trampoline {
                 REEL_OK
             }
             Ok(Err(f)) => {
-                f.fill(st);
+                f.fill(&mut st);
                 f.code
             }
             Err(p) => {
@@ -490,7 +564,13 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out_count.is_null() || (elements.is_null() && capacity > 0) {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe {
+                refuse(
+                    status,
+                    "library_inventory: out_count is NULL or (elements is NULL and capacity > 0)",
+                )
+            };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -526,7 +606,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out.is_null() {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "library_info: out is NULL") };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -616,7 +697,13 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out_len.is_null() || (response.is_null() && capacity > 0) {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe {
+                refuse(
+                    status,
+                    "control: out_len is NULL or (response is NULL and capacity > 0)",
+                )
+            };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -628,8 +715,9 @@ pub mod trampoline {
                     l.control(req, c)
                 },
                 |resp| {
-                    *out_len = resp.len();
                     if resp.len() + 1 > capacity {
+                        // The capacity that then succeeds: the text and its NUL.
+                        *out_len = resp.len() + 1;
                         return Err(Fault::code(
                             REEL_E_BUFFER_TOO_SMALL,
                             format!(
@@ -640,6 +728,7 @@ pub mod trampoline {
                         )
                         .with_residue(resp.len() as i64 + 1));
                     }
+                    *out_len = resp.len();
                     std::ptr::copy_nonoverlapping(
                         resp.as_ptr() as *const c_char,
                         response,
@@ -663,7 +752,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out.is_null() {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "drive_open: out is NULL") };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -728,7 +818,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out.is_null() {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "drive_info: out is NULL") };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -797,7 +888,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out.is_null() {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "drive_read_position: out is NULL") };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -826,7 +918,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if data.is_null() && len > 0 {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "drive_write_record: data is NULL and len > 0") };
         }
         let buf: &[u8] = if len == 0 {
             &[]
@@ -880,7 +973,13 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out_len.is_null() || (buffer.is_null() && capacity > 0) {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe {
+                refuse(
+                    status,
+                    "drive_read_record: out_len is NULL or (buffer is NULL and capacity > 0)",
+                )
+            };
         }
         // SAFETY: out_len is non-null per the check above.
         unsafe { *out_len = 0 };
@@ -899,6 +998,9 @@ pub mod trampoline {
                     Ok(r) => Ok(r),
                     Err(f) => {
                         *out_len = f.transferred.min(capacity);
+                        if let (Some(crc), false) = (f.crc, out_crc.is_null()) {
+                            *out_crc = crc;
+                        }
                         Err(f)
                     }
                 },
@@ -941,7 +1043,13 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out_len.is_null() || (buffer.is_null() && capacity > 0) {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe {
+                refuse(
+                    status,
+                    "drive_mam_read: out_len is NULL or (buffer is NULL and capacity > 0)",
+                )
+            };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -977,7 +1085,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if data.is_null() && len > 0 {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "drive_mam_write: data is NULL and len > 0") };
         }
         let buf: &[u8] = if len == 0 {
             &[]
@@ -1006,7 +1115,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out.is_null() {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "drive_statistics: out is NULL") };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -1039,7 +1149,8 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out.is_null() {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe { refuse(status, "drive_tape_alerts: out is NULL") };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -1067,7 +1178,13 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if out.is_null() || (eowp.is_null() && capacity > 0) {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe {
+                refuse(
+                    status,
+                    "drive_geometry: out is NULL or (eowp is NULL and capacity > 0)",
+                )
+            };
         }
         // SAFETY: contract of this function.
         unsafe {
@@ -1116,7 +1233,13 @@ pub mod trampoline {
         status: *mut ReelStatus,
     ) -> i32 {
         if count > 0 && (extents.is_null() || out_order.is_null()) {
-            return REEL_E_INVALID_ARG;
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe {
+                refuse(
+                    status,
+                    "drive_rao: count > 0 and (extents is NULL or out_order is NULL)",
+                )
+            };
         }
         let ext: &[ReelExtent] = if count == 0 {
             &[]

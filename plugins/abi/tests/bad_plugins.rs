@@ -168,6 +168,156 @@ fn from_table_runs_the_same_negotiation() {
     );
 }
 
+#[test]
+fn a_table_that_ends_inside_a_slot_is_refused() {
+    // One byte past the v1.0 core: the copy would hold one byte of `drive_set_lbp`'s pointer.
+    static TORN: ReelPluginV1 = {
+        let mut t = sdk::plugin_table::<Panicky>();
+        t.struct_size = reel_plugin_abi::host::MINIMUM_TABLE_SIZE + 1;
+        t
+    };
+    let e = Plugin::from_table(&TORN, "static:torn").expect_err("torn slot");
+    assert!(matches!(e, LoadError::TableEndsInsideSlot { .. }), "{e:?}");
+    assert!(e.to_string().contains("static:torn"), "{e}");
+    // A whole slot more is a v1.0 plugin that knows one more call: fine.
+    static WHOLE: ReelPluginV1 = {
+        let mut t = sdk::plugin_table::<Panicky>();
+        t.struct_size =
+            reel_plugin_abi::host::MINIMUM_TABLE_SIZE + std::mem::size_of::<usize>() as u32;
+        t
+    };
+    let p = Plugin::from_table(&WHOLE, "static:whole").expect("whole slots");
+    assert!(p.table().drive_set_lbp.is_some());
+    assert!(p.table().drive_mam_read.is_none());
+}
+
+#[test]
+fn a_capability_without_its_call_is_refused() {
+    static NO_MAM_READ: ReelPluginV1 = {
+        let mut t = sdk::plugin_table::<Panicky>();
+        t.caps |= REEL_CAP_MAM;
+        t.drive_mam_read = None;
+        t
+    };
+    let e = Plugin::from_table(&NO_MAM_READ, "static:nomam").expect_err("MAM without its call");
+    assert!(
+        matches!(
+            e,
+            LoadError::CapabilityWithoutCall {
+                capability: "REEL_CAP_MAM",
+                slot: "drive_mam_read",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // The same table without the bit loads: the host never calls what it was not promised.
+    static NO_MAM: ReelPluginV1 = {
+        let mut t = sdk::plugin_table::<Panicky>();
+        t.caps &= !REEL_CAP_MAM;
+        t.drive_mam_read = None;
+        t
+    };
+    Plugin::from_table(&NO_MAM, "static:nomambit").expect("no MAM, no MAM call");
+}
+
+#[test]
+fn the_sdk_writes_no_more_status_than_the_caller_declared_and_resets_it_on_a_refusal() {
+    // A caller whose ReelStatus is shorter than ours (an older header): its struct ends 8 bytes
+    // into the message, and what follows it in memory is not the plugin's to write.
+    #[repr(C)]
+    struct Short {
+        status: ReelStatus,
+    }
+    let table = sdk::plugin_table::<Panicky>();
+    let read_position = table.drive_read_position.expect("slot");
+    let message_at = std::mem::offset_of!(ReelStatus, message);
+    let declared = message_at + 8;
+    let mut buf = Short {
+        status: ReelStatus::new(),
+    };
+    // A stale status from an earlier call, and a canary past the declared end.
+    buf.status.struct_size = declared as u32;
+    buf.status.sense_key = 3;
+    buf.status.residue = 99;
+    for b in buf.status.message.iter_mut() {
+        *b = 0x55;
+    }
+    // SAFETY: the trampoline checks `out` before it touches the (null) handle; the status is
+    // writable for the size it declares.
+    let rc = unsafe { read_position(std::ptr::null_mut(), std::ptr::null_mut(), &mut buf.status) };
+    assert_eq!(rc, REEL_E_INVALID_ARG);
+    assert_eq!(buf.status.struct_size, declared as u32, "struct_size kept");
+    assert_eq!(buf.status.sense_key, 0, "the stale status was reset");
+    assert_eq!(buf.status.residue, 0, "the stale status was reset");
+    let written: Vec<u8> = buf.status.message[..8].iter().map(|c| *c as u8).collect();
+    assert_eq!(&written, b"drive_r\0", "the message, cut to end in a NUL");
+    assert!(
+        buf.status.message[8..].iter().all(|c| *c as u8 == 0x55),
+        "nothing written past the declared struct_size"
+    );
+}
+
+#[test]
+fn control_says_the_capacity_that_then_succeeds() {
+    let table = sdk::plugin_table::<Panicky>();
+    let (open, close, control) = (
+        table.library_open.expect("slot"),
+        table.library_close.expect("slot"),
+        table.control.expect("slot"),
+    );
+    let mut lib = std::ptr::null_mut();
+    let mut st = ReelStatus::new();
+    // SAFETY: a valid config string, out pointer and status.
+    assert_eq!(unsafe { open(c"".as_ptr(), &mut lib, &mut st) }, REEL_OK);
+    let request = c"hello";
+    let mut len = 0usize;
+    let mut small = [0 as std::ffi::c_char; 4];
+    // SAFETY: a live library handle, a buffer of the capacity given, out_len and status.
+    let rc = unsafe {
+        control(
+            lib,
+            request.as_ptr(),
+            small.as_mut_ptr(),
+            small.len(),
+            &mut len,
+            &mut st,
+        )
+    };
+    assert_eq!(rc, REEL_E_BUFFER_TOO_SMALL);
+    assert_eq!(len, "echo:hello".len() + 1, "the text and its NUL");
+    let mut exact = vec![0 as std::ffi::c_char; len];
+    // SAFETY: as above, with the capacity the plugin asked for.
+    let rc = unsafe {
+        control(
+            lib,
+            request.as_ptr(),
+            exact.as_mut_ptr(),
+            exact.len(),
+            &mut len,
+            &mut st,
+        )
+    };
+    assert_eq!(rc, REEL_OK, "{}", st.message_str());
+    assert_eq!(len, "echo:hello".len());
+    // SAFETY: the handle from `open`, closed once.
+    unsafe { close(lib) };
+}
+
+#[test]
+fn an_unknown_thread_model_is_refused() {
+    static THREADS7: ReelPluginV1 = {
+        let mut t = sdk::plugin_table::<Panicky>();
+        t.thread_model = 7;
+        t
+    };
+    let e = Plugin::from_table(&THREADS7, "static:threads7").expect_err("thread model 7");
+    assert!(
+        matches!(e, LoadError::UnknownThreadModel { found: 7, .. }),
+        "{e:?}"
+    );
+}
+
 // ---- a Rust plugin that panics -------------------------------------------------------------
 
 struct Panicky;
@@ -184,6 +334,9 @@ impl sdk::Library for Panicky {
     }
     fn inventory(&mut self, _call: &mut Call) -> Result<Vec<Element>, Fault> {
         Ok(Vec::new())
+    }
+    fn control(&mut self, request: &str, _call: &mut Call) -> Result<String, Fault> {
+        Ok(format!("echo:{request}"))
     }
     fn move_medium(&mut self, _s: u32, _d: u32, _call: &mut Call) -> Result<(), Fault> {
         Ok(())

@@ -38,6 +38,27 @@ fn c_plugin_passes_the_whole_kit() {
     assert!(report.checks.len() >= 20, "too few checks ran:\n{report}");
 }
 
+/// A plugin built against the frozen v1.0 header (`tests/c/v1_0/reel_plugin.h`, the header as
+/// it was before `library_info`) loads into this host and passes the whole kit: the minor
+/// version only ever appends.
+#[test]
+fn a_plugin_built_against_the_frozen_v1_0_header_passes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // `#include "reel_plugin.h"` looks beside the source first, so this copy wins over `-I`.
+    std::fs::copy(
+        common::crate_dir().join("tests/c/v1_0/reel_plugin.h"),
+        dir.path().join("reel_plugin.h"),
+    )
+    .expect("copy the frozen header");
+    let plugin = build(dir.path(), "memtape10", &["MEMTAPE_ABI_V1_0"]);
+    assert_eq!(plugin.abi_minor(), 0);
+    assert_eq!(plugin.struct_size(), 256, "the v1.0 table");
+    assert!(plugin.table().library_info.is_none());
+    let report = kit::run(&plugin, "", &KitOptions::default());
+    println!("{report}");
+    assert!(report.passed(), "the v1.0 plugin failed the kit:\n{report}");
+}
+
 #[test]
 fn kit_passes_on_a_reused_worm_cartridge() {
     // `worm_prewritten=1` starts the WORM cartridge with two records, as on a second kit run
@@ -165,6 +186,14 @@ fn runner_prints_every_check_and_exits_by_outcome() {
         "PASS worm",
     ] {
         assert!(text.contains(name), "runner output lacks {name}:\n{text}");
+    }
+    // Each check is named on stderr before it runs (a plugin that crashes shows where).
+    let progress = String::from_utf8_lossy(&out.stderr);
+    for name in ["library_open", "inventory", "records.lbp", "worm"] {
+        assert!(
+            progress.contains(&format!("running {name}\n")),
+            "no progress line for {name}:\n{progress}"
+        );
     }
 
     let broken = common::compile_c(

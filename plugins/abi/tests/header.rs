@@ -61,6 +61,11 @@ fn header_declares_entry_and_macros() {
         "typedef struct ReelLibrary ReelLibrary;",
         "#define REEL_ABI_MAJOR 1",
         "#define REEL_SENSE_ILLEGAL_REQUEST 5",
+        "#define REEL_PLUGIN_ENTRY_V1 \"reel_plugin_v1\"",
+        "#define REEL_STATUS_INIT {",
+        "#define REEL_ASC_END_OF_DATA 0x00",
+        "#define REEL_ASCQ_END_OF_DATA 0x05",
+        "#define REEL_PLUGIN_HEADER_SET(",
     ] {
         assert!(text.contains(needle), "generated header lacks `{needle}`");
     }
@@ -101,7 +106,56 @@ static const ReelPluginV1 TABLE = {
     .drive_close = dcl,
 };
 REEL_REGISTER_PLUGIN(TABLE)
+/* What a host or a plugin author needs without the Rust side: the entry name, a status to pass,
+   the sense codes. */
+int uses_the_rest(void);
+int uses_the_rest(void) {
+    ReelStatus st = REEL_STATUS_INIT;
+    const char *entry = REEL_PLUGIN_ENTRY_V1;
+    st.sense_key = REEL_SENSE_BLANK_CHECK;
+    st.asc = REEL_ASC_END_OF_DATA;
+    st.ascq = REEL_ASCQ_END_OF_DATA;
+    return (int)st.struct_size + (int)st.asc + (int)st.ascq + (int)(entry[0] == 'r');
+}
 "#;
+
+/// A C++17 plugin: no designated initialisers (they are C++20), so the table is built in code
+/// with `REEL_PLUGIN_HEADER_SET`, with every warning on and none silenced.
+const USE_HEADER_CPP17: &str = r#"
+#include "reel_plugin.h"
+static int32_t op(const char *, ReelLibrary **, ReelStatus *) { return REEL_OK; }
+static void cl(ReelLibrary *) {}
+static int32_t dop(ReelLibrary *, uint32_t, ReelDrive **, ReelStatus *) { return REEL_OK; }
+static void dcl(ReelDrive *) {}
+static const ReelPluginV1 TABLE = [] {
+    ReelPluginV1 t{};
+    REEL_PLUGIN_HEADER_SET(t, "t", "0", REEL_CAP_CHANGER);
+    t.library_open = op;
+    t.library_close = cl;
+    t.drive_open = dop;
+    t.drive_close = dcl;
+    return t;
+}();
+REEL_REGISTER_PLUGIN(TABLE)
+int uses_the_rest();
+int uses_the_rest() {
+    ReelStatus st = REEL_STATUS_INIT;
+    st.asc = REEL_ASC_FILEMARK;
+    st.ascq = REEL_ASCQ_FILEMARK;
+    return static_cast<int>(st.struct_size) + st.ascq + (REEL_PLUGIN_ENTRY_V1[0] == 'r');
+}
+"#;
+
+#[test]
+fn header_compiles_as_cpp17_with_every_warning() {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    compile(
+        &cxx,
+        &["-std=c++17", "-Wall", "-Wextra", "-pedantic", "-Werror"],
+        USE_HEADER_CPP17,
+        "cpp",
+    );
+}
 
 #[test]
 fn header_compiles_as_strict_c99_and_c11() {

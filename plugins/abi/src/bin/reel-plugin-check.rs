@@ -80,7 +80,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = kit::run(&plugin, &args.config, &args.opts);
+    // Each check is named on stderr before it runs, so a plugin that takes the process down
+    // shows where.
+    let report = kit::run_with(&plugin, &args.config, &args.opts, |name| {
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "reel-plugin-check: running {name}");
+        let _ = err.flush();
+    });
     println!("{report}");
     if report.passed() {
         ExitCode::SUCCESS

@@ -23,11 +23,16 @@ _Static_assert(sizeof(ReelPosition) == 32, "ReelPosition size");
 _Static_assert(sizeof(ReelDriveStats) == 136, "ReelDriveStats size");
 _Static_assert(sizeof(ReelGeometry) == 48, "ReelGeometry size");
 _Static_assert(sizeof(ReelDriveInfo) == 128, "ReelDriveInfo size");
-_Static_assert(sizeof(ReelLibraryInfo) == 120, "ReelLibraryInfo size");
-_Static_assert(sizeof(ReelPluginV1) == 264, "ReelPluginV1 size");
 _Static_assert(offsetof(ReelPluginV1, library_open) == 40, "first slot offset");
 _Static_assert(offsetof(ReelPluginV1, drive_rao) == 248, "last 1.0 slot offset");
+#ifdef MEMTAPE_ABI_V1_0 /* built against the frozen v1.0 header, tests/c/v1_0/ */
+_Static_assert(REEL_ABI_MINOR == 0, "the v1.0 header");
+_Static_assert(sizeof(ReelPluginV1) == 256, "ReelPluginV1 size (1.0)");
+#else
+_Static_assert(sizeof(ReelLibraryInfo) == 120, "ReelLibraryInfo size");
+_Static_assert(sizeof(ReelPluginV1) == 264, "ReelPluginV1 size");
 _Static_assert(offsetof(ReelPluginV1, library_info) == 256, "last slot offset (1.1)");
+#endif
 
 #define N_SLOTS 6
 #define N_CARTS 3
@@ -317,7 +322,10 @@ static int32_t mt_control(ReelLibrary *l, const char *request, char *response, s
         return error(st, REEL_E_INVALID_ARG, "need \"drive\":0 and \"bytes\":N");
     const char *ok = "{\"ok\":true}";
     *out_len = strlen(ok);
-    if (capacity < *out_len + 1) return error(st, REEL_E_BUFFER_TOO_SMALL, "response buffer");
+    if (capacity < *out_len + 1) {
+        *out_len = strlen(ok) + 1; /* the capacity that then succeeds */
+        return error(st, REEL_E_BUFFER_TOO_SMALL, "response buffer");
+    }
     pthread_mutex_lock(&l->lock);
     int rc = REEL_OK;
     if (!l->loaded) {
@@ -360,6 +368,7 @@ static void mt_drive_close(ReelDrive *d) { free(d); }
     pthread_mutex_unlock(&l->lock); \
     return rc
 
+#ifndef MEMTAPE_ABI_V1_0
 /* ABI 1.1: the library's identity; writes at most the caller's struct_size. */
 static int32_t mt_library_info(ReelLibrary *l, ReelLibraryInfo *out, ReelStatus *st) {
     reset(st);
@@ -374,6 +383,7 @@ static int32_t mt_library_info(ReelLibrary *l, ReelLibraryInfo *out, ReelStatus 
     memcpy(out, &info, size);
     return REEL_OK;
 }
+#endif
 
 static int32_t mt_drive_info(ReelDrive *d, ReelDriveInfo *out, ReelStatus *st) {
     reset(st);
@@ -718,7 +728,9 @@ static const ReelPluginV1 MEMTAPE = {
     .drive_mam_read = mt_drive_mam_read,
     .drive_mam_write = mt_drive_mam_write,
     .drive_statistics = mt_drive_statistics,
+#ifndef MEMTAPE_ABI_V1_0
     .library_info = mt_library_info,
+#endif
 };
 
 REEL_REGISTER_PLUGIN(MEMTAPE)
