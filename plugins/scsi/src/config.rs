@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use crate::device::Policy;
+use crate::policy::Policy;
 use crate::timeouts::Class;
 
 /// Logical block protection wanted on every drive.

@@ -5,37 +5,16 @@
 use std::time::{Duration, Instant};
 
 use crate::cdb;
+use crate::config::Config;
 use crate::error::ScsiError;
 use crate::sense::Sense;
 use crate::timeouts::{Class, Timeouts};
 use crate::transport::{
-    DataDir, STATUS_BUSY, STATUS_CHECK_CONDITION, STATUS_GOOD, STATUS_RESERVATION_CONFLICT,
+    self, DataDir, STATUS_BUSY, STATUS_CHECK_CONDITION, STATUS_GOOD, STATUS_RESERVATION_CONFLICT,
     Transport,
 };
 
-/// Retry and wait policy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Policy {
-    /// How many UNIT ATTENTIONs in a row a command is retried through.
-    pub unit_attention_retries: u32,
-    /// How long a command is retried while the unit is becoming ready (04/01, 04/07).
-    pub not_ready_wait: Duration,
-    /// Pause between retries while becoming ready or busy.
-    pub poll: Duration,
-    /// How many BUSY statuses in a row are retried.
-    pub busy_retries: u32,
-}
-
-impl Default for Policy {
-    fn default() -> Policy {
-        Policy {
-            unit_attention_retries: 8,
-            not_ready_wait: Duration::from_secs(600),
-            poll: Duration::from_secs(1),
-            busy_retries: 30,
-        }
-    }
-}
+pub use crate::policy::Policy;
 
 /// The outcome of a command that completed at the SCSI level.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,6 +36,18 @@ pub struct ScsiDevice {
 }
 
 impl ScsiDevice {
+    /// Open the logical unit at `address` (an sg node or an iSCSI URL) with the configured
+    /// initiator name, per-class timeouts (the generation's, with `timeout.CLASS` overrides)
+    /// and retry policy: the one way the library, the resolver and the drives open a device.
+    pub fn open(cfg: &Config, address: &str) -> Result<ScsiDevice, ScsiError> {
+        let t = transport::open(address, &cfg.initiator)?;
+        let mut timeouts = Timeouts::for_generation(cfg.generation);
+        for (class, secs) in &cfg.timeouts {
+            timeouts.set(*class, *secs);
+        }
+        Ok(ScsiDevice::new(t, timeouts, cfg.policy.clone()))
+    }
+
     /// Wrap a transport.
     pub fn new(transport: Box<dyn Transport>, timeouts: Timeouts, policy: Policy) -> ScsiDevice {
         ScsiDevice {

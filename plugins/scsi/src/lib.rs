@@ -9,8 +9,8 @@
 //!   libiscsi loaded at run time (no build dependency on it).
 //! - [`sense`]: fixed and descriptor sense parsing.
 //! - [`cdb`]: one module per SCSI feature, CDB builders and response parsers.
-//! - [`device`]: per-command timeouts ([`timeouts`]), unit attention retried, becoming ready
-//!   waited out.
+//! - [`device`]: one logical unit, opened from the config; per-command timeouts ([`timeouts`]),
+//!   unit attention retried, becoming ready waited out ([`policy`]).
 //! - [`drive`], [`changer`]: the ABI calls mapped to commands; [`lbp`] for CRC32C logical
 //!   block protection.
 //! - [`library`]: the SDK [`Library`](reel_plugin_abi::sdk::Library) exported as
@@ -28,6 +28,7 @@ pub mod drive;
 pub mod error;
 pub mod lbp;
 pub mod library;
+pub mod policy;
 pub mod resolve;
 pub mod sense;
 pub mod timeouts;

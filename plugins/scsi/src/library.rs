@@ -20,10 +20,7 @@ use crate::changer::Changer;
 use crate::config::{Config, LbpMode};
 use crate::device::ScsiDevice;
 use crate::drive::{TapeDrive, identify};
-use crate::error::ScsiError;
 use crate::resolve;
-use crate::timeouts::Timeouts;
-use crate::transport;
 
 /// One drive of the library, in drive-index order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,20 +38,6 @@ pub struct ScsiLibrary {
     cfg: Config,
     changer: Option<Changer>,
     drives: Vec<DriveEntry>,
-}
-
-fn timeouts(cfg: &Config) -> Timeouts {
-    let mut t = Timeouts::for_generation(cfg.generation);
-    for (class, secs) in &cfg.timeouts {
-        t.set(*class, *secs);
-    }
-    t
-}
-
-/// Open a device at an address with the configured policy.
-pub fn open_device(cfg: &Config, address: &str) -> Result<ScsiDevice, ScsiError> {
-    let t = transport::open(address, &cfg.initiator)?;
-    Ok(ScsiDevice::new(t, timeouts(cfg), cfg.policy.clone()))
 }
 
 /// Tie drive elements to configured drives by serial. Returns, for each element, the index
@@ -120,7 +103,7 @@ impl ScsiLibrary {
         let changer = match &cfg.changer {
             Some(a) => {
                 let addr = resolve(a)?;
-                let mut c = Changer::open(open_device(&cfg, &addr)?)?;
+                let mut c = Changer::open(ScsiDevice::open(&cfg, &addr)?)?;
                 if cfg.initialize_element_status {
                     c.initialize()?;
                 }
@@ -131,7 +114,7 @@ impl ScsiLibrary {
         let mut probed: Vec<(String, String)> = Vec::new();
         for a in &cfg.drives {
             let addr = resolve(a)?;
-            let mut dev = open_device(&cfg, &addr)?;
+            let mut dev = ScsiDevice::open(&cfg, &addr)?;
             let (_, serial) = identify(&mut dev)?;
             probed.push((addr, serial));
         }
@@ -362,7 +345,7 @@ impl Library for ScsiLibrary {
                 entry.element.map_or("?".to_string(), |e| e.to_string())
             )));
         };
-        let dev = open_device(&self.cfg, &address)?;
+        let dev = ScsiDevice::open(&self.cfg, &address)?;
         let mut d = TapeDrive::open(dev, self.cfg.lbp, self.cfg.generation)?;
         call.elapsed_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let serial = reel_plugin_abi::sdk::Drive::info(&mut d, &mut Call::default())?.serial;

@@ -2,9 +2,9 @@
 //! Serials are stable across reboots and HBA rescans; `/dev/sgN` numbers are not.
 
 use crate::config::Config;
+use crate::device::ScsiDevice;
 use crate::drive::identify;
 use crate::error::ScsiError;
-use crate::library::open_device;
 use crate::transport::TransportError;
 
 /// Find the sg node of the device with this serial.
@@ -30,7 +30,7 @@ pub fn sg_by_serial(cfg: &Config, serial: &str) -> Result<String, ScsiError> {
     });
     let mut seen = Vec::new();
     for node in &nodes {
-        let found = open_device(cfg, node).and_then(|mut d| identify(&mut d));
+        let found = ScsiDevice::open(cfg, node).and_then(|mut d| identify(&mut d));
         match found {
             Ok((_, s)) if s == serial => {
                 tracing::info!(%serial, %node, "device resolved by serial");

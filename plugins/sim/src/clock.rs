@@ -9,6 +9,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Milliseconds since the Unix epoch (wall clock), stamped on every event of the log so a
+/// test can line the library's history up with its own.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// Where the pacer reads time and sleeps: the real clock, or a fake one in tests.
 pub trait TimeSource: Send + Sync {
     /// Monotonic time since an arbitrary origin.

@@ -7,9 +7,9 @@ use reel_plugin_abi::mam;
 use reel_plugin_abi::sdk::Fault;
 use serde_json::{Value, json};
 
-use crate::drive::Feed;
-use crate::library::Shared;
+use crate::drive_state::Feed;
 use crate::sense;
+use crate::shared::Shared;
 
 fn field<'a>(req: &'a Value, name: &str, op: &str) -> Result<&'a Value, Fault> {
     req.get(name)

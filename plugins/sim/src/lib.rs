@@ -11,9 +11,13 @@
 //! Built as a cdylib (loaded through the ABI, `reel_plugin_v1`) and an rlib (its own tests).
 //!
 //! Modules: [`config`] (the config string), [`clock`] (INSTANT and SCALED pacing), [`stream`]
-//! (buffer, speed matching, backhitch), [`cartridge`] (on-disk layout), [`drive`] (drive state
-//! and commands), [`library`] (elements, robot, persistence), [`control`] (faults and test
-//! controls), [`sense`] (sense conditions).
+//! (buffer, speed matching, backhitch), [`cartridge`] (on-disk layout), [`drive_state`] (one
+//! drive's modelled state), [`drive`] (the drive handle and its commands), [`shared`] (what the
+//! library and drive handles share: changer state and persistence, locks, the medium-error
+//! registry, the power cut), [`library`] (the library handle: opening, layout, elements),
+//! [`control`] (faults and test controls), [`mailbox`] (controls from other processes),
+//! [`sense`] (sense conditions). Dependencies point one way: `library` → `drive` → `shared` →
+//! `drive_state`.
 
 pub mod cartridge;
 pub mod clock;
@@ -21,10 +25,12 @@ pub mod config;
 pub mod control;
 pub mod data_file;
 pub mod drive;
+pub mod drive_state;
 pub mod identity;
 pub mod library;
 pub mod mailbox;
 pub mod sense;
+pub mod shared;
 pub mod stream;
 
 pub use library::SimLibrary;

@@ -14,7 +14,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::library::Shared;
+use crate::shared::Shared;
 
 /// The directory of drive `index`'s mailbox under the library directory.
 pub fn drive_dir(shared: &Shared, index: u32) -> PathBuf {

@@ -75,6 +75,7 @@ fn space_records_and_filemarks_both_ways() {
         .space(REEL_SPACE_RECORDS, -1, &mut Call::default())
         .unwrap_err();
     assert_ne!(f.flags & REEL_FLAG_FILEMARK, 0);
+    assert_eq!(f.residue, -1, "the residue carries the sign of the count");
     assert_eq!(ok(d.read_position(&mut Call::default())).block, 5);
     ok(d.locate(1, &mut Call::default()));
     let f = d
@@ -82,7 +83,7 @@ fn space_records_and_filemarks_both_ways() {
         .unwrap_err();
     assert_eq!(sense(&f), (0, 0, 4));
     assert_ne!(f.flags & REEL_FLAG_EOM, 0);
-    assert_eq!(f.residue, 2);
+    assert_eq!(f.residue, -2, "the residue carries the sign of the count");
     let p = ok(d.read_position(&mut Call::default()));
     assert_eq!(p.block, 0);
     assert_ne!(p.flags & REEL_POS_BOP, 0);
@@ -135,6 +136,13 @@ fn lbp_mode_checks_crc_and_survives_a_reload() {
         "nothing written"
     );
     ok(d.write_record(&r, Some(crc32c::crc32c(&r)), &mut Call::default()));
+    // An ILI read under LBP still says the record's CRC as stored (the whole record's).
+    ok(d.locate(0, &mut Call::default()));
+    let mut small = [0u8; 10];
+    let f = d.read_record(&mut small, &mut Call::default()).unwrap_err();
+    assert_ne!(f.flags & REEL_FLAG_ILI, 0);
+    assert_eq!(f.crc, Some(crc32c::crc32c(&r)));
+    assert_eq!(f.transferred, 10);
 }
 
 #[test]
