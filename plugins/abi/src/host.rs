@@ -199,88 +199,77 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// Every `REEL_CAP_*` bit with its name, for messages (load refusals, the kit's skips).
+pub const CAP_NAMES: &[(u64, &str)] = &[
+    (REEL_CAP_CHANGER, "REEL_CAP_CHANGER"),
+    (REEL_CAP_LBP, "REEL_CAP_LBP"),
+    (REEL_CAP_MAM, "REEL_CAP_MAM"),
+    (REEL_CAP_GEOMETRY, "REEL_CAP_GEOMETRY"),
+    (REEL_CAP_RAO, "REEL_CAP_RAO"),
+    (REEL_CAP_WORM, "REEL_CAP_WORM"),
+    (REEL_CAP_STATISTICS, "REEL_CAP_STATISTICS"),
+    (REEL_CAP_TAPE_ALERTS, "REEL_CAP_TAPE_ALERTS"),
+    (REEL_CAP_IMPORT_EXPORT, "REEL_CAP_IMPORT_EXPORT"),
+    (REEL_CAP_EARLY_WARNING, "REEL_CAP_EARLY_WARNING"),
+    (REEL_CAP_IMMEDIATE_FILEMARKS, "REEL_CAP_IMMEDIATE_FILEMARKS"),
+    (REEL_CAP_SPACE_BACKWARD, "REEL_CAP_SPACE_BACKWARD"),
+    (REEL_CAP_TEST_CONTROL, "REEL_CAP_TEST_CONTROL"),
+];
+
+/// The name of one capability bit (`"an unknown capability"` for a bit ABI v1 does not define).
+pub fn cap_name(bit: u64) -> &'static str {
+    CAP_NAMES
+        .iter()
+        .find(|(b, _)| *b == bit)
+        .map_or("an unknown capability", |(_, n)| *n)
+}
+
 /// The first capability bit set whose calls are not all in `t`, as (capability, slot).
 /// A capability the host relies on must come with the calls that serve it: a plugin that
 /// declares MAM without `drive_mam_read` would otherwise fail at the first cartridge.
 pub fn capability_without_call(t: &ReelPluginV1) -> Option<(&'static str, &'static str)> {
-    let needs: [(u64, &'static str, &'static str, bool); 12] = [
+    let needs: [(u64, &'static str, bool); 12] = [
         (
             REEL_CAP_CHANGER,
-            "REEL_CAP_CHANGER",
             "library_inventory",
             t.library_inventory.is_some(),
         ),
-        (
-            REEL_CAP_CHANGER,
-            "REEL_CAP_CHANGER",
-            "library_move",
-            t.library_move.is_some(),
-        ),
+        (REEL_CAP_CHANGER, "library_move", t.library_move.is_some()),
         (
             REEL_CAP_IMPORT_EXPORT,
-            "REEL_CAP_IMPORT_EXPORT",
             "library_import",
             t.library_import.is_some(),
         ),
         (
             REEL_CAP_IMPORT_EXPORT,
-            "REEL_CAP_IMPORT_EXPORT",
             "library_export",
             t.library_export.is_some(),
         ),
-        (
-            REEL_CAP_TEST_CONTROL,
-            "REEL_CAP_TEST_CONTROL",
-            "control",
-            t.control.is_some(),
-        ),
-        (
-            REEL_CAP_LBP,
-            "REEL_CAP_LBP",
-            "drive_set_lbp",
-            t.drive_set_lbp.is_some(),
-        ),
-        (
-            REEL_CAP_MAM,
-            "REEL_CAP_MAM",
-            "drive_mam_read",
-            t.drive_mam_read.is_some(),
-        ),
-        (
-            REEL_CAP_MAM,
-            "REEL_CAP_MAM",
-            "drive_mam_write",
-            t.drive_mam_write.is_some(),
-        ),
+        (REEL_CAP_TEST_CONTROL, "control", t.control.is_some()),
+        (REEL_CAP_LBP, "drive_set_lbp", t.drive_set_lbp.is_some()),
+        (REEL_CAP_MAM, "drive_mam_read", t.drive_mam_read.is_some()),
+        (REEL_CAP_MAM, "drive_mam_write", t.drive_mam_write.is_some()),
         (
             REEL_CAP_STATISTICS,
-            "REEL_CAP_STATISTICS",
             "drive_statistics",
             t.drive_statistics.is_some(),
         ),
         (
             REEL_CAP_TAPE_ALERTS,
-            "REEL_CAP_TAPE_ALERTS",
             "drive_tape_alerts",
             t.drive_tape_alerts.is_some(),
         ),
         (
             REEL_CAP_GEOMETRY,
-            "REEL_CAP_GEOMETRY",
             "drive_geometry",
             t.drive_geometry.is_some(),
         ),
-        (
-            REEL_CAP_RAO,
-            "REEL_CAP_RAO",
-            "drive_rao",
-            t.drive_rao.is_some(),
-        ),
+        (REEL_CAP_RAO, "drive_rao", t.drive_rao.is_some()),
     ];
     needs
         .into_iter()
-        .find(|(bit, _, _, present)| t.caps & bit != 0 && !present)
-        .map(|(_, cap, slot, _)| (cap, slot))
+        .find(|(bit, _, present)| t.caps & bit != 0 && !present)
+        .map(|(bit, slot, _)| (cap_name(bit), slot))
 }
 
 /// Smallest table accepted: every slot up to and including `drive_read_record` (the v1.0 core).

@@ -151,21 +151,8 @@ const CHECKS: &[Check] = &[
     check("worm", REEL_CAP_WORM | REEL_CAP_CHANGER, media::worm),
 ];
 
-/// Names of the capability bits, for skip reasons.
-const CAP_NAMES: &[(u64, &str)] = &[
-    (REEL_CAP_CHANGER, "REEL_CAP_CHANGER"),
-    (REEL_CAP_LBP, "REEL_CAP_LBP"),
-    (REEL_CAP_MAM, "REEL_CAP_MAM"),
-    (REEL_CAP_WORM, "REEL_CAP_WORM"),
-    (REEL_CAP_STATISTICS, "REEL_CAP_STATISTICS"),
-    (REEL_CAP_EARLY_WARNING, "REEL_CAP_EARLY_WARNING"),
-    (REEL_CAP_IMMEDIATE_FILEMARKS, "REEL_CAP_IMMEDIATE_FILEMARKS"),
-    (REEL_CAP_SPACE_BACKWARD, "REEL_CAP_SPACE_BACKWARD"),
-    (REEL_CAP_TEST_CONTROL, "REEL_CAP_TEST_CONTROL"),
-];
-
 fn missing_caps(plugin: &Plugin, needs: u64) -> Vec<&'static str> {
-    CAP_NAMES
+    crate::host::CAP_NAMES
         .iter()
         .filter(|(bit, _)| needs & bit != 0 && !plugin.has_cap(*bit))
         .map(|(_, n)| *n)
@@ -246,7 +233,10 @@ mod tests {
     #[test]
     fn every_capability_a_check_needs_has_a_name() {
         for c in CHECKS {
-            let named: u64 = CAP_NAMES.iter().map(|(b, _)| b).fold(0, |a, b| a | b);
+            let named: u64 = crate::host::CAP_NAMES
+                .iter()
+                .map(|(b, _)| b)
+                .fold(0, |a, b| a | b);
             assert_eq!(
                 c.needs & !named,
                 0,

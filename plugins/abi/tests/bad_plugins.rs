@@ -211,6 +211,19 @@ fn a_capability_without_its_call_is_refused() {
         ),
         "{e:?}"
     );
+    // One table of names serves the load check and the kit: every v1 bit, each once.
+    let names = reel_plugin_abi::host::CAP_NAMES;
+    let all: u64 = names.iter().fold(0, |a, (b, _)| a | b);
+    assert_eq!(
+        all,
+        (1 << 13) - 1,
+        "bits 0..=12, REEL_CAP_CHANGER to REEL_CAP_TEST_CONTROL"
+    );
+    assert_eq!(names.len(), 13);
+    assert_eq!(
+        reel_plugin_abi::host::cap_name(REEL_CAP_RAO),
+        "REEL_CAP_RAO"
+    );
     // The same table without the bit loads: the host never calls what it was not promised.
     static NO_MAM: ReelPluginV1 = {
         let mut t = sdk::plugin_table::<Panicky>();

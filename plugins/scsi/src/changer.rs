@@ -178,7 +178,7 @@ impl Changer {
 mod tests {
     use super::*;
     use crate::cdb::element::tests::page;
-    use crate::device::Policy;
+    use crate::policy::Policy;
     use crate::timeouts::Timeouts;
     use crate::transport::fake::{Reply, Script};
 

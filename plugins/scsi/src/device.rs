@@ -14,7 +14,7 @@ use crate::transport::{
     Transport,
 };
 
-pub use crate::policy::Policy;
+use crate::policy::Policy;
 
 /// The outcome of a command that completed at the SCSI level.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Drive tests against the scripted fake target: every sense edge case of the tape data path.
 
 use super::*;
-use crate::device::Policy;
+use crate::policy::Policy;
 use crate::timeouts::Timeouts;
 use crate::transport::fake::{Reply, Script};
 use reel_plugin_abi::sdk::Drive as _;
