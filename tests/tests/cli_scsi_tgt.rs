@@ -1,18 +1,18 @@
 //! End to end on a real SCSI target: the `reel` binary and a separate `reel worker` drive the
-//! tgt virtual tape library of the shared rig (SMC changer + two SSC drives over iSCSI) through
-//! the SCSI plugin loaded with dlopen: intake, archive with full read-back, recall byte for
-//! byte, verify, and a second archive appended at end of data.
+//! tgt virtual tape library of reel's rig (`tests/rig`: an SMC changer and two SSC drives over
+//! iSCSI) through the SCSI plugin loaded with dlopen: intake, archive with full read-back,
+//! recall byte for byte, verify, and a second archive appended at end of data.
 //!
 //! tgt emulates neither logical block protection nor MAM: the engine runs the drives without
 //! them (with a warning), which is what this test also shows. Needs the rig
-//! (`plugins/scsi/tests/rig.sh`, root) and `cargo build -p reel-plugin-scsi`; skipped loudly
+//! (`tests/rig/setup.sh`, root) and `cargo build -p reel-plugin-scsi`; skipped loudly
 //! without them, except under `CI=true`, where it fails.
 
 use std::path::Path;
 
 use reel_tests::*;
 
-#[path = "../../plugins/scsi/tests/support/rig.rs"]
+#[path = "../rig/rig.rs"]
 mod rig;
 
 /// iSCSI port and tgtd control instance of this test (the plugin's own test uses 3270 / 7).

@@ -1,4 +1,4 @@
-//! The HTTP API of `reel serve` (DESIGN.md §7): other services submit archive, recall, verify
+//! The HTTP API of `reel serve` (docs/ARCHITECTURE.md, "Interfaces"): other services submit archive, recall, verify
 //! and intake jobs, follow them, cancel and retry them, and look the catalogue up. JSON in and
 //! out; every error is a JSON [`ErrorBody`] with the cause, a hint and the HTTP status.
 //!

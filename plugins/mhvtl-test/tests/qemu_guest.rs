@@ -1,76 +1,32 @@
 //! The contract kit, run inside a qemu TCG guest against the real Linux `st` and `sg`
 //! drivers.
 //!
-//! The host brings up a tgt virtual library (the shared rig's `vtl-up.sh`, with the patched
-//! tgtd for READ POSITION and LOCATE) on a private loopback port; qemu's iSCSI client attaches
-//! drive 1 and the changer to a virtio-scsi bus, where the guest kernel binds `st` and `sg` to
-//! them. The guest runs `reel-plugin-check libreel_plugin_mhvtl.so` with the devices named by
+//! The host brings up reel's tape library rig (`tests/rig`: tgt with reel's patch for READ
+//! POSITION, LOCATE, SPACE and early warning) on a private loopback port; qemu's iSCSI client
+//! attaches drive 1 and the changer to a virtio-scsi bus, where the guest kernel binds `st`
+//! and `sg` to them. The guest runs `reel-plugin-check libreel_plugin_mhvtl.so` with the devices named by
 //! serial, prints the kit's report on the serial console and powers off; this test parses it.
 //!
-//! Prerequisites: `plugins/mhvtl-test/tests/guest-setup.sh` (root; packages, patched tgtd,
-//! kernel package). Without them the test is skipped with a loud message, except under
+//! Prerequisites: `tests/rig/setup.sh --guest` (root; packages, patched tgtd, kernel
+//! package). Without them the test is skipped with a loud message, except under
 //! `CI=true`, where it fails.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// Private iSCSI portal port and tgtd control port, away from the rig's defaults.
+#[path = "../../../tests/rig/rig.rs"]
+mod rig;
+use rig::skip_or_fail;
+
+/// Private iSCSI portal port and tgtd control instance, away from the other rig tests'.
 const PORT: u16 = 3275;
-const CN: &str = "9";
-const IQN: &str = "iqn.2026-11.test:reel-mhvtl";
-
-fn rig_work() -> PathBuf {
-    std::env::var_os("REEL_MHVTL_RIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/reel-mhvtl-rig"))
-}
-
-fn shared_rig() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidate = here.join("../../../shared/rig");
-    if candidate.join("vtl-up.sh").exists() {
-        candidate
-    } else {
-        PathBuf::from("/work/shared/rig")
-    }
-}
-
-/// Skip loudly, or fail under CI.
-fn skip_or_fail(why: &str) {
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("qemu guest test cannot run under CI=true: {why}");
-    }
-    // Straight to fd 2: the test harness captures eprintln! of a passing test.
-    let _ = writeln!(
-        std::io::stderr(),
-        "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
-         !!! SKIPPED qemu_guest (st/sg path NOT tested): {why}\n\
-         !!! run plugins/mhvtl-test/tests/guest-setup.sh as root, then this test again\n\
-         !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-    );
-}
+const CN: u16 = 9;
 
 fn which(tool: &str) -> bool {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
         .unwrap_or(false)
-}
-
-/// Stops the tgtd this test started (by its recorded PID, through the rig's vtl-down.sh).
-struct Vtl {
-    dir: PathBuf,
-}
-
-impl Drop for Vtl {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(shared_rig().join("vtl-down.sh"))
-            .env("CN", CN)
-            .env("VTL", &self.dir)
-            .status();
-    }
 }
 
 fn run(cmd: &mut Command, what: &str) -> String {
@@ -124,11 +80,7 @@ fn contract_kit_in_qemu_guest() {
     if !missing.is_empty() {
         return skip_or_fail(&format!("missing tools: {}", missing.join(", ")));
     }
-    let work = rig_work();
-    let tgtd = work.join("tgt-build/src/tgt/usr/tgtd");
-    if !tgtd.is_file() {
-        return skip_or_fail(&format!("no patched tgtd at {}", tgtd.display()));
-    }
+    let work = rig::rig_dir();
     let kernel = std::fs::read_dir(work.join("guest")).ok().and_then(|d| {
         d.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
             p.file_name()
@@ -138,13 +90,10 @@ fn contract_kit_in_qemu_guest() {
     });
     let Some(kernel) = kernel else {
         return skip_or_fail(&format!(
-            "no Debian kernel package under {}",
+            "no Debian kernel package under {} (tests/rig/setup.sh --guest fetches it)",
             work.join("guest").display()
         ));
     };
-    if std::net::TcpListener::bind(("127.0.0.1", PORT)).is_err() {
-        panic!("port 127.0.0.1:{PORT} is in use; another rig is running there");
-    }
 
     // The plugin (built by cargo with this test) and the kit runner.
     let exe = std::env::current_exe().expect("test executable path");
@@ -183,45 +132,12 @@ fn contract_kit_in_qemu_guest() {
     assert!(checker.is_file(), "{} was not built", checker.display());
 
     // The library: 2 drives, changer, 8 slots; two slots emptied for the kit's move checks.
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let vtl_dir = tmp.path().join("vtl");
-    let rig = shared_rig();
-    run(
-        Command::new("bash")
-            .arg(rig.join("vtl-up.sh"))
-            .env("CN", CN)
-            .env("PORT", PORT.to_string())
-            .env("IQN", IQN)
-            .env("VTL", &vtl_dir)
-            .env("SIZE_MB", "64")
-            .env("TGTD", &tgtd)
-            .stdin(Stdio::null()),
-        "vtl-up.sh",
-    );
-    let _vtl = Vtl {
-        dir: vtl_dir.clone(),
+    let Some(library) = rig::Rig::up(PORT, CN, 64) else {
+        return;
     };
-    for slot in ["1030", "1031"] {
-        run(
-            Command::new("tgtadm").args([
-                "-C",
-                CN,
-                "--lld",
-                "iscsi",
-                "--mode",
-                "logicalunit",
-                "--op",
-                "update",
-                "--tid",
-                "1",
-                "--lun",
-                "3",
-                "--params",
-                &format!("element_type=2,address={slot},clear_slot=1"),
-            ]),
-            "tgtadm clear_slot",
-        );
-    }
+    library.clear_slot(1030);
+    library.clear_slot(1031);
+    let tmp = tempfile::tempdir().expect("temp dir");
 
     // The guest: the kit against drive 1 and the changer, both named by serial.
     let script = tmp.path().join("guest-run.sh");
@@ -240,18 +156,22 @@ fn contract_kit_in_qemu_guest() {
     let guest = work.join("guest");
     run(
         Command::new("bash")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mkguest-reel.sh"))
+            .arg(
+                rig::scripts_dir()
+                    .expect("tests/rig in this checkout")
+                    .join("guest/mkguest.sh"),
+            )
             .arg(&guest)
             .arg(&kernel)
             .arg(&script)
             .arg(&checker)
             .arg(&plugin)
             .arg(&eom_probe),
-        "mkguest-reel.sh",
+        "tests/rig/guest/mkguest.sh",
     );
 
     let t0 = Instant::now();
-    let lun = |n: u32| format!("file=iscsi://127.0.0.1:{PORT}/{IQN}/{n},if=none,format=raw");
+    let lun = |n: u32| format!("file={},if=none,format=raw", library.url(n));
     let out = Command::new("timeout")
         .arg("300")
         .arg("qemu-system-x86_64")

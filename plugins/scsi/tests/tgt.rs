@@ -1,13 +1,13 @@
-//! Integration tests against the tgt virtual tape library of the shared rig
-//! (`../shared/rig`): a real third-party SCSI target (SSC drives, SMC changer) over iSCSI on
-//! loopback, driven through the plugin loaded with dlopen, as the engine loads it.
+//! Integration tests against reel's tape library rig (`tests/rig`): a real third-party SCSI
+//! target (tgt's SSC drives and SMC changer) over iSCSI on loopback, driven through the plugin
+//! loaded with dlopen, as the engine loads it.
 //!
-//! Needs `tgt`, `libiscsi7` and the patched tgtd (READ POSITION, LOCATE, SPACE/EOD): run
-//! `plugins/scsi/tests/rig.sh` once (root; idempotent). Without them the test is skipped with
-//! a loud message, except when `CI=true`, where it fails.
+//! Needs tgt's tools, libiscsi and the patched tgtd (READ POSITION, LOCATE, SPACE, early
+//! warning): run `tests/rig/setup.sh` once (root; idempotent). Without them the test is
+//! skipped with a loud message, except when `CI=true`, where it fails.
 //!
-//! Env: `TGTD` (tgtd binary; default: the patched build under /tmp/tgt-build), `RIG` (rig
-//! scripts directory), `REEL_TGT_PORT` / `REEL_TGT_CN` (default 3270 / 7).
+//! Env: `TGTD`, `REEL_RIG_DIR` (see `tests/rig/rig.rs`), `REEL_TGT_PORT` / `REEL_TGT_CN`
+//! (default 3270 / 7).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use reel_plugin_abi::host::{LibraryHandle, Plugin};
 use reel_plugin_abi::kit::{self, KitOptions, Outcome};
 use reel_plugin_abi::*;
 
-#[path = "support/rig.rs"]
+#[path = "../../../tests/rig/rig.rs"]
 mod rig;
 use rig::Rig;
 
@@ -116,6 +116,20 @@ fn changer_inventory_and_moves(rig: &Rig, p: &Arc<Plugin>) {
     assert_eq!(lib.inventory().expect("inventory"), inv);
 }
 
+/// A record read back is the one written; a mismatch names its length or first bad byte
+/// (not a megabyte of both in the panic message).
+fn same_bytes(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(at) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: byte {at} of {} is {:#04x}, written {:#04x}",
+            want.len(),
+            got[at],
+            want[at]
+        );
+    }
+}
+
 /// Records written, read back, located and spaced over on the second drive.
 fn records_on_drive_two(rig: &Rig, p: &Arc<Plugin>) {
     let mut lib = LibraryHandle::open(p, &rig.config()).expect("library_open");
@@ -151,7 +165,11 @@ fn records_on_drive_two(rig: &Rig, p: &Arc<Plugin>) {
     for f in 0..3 {
         for r in 0..20 {
             let got = d.read_record(&mut buf).expect("read");
-            assert_eq!(&buf[..got.len], &record(f, r)[..], "file {f} record {r}");
+            same_bytes(
+                &buf[..got.len],
+                &record(f, r),
+                &format!("file {f} record {r}"),
+            );
         }
         let e = d.read_record(&mut buf).unwrap_err();
         assert_ne!(e.status.flags & REEL_FLAG_FILEMARK, 0, "{e}");
@@ -162,7 +180,11 @@ fn records_on_drive_two(rig: &Rig, p: &Arc<Plugin>) {
     // locate into the second file and read
     d.locate(21 + 5).expect("locate");
     let got = d.read_record(&mut buf).expect("read after locate");
-    assert_eq!(&buf[..got.len], &record(1, 5)[..]);
+    same_bytes(
+        &buf[..got.len],
+        &record(1, 5),
+        "file 1 record 5 after locate",
+    );
     let pos = d.read_position().expect("position");
     assert_eq!((pos.block, pos.file), (27, 1));
     // space back over a filemark

@@ -1,13 +1,14 @@
 #!/bin/bash
-# Build the qemu TCG guest for tests/qemu_guest.rs: a Debian kernel + busybox initramfs with
-# the st and sg drivers, the given programs and shared objects (with the shared libraries they
-# need, found with ldd), and a test script the guest's /init runs before it powers off.
-# Derived from the rig's mkguest.sh (/work/shared/rig/qemu/mkguest.sh).
+# Build a qemu TCG guest that sees the rig's drives through the Linux st and sg drivers: a
+# Debian kernel + busybox initramfs with those drivers, the given programs and shared objects
+# (with the shared libraries they need, found with ldd), and a test script the guest's /init
+# runs before it powers off. Used by plugins/mhvtl-test/tests/qemu_guest.rs and
+# plugins/scsi/tests/qemu-sg.sh.
 #
-#   mkguest-reel.sh GUEST_DIR KERNEL_DEB GUEST_SCRIPT FILE...
+#   tests/rig/guest/mkguest.sh GUEST_DIR KERNEL_DEB GUEST_SCRIPT FILE...
 #
 # FILEs land in the guest as /reel/<basename>; GUEST_SCRIPT as /reel/guest-run.sh.
-# Needs: busybox-static cpio kmod dpkg (tests/guest-setup.sh installs them).
+# Needs: busybox-static cpio kmod dpkg (tests/rig/setup.sh --guest installs them).
 set -euo pipefail
 G=$1; KDEB=$(readlink -f "$2"); SCRIPT=$(readlink -f "$3"); shift 3
 FILES=()
