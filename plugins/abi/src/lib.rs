@@ -12,10 +12,12 @@
 //! - [`seek`]: the tape seek cost model (CTA's) and recommended-access-order planning, shared by
 //!   the simulator (to time locates and answer native RAO) and the engine (software RAO).
 //! - [`kit`]: the plugin contract kit, run by the `reel-plugin-check` binary.
+//! - [`config`]: the one way every plugin reads its configuration string.
 //!
 //! docs/ABI.md describes every call, its sense on success and error, buffer ownership, the
 //! thread model and the versioning rules.
 
+pub mod config;
 pub mod host;
 pub mod kit;
 pub mod sdk;

@@ -13,8 +13,10 @@ use reel_plugin_abi::{
     REEL_ELEMENT_SLOT, asc, sense_key,
 };
 
-use crate::cdb;
-use crate::sg::{self, Data};
+use reel_scsi_protocol::cdb::{element, inquiry};
+use reel_scsi_protocol::command::DataDir;
+
+use crate::sg;
 
 /// Allocation for one element type's status (a few thousand slots with volume tags).
 const ELEMENT_STATUS_ALLOC: usize = 256 * 1024;
@@ -44,7 +46,7 @@ impl Changer {
     /// Open the changer's `sg` node and check it answers INQUIRY as a medium changer.
     pub fn open(path: &Path, timeout: Duration) -> Result<Changer, Fault> {
         let file = open_node(path).map_err(|e| {
-            crate::sense::errno_fault(e, &format!("opening changer {}", path.display()))
+            crate::errno::errno_fault(e, &format!("opening changer {}", path.display()))
         })?;
         let c = Changer {
             path: path.to_path_buf(),
@@ -54,8 +56,13 @@ impl Changer {
             info: LibraryInfo::default(),
         };
         let mut inq = [0u8; 96];
-        let n = c.command("INQUIRY", &cdb::inquiry(None, 96), Data::In(&mut inq))?;
-        let (kind, vendor, product) = cdb::parse_inquiry(&inq[..n])
+        let n = c.command("INQUIRY", &inquiry::inquiry(96), DataDir::In(&mut inq))?;
+        let inquiry::Inquiry {
+            device_type: kind,
+            vendor,
+            product,
+            ..
+        } = inquiry::Inquiry::parse(&inq[..n])
             .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", c.path.display())))?;
         if kind != crate::sysfs::TYPE_CHANGER {
             return Err(Fault::invalid(format!(
@@ -70,30 +77,42 @@ impl Changer {
         tracing::info!(changer = %c.path.display(), %vendor, %product, %serial, "changer open");
         let mut c = c;
         c.info = LibraryInfo {
-            vendor: vendor.to_string(),
-            product: product.to_string(),
+            vendor,
+            product,
             serial,
         };
         Ok(c)
     }
 
-    fn command(&self, what: &str, cdb: &[u8], data: Data<'_>) -> Result<usize, Fault> {
+    fn command(&self, what: &str, cdb: &[u8], data: DataDir<'_>) -> Result<usize, Fault> {
         let name = format!("{what} on changer {}", self.path.display());
         match sg::run(self.file.as_fd(), cdb, data, self.timeout) {
             Ok((None, n)) => Ok(n),
-            Ok((Some(s), _)) => Err(s.fault(&name)),
+            Ok((Some(s), _)) => Err(s.fault_for(&name)),
             Err(e) => Err(Fault::code(REEL_E_TRANSPORT, format!("{name}: {e}"))),
         }
     }
 
-    /// The elements of one type; an ILLEGAL REQUEST (no such type) gives none.
+    /// The elements of one type (the ABI's kinds are SMC's element type codes), numbered in
+    /// address order; an ILLEGAL REQUEST (no such type) gives none.
     fn elements(&self, kind: u32) -> Result<Vec<Element>, Fault> {
         let mut buf = vec![0u8; ELEMENT_STATUS_ALLOC];
-        let cdb = cdb::read_element_status(kind, buf.len() as u32);
-        match self.command("READ ELEMENT STATUS", &cdb, Data::In(&mut buf)) {
-            Ok(n) => cdb::parse_element_status(&buf[..n], kind).map_err(|e| {
-                Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", self.path.display()))
-            }),
+        let code = u8::try_from(kind).unwrap_or(element::TYPE_DATA_TRANSFER);
+        let cdb = element::read_element_status(code, 0, 0xFFFF, true, false, buf.len() as u32);
+        match self.command("READ ELEMENT STATUS", &cdb, DataDir::In(&mut buf)) {
+            Ok(n) => {
+                let mut status = element::parse(&buf[..n]).map_err(|e| {
+                    Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", self.path.display()))
+                })?;
+                // a device may add pages of other types
+                status.retain(|e| e.element_type == code);
+                status.sort_by_key(|e| e.address);
+                Ok(status
+                    .iter()
+                    .enumerate()
+                    .map(|(n, e)| e.to_element(n as u32))
+                    .collect())
+            }
             Err(f) if f.sense_key == sense_key::ILLEGAL_REQUEST && kind != REEL_ELEMENT_SLOT => {
                 tracing::debug!(kind, "changer has no elements of this type: {}", f.message);
                 Ok(Vec::new())
@@ -144,8 +163,8 @@ impl Changer {
         tracing::info!(changer = %self.path.display(), source, destination, "MOVE MEDIUM");
         self.command(
             &format!("MOVE MEDIUM {source} -> {destination}"),
-            &cdb::move_medium(t, s, d),
-            Data::None,
+            &element::move_medium(t, s, d),
+            DataDir::None,
         )
         .map(|_| ())
     }

@@ -1,4 +1,6 @@
-//! The plugin's configuration string: `key=value` lines.
+//! The plugin's configuration string, read as every reel plugin reads one
+//! (`reel_plugin_abi::config`; docs/ABI.md, "Configuration strings"): `key=value` entries, one
+//! per line or `;`-separated, `#` to the end of a line a comment, the last value of a key wins.
 //!
 //! ```text
 //! # the changer, by unit serial (VPD 80h) or by node
@@ -12,6 +14,8 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+use reel_plugin_abi::config;
 
 /// A device named in the configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,27 +53,14 @@ pub struct Config {
 /// A configuration the plugin cannot use.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
-    /// A line is not `key=value`.
-    #[error("config line {line}: `{text}` is not key=value")]
-    NotKeyValue {
-        /// 1-based line number.
-        line: usize,
-        /// The line.
-        text: String,
-    },
+    /// The string is not a list of `key=value` entries.
+    #[error(transparent)]
+    Syntax(#[from] config::SyntaxError),
     /// A key this plugin does not know.
     #[error(
         "config line {line}: unknown key `{key}` (known: changer, drives, timeout_s, sysfs, dev)"
     )]
     UnknownKey {
-        /// 1-based line number.
-        line: usize,
-        /// The key.
-        key: String,
-    },
-    /// A key given twice.
-    #[error("config line {line}: `{key}` given twice; keep one")]
-    Duplicate {
         /// 1-based line number.
         line: usize,
         /// The key.
@@ -99,7 +90,7 @@ fn device_ref(v: &str, line: usize, key: &str) -> Result<DeviceRef, ConfigError>
         key: key.to_string(),
         why: why.to_string(),
     };
-    if let Some(s) = v.strip_prefix("serial=").or_else(|| v.strip_prefix("sn=")) {
+    if let Some(s) = config::serial(v) {
         let s = s.trim();
         if s.is_empty() || s.contains(char::is_whitespace) {
             return Err(bad(
@@ -107,6 +98,8 @@ fn device_ref(v: &str, line: usize, key: &str) -> Result<DeviceRef, ConfigError>
             ));
         }
         Ok(DeviceRef::Serial(s.to_string()))
+    } else if v.starts_with("sn=") || v.starts_with("serial:") {
+        Err(bad("a device is named by serial number as serial=SERIAL"))
     } else if v.starts_with('/') {
         Ok(DeviceRef::Path(PathBuf::from(v)))
     } else {
@@ -124,57 +117,35 @@ impl Config {
         let mut timeout = None;
         let mut sysfs = None;
         let mut dev = None;
-        for (n, raw) in text.lines().enumerate() {
-            let line = n + 1;
-            let l = raw.split('#').next().unwrap_or("").trim();
-            if l.is_empty() {
-                continue;
-            }
-            let Some((k, v)) = l.split_once('=') else {
-                return Err(ConfigError::NotKeyValue {
-                    line,
-                    text: l.to_string(),
-                });
-            };
-            let k = k.trim();
-            let dup = || ConfigError::Duplicate {
-                line,
-                key: k.to_string(),
-            };
+        for config::Entry {
+            line,
+            key: k,
+            value: v,
+        } in config::entries(text)?
+        {
             match k {
-                "changer" => {
-                    if changer.is_some() {
-                        return Err(dup());
-                    }
-                    changer = Some(device_ref(v, line, k)?);
-                }
+                "changer" => changer = Some(device_ref(v, line, k)?),
                 "drives" => {
-                    if drives.is_some() {
-                        return Err(dup());
-                    }
-                    let list = v
-                        .split(',')
-                        .filter(|s| !s.trim().is_empty())
-                        .map(|s| device_ref(s, line, k))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    drives = Some(list);
+                    drives = Some(
+                        config::list(v)
+                            .map(|s| device_ref(s, line, k))
+                            .collect::<Result<Vec<_>, _>>()?,
+                    );
                 }
                 "timeout_s" => {
-                    if timeout.is_some() {
-                        return Err(dup());
-                    }
-                    let s: u64 = v.trim().parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                        ConfigError::BadValue {
-                            line,
-                            key: k.to_string(),
-                            why: format!("`{}` is not a positive number of seconds", v.trim()),
-                        }
-                    })?;
+                    let s: u64 =
+                        v.parse()
+                            .ok()
+                            .filter(|s| *s > 0)
+                            .ok_or_else(|| ConfigError::BadValue {
+                                line,
+                                key: k.to_string(),
+                                why: format!("`{v}` is not a positive number of seconds"),
+                            })?;
                     timeout = Some(Duration::from_secs(s));
                 }
                 "sysfs" | "dev" => {
-                    let p = v.trim();
-                    if !p.starts_with('/') {
+                    if !v.starts_with('/') {
                         return Err(ConfigError::BadValue {
                             line,
                             key: k.to_string(),
@@ -182,10 +153,7 @@ impl Config {
                         });
                     }
                     let slot = if k == "sysfs" { &mut sysfs } else { &mut dev };
-                    if slot.is_some() {
-                        return Err(dup());
-                    }
-                    *slot = Some(PathBuf::from(p));
+                    *slot = Some(PathBuf::from(v));
                 }
                 other => {
                     return Err(ConfigError::UnknownKey {
@@ -233,9 +201,9 @@ mod tests {
         assert_eq!(c.changer, Some(DeviceRef::Path("/dev/sg1".into())));
         assert_eq!(c.timeout, Duration::from_secs(60));
         assert_eq!(c.sysfs, PathBuf::from("/tmp/s"));
-        let c = Config::parse("drives=sn=X1").unwrap();
+        let c = Config::parse("drives=serial=X1; drives=serial=X2 # the last wins").unwrap();
         assert_eq!(c.changer, None);
-        assert_eq!(c.drives, vec![DeviceRef::Serial("X1".into())]);
+        assert_eq!(c.drives, vec![DeviceRef::Serial("X2".into())]);
     }
 
     #[test]
@@ -243,10 +211,10 @@ mod tests {
         let e = Config::parse("drives=/dev/nst0\nchanger").unwrap_err();
         assert_eq!(
             e,
-            ConfigError::NotKeyValue {
+            ConfigError::Syntax(config::SyntaxError::NotKeyValue {
                 line: 2,
                 text: "changer".into()
-            }
+            })
         );
         let e = Config::parse("drive=/dev/nst0").unwrap_err();
         assert!(matches!(e, ConfigError::UnknownKey { line: 1, .. }));
@@ -259,8 +227,8 @@ mod tests {
         );
         let e = Config::parse("drives=serial=").unwrap_err();
         assert!(matches!(e, ConfigError::BadValue { .. }));
-        let e = Config::parse("drives=/dev/nst0\ndrives=/dev/nst1").unwrap_err();
-        assert!(matches!(e, ConfigError::Duplicate { line: 2, .. }));
+        let e = Config::parse("drives=sn=X1").unwrap_err();
+        assert!(e.to_string().contains("serial=SERIAL"), "{e}");
         assert_eq!(
             Config::parse("changer=/dev/sg1").unwrap_err(),
             ConfigError::NoDrives

@@ -28,11 +28,17 @@ use reel_plugin_abi::{
     REEL_SPACE_FILEMARKS, REEL_SPACE_RECORDS, ReelDriveStats, ReelPosition, asc, sense_key,
 };
 
-use crate::cdb;
+use reel_scsi_protocol::cdb::{attribute, inquiry, log, motion, position, rw, unit};
+use reel_scsi_protocol::command::DataDir;
+
 use crate::changer::open_node;
+use crate::errno::errno_fault;
 use crate::mtio::{self, op};
-use crate::sense::errno_fault;
-use crate::sg::{self, Data};
+use crate::sg;
+
+/// LOG SENSE page 2Eh, TapeAlert: one parameter per flag (the st path reads this page; the
+/// SCSI plugin reads the response page 12h).
+const PAGE_TAPE_ALERT: u8 = 0x2E;
 
 /// Valid bits of [`ReelDriveStats::valid`] this plugin fills (field order after `valid`).
 pub const STATS_VALID: u32 = (1 << 0) // busy_ns
@@ -273,11 +279,14 @@ impl StDrive {
         let n = self
             .sg_command(
                 "READ BLOCK LIMITS",
-                &cdb::read_block_limits(),
-                Data::In(&mut b),
+                &motion::read_block_limits(),
+                DataDir::In(&mut b),
             )
             .ok()?;
-        cdb::parse_block_limits(&b[..n]).ok().filter(|m| *m > 0)
+        motion::BlockLimits::parse(&b[..n])
+            .ok()
+            .map(|l| u64::from(l.max))
+            .filter(|m| *m > 0)
     }
 
     /// Run `f`, timing it into `call` and the statistics.
@@ -315,14 +324,14 @@ impl StDrive {
     }
 
     /// One CDB through the drive's sg node.
-    fn sg_command(&self, what: &str, cdb: &[u8], data: Data<'_>) -> Result<usize, Fault> {
+    fn sg_command(&self, what: &str, cdb: &[u8], data: DataDir<'_>) -> Result<usize, Fault> {
         let Some(sg) = &self.sg else {
             return Err(self.no_sg(what));
         };
         let name = format!("{what} on {}", self.name);
         match sg::run(sg.as_fd(), cdb, data, self.timeout) {
             Ok((None, n)) => Ok(n),
-            Ok((Some(s), _)) => Err(s.fault(&name)),
+            Ok((Some(s), _)) => Err(s.fault_for(&name)),
             Err(e) => Err(Fault::code(REEL_E_TRANSPORT, format!("{name}: {e}"))),
         }
     }
@@ -333,7 +342,8 @@ impl StDrive {
         let what = format!("{what} on {}", self.name);
         if e == Errno::EIO
             && self.sg.is_some()
-            && let Err(f) = self.sg_command("TEST UNIT READY", &cdb::test_unit_ready(), Data::None)
+            && let Err(f) =
+                self.sg_command("TEST UNIT READY", &unit::test_unit_ready(), DataDir::None)
             && f.sense_key != sense_key::NO_SENSE
         {
             return Fault {
@@ -368,23 +378,26 @@ impl StDrive {
             let mut b = [0u8; 32];
             match self.sg_command(
                 "READ POSITION",
-                &cdb::read_position_long(),
-                Data::In(&mut b),
+                &position::read_position_long(),
+                DataDir::In(&mut b),
             ) {
                 Ok(n) => {
-                    return cdb::parse_position_long(&b[..n])
+                    return position::parse_long(&b[..n])
+                        .map(|p| p.to_reel())
                         .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", self.name)));
                 }
                 Err(f) if f.sense_key == sense_key::ILLEGAL_REQUEST => {
                     let mut s = [0u8; 20];
                     let n = self.sg_command(
                         "READ POSITION (short)",
-                        &cdb::read_position_short(),
-                        Data::In(&mut s),
+                        &position::read_position_short(),
+                        DataDir::In(&mut s),
                     )?;
-                    let mut p = cdb::parse_position_short(&s[..n]).map_err(|e| {
-                        Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", self.name))
-                    })?;
+                    let mut p = position::parse_short(&s[..n])
+                        .map(|p| p.to_reel())
+                        .map_err(|e| {
+                            Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", self.name))
+                        })?;
                     p.file = self.st_file().unwrap_or_else(|| {
                         p.flags |= REEL_POS_UNKNOWN;
                         0
@@ -429,9 +442,13 @@ impl StDrive {
         let Some(sg) = &self.sg else {
             return Err(errno_fault(Errno::EIO, &format!("READ on {}", self.name)));
         };
-        let want = len.min(0xFF_FFFF);
-        let l = (want as u32).to_be_bytes();
-        let cdb = [0x08, 0x00, l[1], l[2], l[3], 0];
+        let want = len.min(rw::MAX_TRANSFER);
+        let Some(cdb) = rw::read6(want, false) else {
+            return Err(errno_fault(
+                Errno::EINVAL,
+                &format!("READ on {}", self.name),
+            ));
+        };
         let use_bounce = want > buffer.len();
         if use_bounce && self.bounce.len() < want {
             self.bounce.resize(want, 0);
@@ -442,7 +459,7 @@ impl StDrive {
             &mut buffer[..want]
         };
         let what = format!("READ on {}", self.name);
-        let (sense, transferred) = sg::run(sg.as_fd(), &cdb, Data::In(target), self.timeout)
+        let (sense, transferred) = sg::run(sg.as_fd(), &cdb, DataDir::In(target), self.timeout)
             .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{what}: {e}")))?;
         // ILI: INFORMATION = requested - actual length (negative for a longer record).
         let record_len = match sense {
@@ -451,7 +468,7 @@ impl StDrive {
                 (want as i64 - s.information.unwrap_or(0)).max(0) as usize
             }
             Some(s) if s.filemark => return Err(Self::filemark_fault(&self.name)),
-            Some(s) => return Err(s.fault(&what)),
+            Some(s) => return Err(s.fault_for(&what)),
         };
         self.deliver(record_len, record_len.min(want), use_bounce, buffer)
     }
@@ -528,8 +545,10 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
     fn info(&mut self, call: &mut Call) -> Result<DriveInfo, Fault> {
         self.timed(call, Bucket::Other, |d, _| {
             let mut inq = [0u8; 96];
-            let n = d.sg_command("INQUIRY", &cdb::inquiry(None, 96), Data::In(&mut inq))?;
-            let (_, vendor, product) = cdb::parse_inquiry(&inq[..n])
+            let n = d.sg_command("INQUIRY", &inquiry::inquiry(96), DataDir::In(&mut inq))?;
+            let inquiry::Inquiry {
+                vendor, product, ..
+            } = inquiry::Inquiry::parse(&inq[..n])
                 .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", d.name)))?;
             let serial = sg::unit_serial(|what, cdb, data| d.sg_command(what, cdb, data));
             if d.max_record == 0 {
@@ -549,7 +568,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
             d.unit_attention()?;
             if d.sg.is_some() {
                 return d
-                    .sg_command("TEST UNIT READY", &cdb::test_unit_ready(), Data::None)
+                    .sg_command("TEST UNIT READY", &unit::test_unit_ready(), DataDir::None)
                     .map(|_| ());
             }
             if d.online() {
@@ -828,11 +847,14 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
             let mut b = vec![0u8; 64 * 1024];
             let n = d.sg_command(
                 "READ ATTRIBUTE",
-                &cdb::read_attribute(attribute, b.len() as u32),
-                Data::In(&mut b),
+                &attribute::read_attribute(attribute, b.len() as u32),
+                DataDir::In(&mut b),
             )?;
-            cdb::parse_attribute(&b[..n], attribute)
+            attribute::parse(&b[..n])
                 .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", d.name)))?
+                .iter()
+                .find(|a| a.id == attribute)
+                .map(attribute::value_of)
                 .ok_or_else(|| {
                     Fault::check(
                         sense_key::ILLEGAL_REQUEST,
@@ -846,9 +868,10 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
     fn mam_write(&mut self, attribute: u16, data: &[u8], call: &mut Call) -> Result<(), Fault> {
         self.timed(call, Bucket::Other, |d, _| {
             d.unit_attention()?;
-            let (c, list) =
-                cdb::write_attribute(attribute, data).map_err(|e| Fault::invalid(e.to_string()))?;
-            d.sg_command("WRITE ATTRIBUTE", &c, Data::Out(&list))
+            let list =
+                attribute::encode(attribute, data).map_err(|e| Fault::invalid(e.to_string()))?;
+            let c = attribute::write_attribute(list.len() as u32);
+            d.sg_command("WRITE ATTRIBUTE", &c, DataDir::Out(&list))
                 .map(|_| ())
         })
     }
@@ -862,10 +885,11 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
             let mut b = vec![0u8; 1024];
             let n = d.sg_command(
                 "LOG SENSE 2Eh",
-                &cdb::log_sense(0x2E, b.len() as u16),
-                Data::In(&mut b),
+                &log::log_sense(PAGE_TAPE_ALERT, 0, b.len() as u16),
+                DataDir::In(&mut b),
             )?;
-            cdb::parse_tape_alerts(&b[..n])
+            log::parse(&b[..n], PAGE_TAPE_ALERT)
+                .map(|params| log::tape_alert_flags(&params))
                 .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", d.name)))
         })
     }

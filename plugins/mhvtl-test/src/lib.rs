@@ -13,12 +13,11 @@
 //! bits are not claimed. docs/MHVTL.md describes what st imposes and how this plugin absorbs
 //! it.
 
-pub mod cdb;
 pub mod changer;
 pub mod config;
 pub mod drive;
+pub mod errno;
 pub mod mtio;
-pub mod sense;
 pub mod sg;
 pub mod sysfs;
 
@@ -33,6 +32,9 @@ use reel_plugin_abi::{
     REEL_CAP_SPACE_BACKWARD, REEL_CAP_STATISTICS, REEL_E_TRANSPORT, REEL_ELEMENT_DRIVE,
 };
 
+use reel_scsi_protocol::cdb::inquiry;
+use reel_scsi_protocol::command::DataDir;
+
 use crate::changer::Changer;
 use crate::config::{Config, DeviceRef};
 use crate::drive::StDrive;
@@ -45,15 +47,15 @@ fn probe_serial(dev: &Path, sg: &str) -> Option<String> {
     let mut b = [0u8; 252];
     let (sense, n) = sg::run(
         f.as_fd(),
-        &cdb::inquiry(Some(0x80), 252),
-        sg::Data::In(&mut b),
+        &inquiry::inquiry_vpd(0x80, 252),
+        DataDir::In(&mut b),
         Duration::from_secs(30),
     )
     .ok()?;
     if sense.is_some() {
         return None;
     }
-    cdb::parse_vpd80(&b[..n]).ok().filter(|s| !s.is_empty())
+    inquiry::parse_serial(&b[..n.min(b.len())]).ok()
 }
 
 /// The library: an optional changer and the drives of the configuration.

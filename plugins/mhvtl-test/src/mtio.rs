@@ -1,5 +1,5 @@
 //! The magnetic tape ioctls of the Linux `st` driver (`<sys/mtio.h>`): MTIOCTOP, MTIOCGET,
-//! MTIOCPOS. Besides [`crate::sg`], the only module with `unsafe` code.
+//! MTIOCPOS. The only module of this plugin with `unsafe` code (SG_IO is `reel_scsi_protocol::sg`).
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 

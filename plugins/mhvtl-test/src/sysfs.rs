@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cdb;
 use crate::config::DeviceRef;
+use reel_scsi_protocol::cdb::inquiry;
 
 /// SCSI peripheral device type of a tape drive.
 pub const TYPE_TAPE: u8 = 0x01;
@@ -83,7 +83,7 @@ pub fn scan(sysfs: &Path, probe_serial: &dyn Fn(&str) -> Option<String>) -> Vec<
             let kind = read_trim(&dev.join("type"))?.parse::<u8>().ok()?;
             let serial = std::fs::read(dev.join("vpd_pg80"))
                 .ok()
-                .and_then(|b| cdb::parse_vpd80(&b).ok())
+                .and_then(|b| inquiry::parse_serial(&b).ok())
                 .filter(|s| !s.is_empty())
                 .or_else(|| probe_serial(&sg));
             let nst = std::fs::read_dir(dev.join("scsi_tape")).ok().and_then(|d| {

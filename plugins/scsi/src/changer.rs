@@ -2,12 +2,12 @@
 //! ELEMENT STATUS, paginated, VolTag, DVCID for drives), MOVE MEDIUM and INITIALIZE ELEMENT
 //! STATUS.
 
-use crate::cdb::{self, element, inquiry, mode};
 use crate::device::ScsiDevice;
 use crate::drive::identify;
 use crate::error::ScsiError;
 use crate::timeouts::Class;
-use crate::transport::DataDir;
+use reel_scsi_protocol::cdb::{self, element, inquiry, mode};
+use reel_scsi_protocol::command::DataDir;
 
 /// Elements asked for in one READ ELEMENT STATUS (keeps the reply under 64 KiB: some
 /// changers honour only two bytes of the allocation length).
@@ -177,10 +177,10 @@ impl Changer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cdb::element::tests::page;
     use crate::policy::Policy;
     use crate::timeouts::Timeouts;
     use crate::transport::fake::{Reply, Script};
+    use reel_scsi_protocol::cdb::element::status_page as page;
 
     fn inquiry_changer() -> Vec<u8> {
         let mut b = vec![0u8; 36];

@@ -1,5 +1,6 @@
-//! The plugin's configuration string: `key=value` entries, one per line or `;`-separated,
-//! `#` starts a comment line.
+//! The plugin's configuration string, read as every reel plugin reads one
+//! (`reel_plugin_abi::config`; docs/ABI.md, "Configuration strings"): `key=value` entries, one
+//! per line or `;`-separated, `#` to the end of a line a comment, the last value of a key wins.
 //!
 //! ```text
 //! changer=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/3
@@ -9,10 +10,12 @@
 //! ```
 //!
 //! Device addresses: `iscsi://HOST:PORT/TARGET-IQN/LUN`, `sg:/dev/sgN` (or `/dev/sgN`), or
-//! `serial:SERIAL` (also `serial=SERIAL`): the `/dev/sg*` node whose VPD page 80h carries that
-//! serial number, found when the library is opened.
+//! `serial=SERIAL`: the `/dev/sg*` node whose VPD page 80h carries that serial number, found
+//! when the library is opened. `drives=` lists the drives, drive 0 first.
 
 use std::time::Duration;
+
+use reel_plugin_abi::config;
 
 use crate::policy::Policy;
 use crate::timeouts::Class;
@@ -81,21 +84,23 @@ fn err(entry: &str, problem: impl Into<String>) -> ConfigError {
 
 fn check_address(entry: &str, a: &str) -> Result<String, ConfigError> {
     let a = a.trim();
-    let a = match a.strip_prefix("serial=") {
-        Some(s) => format!("serial:{s}"),
-        None => a.to_string(),
-    };
+    if a.starts_with("serial:") {
+        return Err(err(
+            entry,
+            format!("`{a}`: a device is named by serial number as serial=SERIAL"),
+        ));
+    }
     let ok = a.starts_with("iscsi://")
         || a.starts_with("sg:/dev/")
         || a.starts_with("/dev/")
-        || a.strip_prefix("serial:").is_some_and(|s| !s.is_empty());
+        || config::serial(a).is_some_and(|s| !s.is_empty());
     if ok {
-        Ok(a)
+        Ok(a.to_string())
     } else {
         Err(err(
             entry,
             format!(
-                "`{a}` is not a device address; use iscsi://HOST:PORT/TARGET-IQN/LUN, sg:/dev/sgN or serial:SERIAL"
+                "`{a}` is not a device address; use iscsi://HOST:PORT/TARGET-IQN/LUN, sg:/dev/sgN or serial=SERIAL"
             ),
         ))
     }
@@ -105,14 +110,12 @@ impl Config {
     /// Parse a configuration string.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut c = Config::default();
-        for entry in text.split(['\n', ';']).map(str::trim) {
-            if entry.is_empty() || entry.starts_with('#') {
-                continue;
-            }
-            let Some((key, value)) = entry.split_once('=') else {
-                return Err(err(entry, "expected key=value"));
-            };
-            let (key, value) = (key.trim(), value.trim());
+        let entries = config::entries(text).map_err(|e| ConfigError {
+            entry: text.trim().to_string(),
+            problem: format!("{e}; expected key=value"),
+        })?;
+        for config::Entry { key, value, .. } in entries {
+            let entry = &format!("{key}={value}");
             let secs = |v: &str| -> Result<u64, ConfigError> {
                 v.parse::<u64>()
                     .ok()
@@ -122,11 +125,16 @@ impl Config {
             match key {
                 "changer" => c.changer = Some(check_address(entry, value)?),
                 "drives" => {
-                    for d in value.split(',').filter(|d| !d.trim().is_empty()) {
-                        c.drives.push(check_address(entry, d)?);
-                    }
+                    c.drives = config::list(value)
+                        .map(|d| check_address(entry, d))
+                        .collect::<Result<_, _>>()?;
                 }
-                "drive" => c.drives.push(check_address(entry, value)?),
+                "drive" => {
+                    return Err(err(
+                        entry,
+                        "not a key: list every drive in one drives=ADDRESS,ADDRESS entry, drive 0 first",
+                    ));
+                }
                 "lbp" => {
                     c.lbp = match value {
                         "crc32c" => LbpMode::Crc32c,
@@ -177,7 +185,7 @@ impl Config {
                         return Err(err(
                             entry,
                             format!(
-                                "unknown key; known: changer, drives, drive, lbp, initiator, unit_attention_retries, not_ready_wait, poll_ms, initialize_element_status, lto, timeout.{{{}}}",
+                                "unknown key; known: changer, drives, lbp, initiator, unit_attention_retries, not_ready_wait, poll_ms, initialize_element_status, lto, timeout.{{{}}}",
                                 keys.join(",")
                             ),
                         ));
@@ -204,8 +212,8 @@ mod tests {
         let c = Config::parse(
             "changer=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/3\n\
              # comment\n\
-             drives=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/1, sg:/dev/sg3 ;drive=serial=DRV0000001\n\
-             lbp=crc32c; timeout.load=10; timeout.read=20; lto=8; poll_ms=5",
+             drives=iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/1, sg:/dev/sg3 ,serial=DRV0000001 # three\n\
+             lbp=off; lbp=crc32c; timeout.load=10; timeout.read=20; lto=8; poll_ms=5",
         )
         .unwrap();
         assert_eq!(
@@ -217,7 +225,7 @@ mod tests {
             vec![
                 "iscsi://127.0.0.1:3270/iqn.2026-11.test:reel/1".to_string(),
                 "sg:/dev/sg3".to_string(),
-                "serial:DRV0000001".to_string()
+                "serial=DRV0000001".to_string()
             ]
         );
         assert_eq!(c.lbp, LbpMode::Crc32c);
@@ -236,7 +244,9 @@ mod tests {
             ("changer=sg:/dev/sg1\nnonsense", "key=value"),
             ("lbp=off", "no device"),
             ("changer=sg:/dev/sg1\ninitiator=bob", "iqn."),
-            ("drives=serial:", "not a device address"),
+            ("drives=serial=", "not a device address"),
+            ("drives=serial:DRV1", "serial=SERIAL"),
+            ("drive=/dev/sg1", "drives=ADDRESS,ADDRESS"),
         ] {
             let e = Config::parse(bad).unwrap_err().to_string();
             assert!(e.contains(hint), "{bad}: {e}");

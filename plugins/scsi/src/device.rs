@@ -4,15 +4,15 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cdb;
 use crate::config::Config;
 use crate::error::ScsiError;
-use crate::sense::Sense;
 use crate::timeouts::{Class, Timeouts};
-use crate::transport::{
-    self, DataDir, STATUS_BUSY, STATUS_CHECK_CONDITION, STATUS_GOOD, STATUS_RESERVATION_CONFLICT,
-    Transport,
+use crate::transport::{self, Transport};
+use reel_scsi_protocol::cdb;
+use reel_scsi_protocol::command::{
+    DataDir, STATUS_BUSY, STATUS_CHECK_CONDITION, STATUS_GOOD, STATUS_RESERVATION_CONFLICT,
 };
+use reel_scsi_protocol::sense::Sense;
 
 use crate::policy::Policy;
 

@@ -7,21 +7,20 @@
 
 use reel_plugin_abi::sdk::{Call, DriveInfo, Fault, Geometry, ReadRecord};
 use reel_plugin_abi::{
-    REEL_E_UNSUPPORTED, REEL_LBP_CRC32C, REEL_LBP_OFF, REEL_POS_BOP, REEL_POS_EOP,
-    REEL_POS_UNKNOWN, REEL_SPACE_EOD, REEL_SPACE_FILEMARKS, REEL_SPACE_RECORDS, ReelDriveStats,
-    ReelExtent, ReelPosition, asc, sense_key,
+    REEL_E_UNSUPPORTED, REEL_LBP_CRC32C, REEL_LBP_OFF, REEL_SPACE_EOD, REEL_SPACE_FILEMARKS,
+    REEL_SPACE_RECORDS, ReelDriveStats, ReelExtent, ReelPosition, asc, sense_key,
 };
 
-use crate::cdb::{
-    self, attribute, density, inquiry, log, mode, motion, position, rao, rw, unit, wrap,
-};
 use crate::config::LbpMode;
 use crate::device::{Outcome, ScsiDevice};
-use crate::error::{ScsiError, sense_fault};
+use crate::error::ScsiError;
 use crate::lbp;
-use crate::sense::Sense;
 use crate::timeouts::{Class, generation_from_product};
-use crate::transport::DataDir;
+use reel_scsi_protocol::cdb::{
+    self, attribute, density, inquiry, log, mode, motion, position, rao, rw, unit, wrap,
+};
+use reel_scsi_protocol::command::DataDir;
+use reel_scsi_protocol::sense::Sense;
 
 /// Counters the plugin keeps itself (exact for this handle, whatever the drive reports).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -296,10 +295,7 @@ impl TapeDrive {
                 .with_flags(reel_plugin_abi::REEL_FLAG_EOM))
             }
             Some(s) if s.key == sense_key::RECOVERED_ERROR => Ok(()),
-            Some(s) => Err(sense_fault(
-                &s,
-                format!("{}: {name}: {}", self.dev.name(), s.describe()),
-            )),
+            Some(s) => Err(s.fault(format!("{}: {name}: {}", self.dev.name(), s.describe()))),
         }
     }
 
@@ -485,10 +481,11 @@ impl reel_plugin_abi::sdk::Drive for TapeDrive {
         let r = match r {
             Ok(Outcome { sense: None, .. }) => Ok(()),
             Ok(Outcome { sense: Some(s), .. }) if s.key == sense_key::RECOVERED_ERROR => Ok(()),
-            Ok(Outcome { sense: Some(s), .. }) => Err(sense_fault(
-                &s,
-                format!("{}: SPACE stopped early: {}", self.dev.name(), s.describe()),
-            )),
+            Ok(Outcome { sense: Some(s), .. }) => Err(s.fault(format!(
+                "{}: SPACE stopped early: {}",
+                self.dev.name(),
+                s.describe()
+            ))),
             Err(e) => Err(e.into()),
         };
         self.counters.locate_ns += u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -534,26 +531,7 @@ impl reel_plugin_abi::sdk::Drive for TapeDrive {
                         .map_err(|e| Fault::from(self.dev.malformed("READ POSITION", e)))
                 }),
         };
-        let r = pos.map(|p| {
-            let mut flags = 0;
-            if p.bop {
-                flags |= REEL_POS_BOP;
-            }
-            if p.eop {
-                flags |= REEL_POS_EOP;
-            }
-            if p.unknown {
-                flags |= REEL_POS_UNKNOWN;
-            }
-            ReelPosition {
-                block: p.block,
-                file: p.file.unwrap_or(0),
-                partition: p.partition,
-                flags,
-                wrap: 0,
-                lpos: 0,
-            }
-        });
+        let r = pos.map(|p| p.to_reel());
         self.finish(call, r)
     }
 
@@ -904,7 +882,7 @@ impl TapeDrive {
         let Some(s) = o.sense else {
             return Ok(o.transferred.min(want));
         };
-        let fault = |s: &Sense| sense_fault(s, format!("{name}: READ(6): {}", s.describe()));
+        let fault = |s: &Sense| s.fault(format!("{name}: READ(6): {}", s.describe()));
         if s.filemark || s.key == sense_key::BLANK_CHECK {
             return Err(fault(&s).with_transferred(0));
         }

@@ -3,9 +3,9 @@
 use reel_plugin_abi::sdk::Fault;
 use reel_plugin_abi::{REEL_E_INTERNAL, REEL_E_TRANSPORT};
 
-use crate::cdb::ParseError;
-use crate::sense::Sense;
 use crate::transport::TransportError;
+use reel_scsi_protocol::cdb::ParseError;
+use reel_scsi_protocol::sense::Sense;
 
 /// Anything a SCSI command can end in besides success.
 #[derive(Debug, thiserror::Error)]
@@ -14,7 +14,7 @@ pub enum ScsiError {
     #[error(transparent)]
     Transport(#[from] TransportError),
     /// The device answered CHECK CONDITION with this sense.
-    #[error("{device}: {command}: {}", sense.describe())]
+    #[error("{device}: {command}: {}{}", sense.describe(), sense.advice())]
     Check {
         /// The device.
         device: String,
@@ -77,22 +77,13 @@ impl ScsiError {
     pub fn to_fault(&self) -> Fault {
         let msg = self.to_string();
         match self {
-            ScsiError::Check { sense, .. } => sense_fault(sense, msg),
+            ScsiError::Check { sense, .. } => sense.fault(msg),
             ScsiError::Transport(_) | ScsiError::NoSense { .. } | ScsiError::Status { .. } => {
                 Fault::code(REEL_E_TRANSPORT, msg)
             }
             ScsiError::Malformed { .. } => Fault::code(REEL_E_INTERNAL, msg),
         }
     }
-}
-
-/// A fault carrying this sense, its flags and its INFORMATION residue.
-pub fn sense_fault(sense: &Sense, message: String) -> Fault {
-    let mut f = Fault::check(sense.key, (sense.asc, sense.ascq), message).with_flags(sense.flags());
-    if let Some(i) = sense.information {
-        f = f.with_residue(i);
-    }
-    f
 }
 
 impl From<ScsiError> for Fault {

@@ -5,10 +5,10 @@
 //! ILI and the INFORMATION residue) and hands it to the engine through the ABI status.
 //!
 //! Layers, bottom up:
+//! - `reel_scsi_protocol` (plugins/scsi-protocol), shared with the st/sg plugin: the CDB
+//!   builders and parsers of every SCSI feature, sense, the SG_IO ioctl.
 //! - [`transport`]: how a CDB reaches a device — SG_IO on `/dev/sg*`, or iSCSI through
 //!   libiscsi loaded at run time (no build dependency on it).
-//! - [`sense`]: fixed and descriptor sense parsing.
-//! - [`cdb`]: one module per SCSI feature, CDB builders and response parsers.
 //! - [`device`]: one logical unit, opened from the config; per-command timeouts ([`timeouts`]),
 //!   unit attention retried, becoming ready waited out ([`policy`]).
 //! - [`drive`], [`changer`]: the ABI calls mapped to commands; [`lbp`] for CRC32C logical
@@ -20,7 +20,6 @@
 //! docs/SCSI.md lists which commands are verified against tgt and which only against the
 //! scripted fake target of the unit tests.
 
-pub mod cdb;
 pub mod changer;
 pub mod config;
 pub mod device;
@@ -30,7 +29,6 @@ pub mod lbp;
 pub mod library;
 pub mod policy;
 pub mod resolve;
-pub mod sense;
 pub mod timeouts;
 pub mod transport;
 

@@ -12,15 +12,15 @@ use reel_plugin_abi::sdk::{Call, Element, Fault, Library, LibraryInfo};
 use reel_plugin_abi::{
     REEL_CAP_CHANGER, REEL_CAP_GEOMETRY, REEL_CAP_IMMEDIATE_FILEMARKS, REEL_CAP_IMPORT_EXPORT,
     REEL_CAP_LBP, REEL_CAP_MAM, REEL_CAP_RAO, REEL_CAP_SPACE_BACKWARD, REEL_CAP_STATISTICS,
-    REEL_CAP_TAPE_ALERTS, REEL_ELEMENT_DRIVE, REEL_ELEMENT_EXCEPT, REEL_ELEMENT_FULL,
+    REEL_CAP_TAPE_ALERTS, REEL_ELEMENT_DRIVE,
 };
 
-use crate::cdb::element::{self, ElementStatus};
 use crate::changer::Changer;
 use crate::config::{Config, LbpMode};
 use crate::device::ScsiDevice;
 use crate::drive::{TapeDrive, identify};
 use crate::resolve;
+use reel_scsi_protocol::cdb::element::{self, ElementStatus};
 
 /// One drive of the library, in drive-index order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl ScsiLibrary {
     fn open_inner(config: &str) -> Result<ScsiLibrary, Fault> {
         let cfg = Config::parse(config).map_err(|e| Fault::invalid(e.to_string()))?;
         let resolve = |a: &str| -> Result<String, Fault> {
-            match a.strip_prefix("serial:") {
+            match reel_plugin_abi::config::serial(a) {
                 Some(serial) => resolve::sg_by_serial(&cfg, serial).map_err(|e| e.to_fault()),
                 None => Ok(a.to_string()),
             }
@@ -168,8 +168,7 @@ impl ScsiLibrary {
         status
             .iter()
             .map(|e| {
-                let kind = u32::from(e.element_type);
-                let index = if kind == REEL_ELEMENT_DRIVE {
+                let index = if u32::from(e.element_type) == REEL_ELEMENT_DRIVE {
                     self.drives
                         .iter()
                         .position(|d| d.element == Some(e.address))
@@ -184,26 +183,7 @@ impl ScsiLibrary {
                         None => 0,
                     }
                 };
-                let mut flags = 0;
-                if e.full {
-                    flags |= REEL_ELEMENT_FULL;
-                }
-                if e.except {
-                    flags |= REEL_ELEMENT_EXCEPT;
-                }
-                Element {
-                    kind,
-                    address: u32::from(e.address),
-                    index,
-                    flags,
-                    source_address: e.source.map_or(0, u32::from),
-                    // a volume tag is only meaningful on a full element
-                    barcode: if e.full {
-                        e.barcode.clone()
-                    } else {
-                        String::new()
-                    },
-                }
+                e.to_element(index)
             })
             .collect()
     }

@@ -41,7 +41,7 @@ pub fn sg_by_serial(cfg: &Config, serial: &str) -> Result<String, ScsiError> {
         }
     }
     Err(TransportError::BadAddress {
-        address: format!("serial:{serial}"),
+        address: format!("serial={serial}"),
         reason: format!(
             "no /dev/sg* device reports this serial (seen: {}); check the serial with `sg_inq -p 0x80`, that the sg module is loaded and that reel may open the nodes read-write",
             if seen.is_empty() {
@@ -60,7 +60,7 @@ mod tests {
 
     #[test]
     fn an_unknown_serial_says_how_to_check() {
-        let cfg = Config::parse("drives=serial:NO-SUCH-SERIAL-REEL").unwrap();
+        let cfg = Config::parse("drives=serial=NO-SUCH-SERIAL-REEL").unwrap();
         let e = sg_by_serial(&cfg, "NO-SUCH-SERIAL-REEL")
             .unwrap_err()
             .to_string();

@@ -2,7 +2,7 @@
 # Optional slow lane: run the contract kit through the SG_IO transport. A qemu TCG guest
 # (tests/rig/guest/mkguest.sh: Debian kernel + busybox) sees the rig's drive (LUN 1) and
 # changer (LUN 3) as /dev/sg* through qemu's iSCSI client; inside it, examples/sg_kit loads
-# libreel_plugin_scsi.so and opens both by serial (serial:DRV0000001, serial:LIB0000001).
+# libreel_plugin_scsi.so and opens both by serial (serial=DRV0000001, serial=LIB0000001).
 #
 # Needs `tests/rig/setup.sh --guest` (root). Build first:
 #   cargo build -p reel-plugin-scsi && cargo build -p reel-plugin-scsi --example sg_kit
@@ -22,7 +22,7 @@ cat > "$G/guest-run.sh" <<'EOS'
 #!/bin/sh
 echo "[guest] sg_kit start"
 timeout 600 /reel/sg_kit /reel/libreel_plugin_scsi.so \
-  "changer=serial:LIB0000001;drives=serial:DRV0000001;poll_ms=200" "1030>768,1031>769" 2>&1
+  "changer=serial=LIB0000001;drives=serial=DRV0000001;poll_ms=200" "1030>768,1031>769" 2>&1
 echo "[guest] sg_kit rc=$?"
 EOS
 bash "$rig/guest/mkguest.sh" "$G/guest" "$kernel" "$G/guest-run.sh" \

@@ -1,11 +1,15 @@
 //! The simulator's configuration: the plugin config string parsed into [`SimConfig`].
 //!
-//! The string is `key=value` pairs, one a line or separated by `;`. `dir=` (the library
+//! The string is read as every reel plugin reads one (`reel_plugin_abi::config`; docs/ABI.md,
+//! "Configuration strings"): `key=value` entries, one a line or separated by `;`, `#` to the
+//! end of a line a comment, the last value of a key wins. `dir=` (the library
 //! directory) is required; every figure of the model is a `sim.*` key with the seed's default
 //! (docs/SIMULATOR.md lists them all). `sim.profile` is applied first, then the other keys
 //! override its figures whatever their order. An unknown key is an error that names it.
 
 use std::path::PathBuf;
+
+use reel_plugin_abi::config;
 
 /// A configuration the simulator cannot run with.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -23,9 +27,9 @@ pub enum ConfigError {
         /// What is expected.
         why: String,
     },
-    /// A `key=value` item without `=`.
-    #[error("configuration item `{0}` is not of the form key=value")]
-    NotKeyValue(String),
+    /// The string is not a list of `key=value` entries.
+    #[error(transparent)]
+    Syntax(#[from] config::SyntaxError),
     /// `dir=` was not given.
     #[error(
         "configuration key `dir` is required: the directory holding the simulated library's cartridges"
@@ -185,25 +189,17 @@ impl SimConfig {
 
     /// Parse a plugin config string.
     pub fn parse(text: &str) -> Result<SimConfig, ConfigError> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        for item in text.split(['\n', ';']) {
-            let item = item.trim();
-            if item.is_empty() || item.starts_with('#') {
-                continue;
-            }
-            let (k, v) = item
-                .split_once('=')
-                .ok_or_else(|| ConfigError::NotKeyValue(item.to_string()))?;
-            pairs.push((k.trim().to_string(), v.trim().to_string()));
-        }
-        let dir = pairs
+        let entries = config::entries(text)?;
+        let pairs: Vec<(String, String)> = entries
             .iter()
-            .find(|(k, _)| k == "dir")
-            .map(|(_, v)| PathBuf::from(v))
+            .map(|e| (e.key.to_string(), e.value.to_string()))
+            .collect();
+        let dir = config::last(&entries, "dir")
+            .map(|e| PathBuf::from(e.value))
             .ok_or(ConfigError::MissingDir)?;
         let mut cfg = SimConfig::lto9(dir);
-        if let Some((_, p)) = pairs.iter().find(|(k, _)| k == "sim.profile") {
-            match p.as_str() {
+        if let Some(p) = config::last(&entries, "sim.profile").map(|e| e.value) {
+            match p {
                 "lto9" => {}
                 "simplant" => cfg.apply_simplant(),
                 _ => return Err(bad("sim.profile", p, "expected lto9 or simplant")),
@@ -412,7 +408,7 @@ mod tests {
         ));
         assert!(matches!(
             SimConfig::parse("dir=/d;junk"),
-            Err(ConfigError::NotKeyValue(_))
+            Err(ConfigError::Syntax(_))
         ));
     }
 }

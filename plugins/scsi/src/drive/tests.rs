@@ -7,7 +7,7 @@ use crate::transport::fake::{Reply, Script};
 use reel_plugin_abi::sdk::Drive as _;
 use reel_plugin_abi::{
     REEL_E_CHECK_CONDITION, REEL_E_INVALID_ARG, REEL_FLAG_EOM, REEL_FLAG_FILEMARK, REEL_FLAG_ILI,
-    REEL_FLAG_RESIDUE_VALID,
+    REEL_FLAG_RESIDUE_VALID, REEL_POS_BOP, REEL_POS_EOP,
 };
 use std::time::Duration;
 

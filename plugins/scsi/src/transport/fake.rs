@@ -9,8 +9,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Completion, DataDir, STATUS_CHECK_CONDITION, Transport, TransportError};
-use crate::sense::Sense;
+use reel_scsi_protocol::command::{Completion, DataDir, STATUS_CHECK_CONDITION};
+use reel_scsi_protocol::sense::Sense;
+
+use super::{Transport, TransportError};
 
 /// The answer to one command.
 #[derive(Clone, Debug, Default)]

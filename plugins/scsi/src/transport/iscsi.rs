@@ -10,7 +10,9 @@ use std::ffi::{CStr, CString, c_char, c_int, c_uchar, c_void};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use super::{Completion, DataDir, Transport, TransportError};
+use reel_scsi_protocol::command::{Completion, DataDir};
+
+use super::{Transport, TransportError};
 
 /// The shared library opened at run time.
 pub const LIBISCSI: &str = "libiscsi.so.7";
@@ -375,7 +377,7 @@ impl Transport for IscsiTransport {
                     0
                 };
                 let mut sense = Vec::new();
-                if t.status == c_int::from(super::STATUS_CHECK_CONDITION)
+                if t.status == c_int::from(reel_scsi_protocol::command::STATUS_CHECK_CONDITION)
                     && t.datain_size > 2
                     && !t.datain_data.is_null()
                 {

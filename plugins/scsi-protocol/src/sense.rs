@@ -5,9 +5,10 @@
 //! (a signed count: bytes, records or filemarks not processed). PBS throws it away; reel keeps
 //! it and passes it to the engine through the ABI status.
 
+use reel_plugin_abi::sdk::Fault;
 use reel_plugin_abi::{
     REEL_FLAG_DEFERRED, REEL_FLAG_EOM, REEL_FLAG_FILEMARK, REEL_FLAG_ILI, REEL_FLAG_RESIDUE_VALID,
-    REEL_FLAG_SENSE_VALID,
+    REEL_FLAG_SENSE_VALID, asc, sense_key,
 };
 
 /// Decoded sense data.
@@ -145,6 +146,29 @@ impl Sense {
         s
     }
 
+    /// What an operator should do about this condition, as a message suffix starting with
+    /// "; " (empty when there is nothing useful to say).
+    pub fn advice(&self) -> &'static str {
+        advice(self.key, self.asc, self.ascq)
+    }
+
+    /// The ABI fault for a CHECK CONDITION with this sense: key, ASC/ASCQ, the stream flags
+    /// and the INFORMATION residue, with `message` as its text.
+    pub fn fault(&self, message: impl Into<String>) -> Fault {
+        let mut f =
+            Fault::check(self.key, (self.asc, self.ascq), message.into()).with_flags(self.flags());
+        if let Some(i) = self.information {
+            f = f.with_residue(i);
+        }
+        f
+    }
+
+    /// [`Sense::fault`] with the message "`what`: the condition; what to do", for a command
+    /// named by `what` (and its device).
+    pub fn fault_for(&self, what: &str) -> Fault {
+        self.fault(format!("{what}: {}{}", self.describe(), self.advice()))
+    }
+
     /// Build fixed-format sense bytes (used by the fake target and in tests).
     pub fn to_fixed(&self) -> Vec<u8> {
         let mut b = vec![0u8; 18];
@@ -161,6 +185,40 @@ impl Sense {
         b[12] = self.asc;
         b[13] = self.ascq;
         b
+    }
+}
+
+/// What an operator should do about a sense, as a message suffix ("" when nothing useful).
+pub fn advice(key: u8, a: u8, q: u8) -> &'static str {
+    match (key, (a, q)) {
+        (sense_key::NOT_READY, asc::MEDIUM_NOT_PRESENT) => {
+            "; no cartridge in the drive: move one in (library_move) and load it"
+        }
+        (sense_key::NOT_READY, _) => "; the drive is not ready: retry after it finishes loading",
+        (sense_key::DATA_PROTECT, _) => {
+            "; the cartridge is write protected or WORM: use another cartridge"
+        }
+        (sense_key::ILLEGAL_REQUEST, asc::INVALID_OPCODE) => {
+            "; the device does not implement this command"
+        }
+        (sense_key::ILLEGAL_REQUEST, asc::DESTINATION_FULL) => {
+            "; the destination element already holds a cartridge: take the inventory again"
+        }
+        (sense_key::ILLEGAL_REQUEST, asc::SOURCE_EMPTY) => {
+            "; the source element is empty: take the inventory again"
+        }
+        (sense_key::ILLEGAL_REQUEST, asc::MEDIUM_REMOVAL_PREVENTED) => {
+            "; the drive holds the cartridge (PREVENT MEDIUM REMOVAL): unload it first"
+        }
+        (sense_key::BLANK_CHECK, _) => "; end of data",
+        (sense_key::VOLUME_OVERFLOW, _) => {
+            "; physical end of medium: nothing was written, continue on another cartridge"
+        }
+        (sense_key::MEDIUM_ERROR, _) => {
+            "; medium error: retire the cartridge after copying what is readable"
+        }
+        (sense_key::HARDWARE_ERROR, _) => "; hardware error: check the drive, then retry",
+        _ => "",
     }
 }
 
@@ -311,5 +369,49 @@ mod tests {
         assert!(d.contains("8/00/05"), "{d}");
         assert!(d.contains("end of data"), "{d}");
         assert!(d.contains("EOM"), "{d}");
+    }
+
+    #[test]
+    fn the_fault_carries_the_sense_its_residue_and_what_to_do() {
+        use reel_plugin_abi::REEL_E_CHECK_CONDITION;
+        // READ at end of data: BLANK CHECK 8/00/05, the whole request as the residue
+        let s = Sense {
+            key: 8,
+            ascq: 5,
+            information: Some(65536),
+            ..Sense::default()
+        };
+        let f = s.fault_for("READ on /dev/nst0");
+        assert_eq!(f.code, REEL_E_CHECK_CONDITION);
+        assert_eq!((f.sense_key, f.asc, f.ascq), (8, 0, 5));
+        assert_eq!(f.residue, 65536);
+        assert_ne!(f.flags & REEL_FLAG_RESIDUE_VALID, 0);
+        assert!(
+            f.message.starts_with("READ on /dev/nst0: sense 8/00/05"),
+            "{}",
+            f.message
+        );
+        assert!(f.message.ends_with("; end of data"), "{}", f.message);
+        // no residue, no RESIDUE_VALID; a condition without advice adds nothing
+        let s = Sense {
+            key: 0,
+            eom: true,
+            ascq: 2,
+            ..Sense::default()
+        };
+        let f = s.fault("early warning");
+        assert_eq!(f.flags & REEL_FLAG_RESIDUE_VALID, 0);
+        assert_ne!(f.flags & REEL_FLAG_EOM, 0);
+        assert_eq!(s.advice(), "");
+        assert!(
+            Sense {
+                key: 5,
+                asc: 0x3B,
+                ascq: 0x0D,
+                ..Sense::default()
+            }
+            .advice()
+            .contains("take the inventory again")
+        );
     }
 }

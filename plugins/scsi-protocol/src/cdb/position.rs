@@ -1,6 +1,8 @@
 //! READ POSITION (34h): long form (service action 06h, LTO-4 and later: logical object and file
 //! number) with the short form (service action 00h: block only) as a fallback.
 
+use reel_plugin_abi::{REEL_POS_BOP, REEL_POS_EOP, REEL_POS_UNKNOWN, ReelPosition};
+
 use super::{ParseError, be32, be64};
 
 /// READ POSITION long form.
@@ -28,6 +30,31 @@ pub struct Position {
     pub eop: bool,
     /// The drive does not know the position (block or file invalid).
     pub unknown: bool,
+}
+
+impl Position {
+    /// The ABI's position. The short form carries no file number: it reads 0 there, and the
+    /// caller that knows the file number another way sets it.
+    pub fn to_reel(&self) -> ReelPosition {
+        let mut flags = 0;
+        if self.bop {
+            flags |= REEL_POS_BOP;
+        }
+        if self.eop {
+            flags |= REEL_POS_EOP;
+        }
+        if self.unknown {
+            flags |= REEL_POS_UNKNOWN;
+        }
+        ReelPosition {
+            block: self.block,
+            file: self.file.unwrap_or(0),
+            partition: self.partition,
+            flags,
+            wrap: 0,
+            lpos: 0,
+        }
+    }
 }
 
 /// Parse long-form data (32 bytes).

@@ -5,6 +5,9 @@
 //! corrupt data on tgt and is paginated inconsistently on real libraries), with VolTag, and
 //! with DVCID for drives so that a drive element maps to a drive serial number.
 
+use reel_plugin_abi::sdk::Element;
+use reel_plugin_abi::{REEL_ELEMENT_EXCEPT, REEL_ELEMENT_FULL};
+
 use super::{ParseError, ascii, be16, be24};
 
 /// Element type code: medium transport (picker).
@@ -85,6 +88,30 @@ pub struct ElementStatus {
 }
 
 impl ElementStatus {
+    /// The ABI's element, numbered `index` within its kind. SMC's element type codes are the
+    /// ABI's `REEL_ELEMENT_*` kinds. A volume tag counts only on a full element.
+    pub fn to_element(&self, index: u32) -> Element {
+        let mut flags = 0;
+        if self.full {
+            flags |= REEL_ELEMENT_FULL;
+        }
+        if self.except {
+            flags |= REEL_ELEMENT_EXCEPT;
+        }
+        Element {
+            kind: u32::from(self.element_type),
+            address: u32::from(self.address),
+            index,
+            flags,
+            source_address: self.source.map_or(0, u32::from),
+            barcode: if self.full {
+                self.barcode.clone()
+            } else {
+                String::new()
+            },
+        }
+    }
+
     /// The drive serial number inside the device identifier, when the changer reported one.
     /// A T10 vendor designator holds vendor (8) + product (16) + serial.
     pub fn drive_serial(&self) -> Option<String> {
@@ -174,48 +201,51 @@ fn parse_descriptor(element_type: u8, d: &[u8], pvoltag: bool, avoltag: bool) ->
     e
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// Build one element status page the way a changer does (PBS's tests do the same).
-    pub(crate) fn page(
-        element_type: u8,
-        elements: &[(u16, bool, &str, Option<u16>, &str)],
-        dvcid: bool,
-    ) -> Vec<u8> {
-        let desc_len = 12 + 36 + if dvcid { 4 + 34 } else { 0 };
-        let mut body = Vec::new();
-        for (addr, full, barcode, source, id) in elements {
-            let mut d = vec![0u8; desc_len];
-            d[0..2].copy_from_slice(&addr.to_be_bytes());
-            d[2] = u8::from(*full) | if element_type == 4 { 0x08 } else { 0 };
-            if let Some(s) = source {
-                d[9] = 0x80;
-                d[10..12].copy_from_slice(&s.to_be_bytes());
-            }
-            let tag = format!("{barcode:<32}");
-            d[12..44].copy_from_slice(tag.as_bytes());
-            if dvcid {
-                d[48] = 0x02;
-                d[49] = 0x01;
-                d[51] = 34;
-                let ident = format!("{:<8}{:<16}{:<10}", "IBM", "ULT3580-TD9", id);
-                d[52..86].copy_from_slice(ident.as_bytes());
-            }
-            body.extend_from_slice(&d);
+/// READ ELEMENT STATUS data for one element type, built the way a changer sends it, for the
+/// plugins' scripted targets: `(address, full, barcode, source, drive serial)` per element,
+/// with drive identifiers (DVCID) when `dvcid`.
+#[cfg(any(test, feature = "testing"))]
+pub fn status_page(
+    element_type: u8,
+    elements: &[(u16, bool, &str, Option<u16>, &str)],
+    dvcid: bool,
+) -> Vec<u8> {
+    let desc_len = 12 + 36 + if dvcid { 4 + 34 } else { 0 };
+    let mut body = Vec::new();
+    for (addr, full, barcode, source, id) in elements {
+        let mut d = vec![0u8; desc_len];
+        d[0..2].copy_from_slice(&addr.to_be_bytes());
+        d[2] = u8::from(*full) | if element_type == 4 { 0x08 } else { 0 };
+        if let Some(s) = source {
+            d[9] = 0x80;
+            d[10..12].copy_from_slice(&s.to_be_bytes());
         }
-        let mut p = vec![element_type, 0x80, 0, 0, 0, 0, 0, 0];
-        p[2..4].copy_from_slice(&(desc_len as u16).to_be_bytes());
-        p[5..8].copy_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
-        p.extend_from_slice(&body);
-        let mut h = vec![0u8; 8];
-        h[0..2].copy_from_slice(&elements.first().map_or(0, |e| e.0).to_be_bytes());
-        h[2..4].copy_from_slice(&(elements.len() as u16).to_be_bytes());
-        h[5..8].copy_from_slice(&(p.len() as u32).to_be_bytes()[1..]);
-        h.extend_from_slice(&p);
-        h
+        let tag = format!("{barcode:<32}");
+        d[12..44].copy_from_slice(tag.as_bytes());
+        if dvcid {
+            d[48] = 0x02;
+            d[49] = 0x01;
+            d[51] = 34;
+            let ident = format!("{:<8}{:<16}{:<10}", "IBM", "ULT3580-TD9", id);
+            d[52..86].copy_from_slice(ident.as_bytes());
+        }
+        body.extend_from_slice(&d);
     }
+    let mut p = vec![element_type, 0x80, 0, 0, 0, 0, 0, 0];
+    p[2..4].copy_from_slice(&(desc_len as u16).to_be_bytes());
+    p[5..8].copy_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    p.extend_from_slice(&body);
+    let mut h = vec![0u8; 8];
+    h[0..2].copy_from_slice(&elements.first().map_or(0, |e| e.0).to_be_bytes());
+    h[2..4].copy_from_slice(&(elements.len() as u16).to_be_bytes());
+    h[5..8].copy_from_slice(&(p.len() as u32).to_be_bytes()[1..]);
+    h.extend_from_slice(&p);
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn cdbs() {
@@ -230,7 +260,7 @@ pub(crate) mod tests {
 
     #[test]
     fn slots_with_barcodes_and_sources() {
-        let b = page(
+        let b = status_page(
             TYPE_STORAGE,
             &[
                 (1024, true, "GFS001L9", None, ""),
@@ -250,7 +280,7 @@ pub(crate) mod tests {
 
     #[test]
     fn drives_with_dvcid_serials() {
-        let b = page(
+        let b = status_page(
             TYPE_DATA_TRANSFER,
             &[
                 (256, true, "GFS003L9", Some(1026), "DRV0000001"),
@@ -268,7 +298,7 @@ pub(crate) mod tests {
     #[test]
     fn tgt_short_byte_count_cuts_the_last_serial() {
         // tgt reports 8 bytes too few: the last descriptor loses the end of its identifier.
-        let mut b = page(
+        let mut b = status_page(
             TYPE_DATA_TRANSFER,
             &[
                 (256, false, "", None, "DRV0000001"),
@@ -290,7 +320,7 @@ pub(crate) mod tests {
     #[test]
     fn malformed_pages() {
         assert!(parse(&[0; 4]).is_err());
-        let mut b = page(TYPE_STORAGE, &[(1, true, "A", None, "")], false);
+        let mut b = status_page(TYPE_STORAGE, &[(1, true, "A", None, "")], false);
         b[10] = 0;
         b[11] = 0; // descriptor length 0
         assert!(parse(&b).is_err());

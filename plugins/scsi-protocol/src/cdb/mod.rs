@@ -36,7 +36,7 @@ impl ParseError {
 }
 
 /// Big-endian 16-bit value at `at` (0 past the end).
-pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
+pub fn be16(b: &[u8], at: usize) -> u16 {
     match b.get(at..at + 2) {
         Some(s) => u16::from_be_bytes([s[0], s[1]]),
         None => 0,
@@ -44,7 +44,7 @@ pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
 }
 
 /// Big-endian 24-bit value at `at` (0 past the end).
-pub(crate) fn be24(b: &[u8], at: usize) -> u32 {
+pub fn be24(b: &[u8], at: usize) -> u32 {
     match b.get(at..at + 3) {
         Some(s) => u32::from_be_bytes([0, s[0], s[1], s[2]]),
         None => 0,
@@ -52,7 +52,7 @@ pub(crate) fn be24(b: &[u8], at: usize) -> u32 {
 }
 
 /// Big-endian 32-bit value at `at` (0 past the end).
-pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
+pub fn be32(b: &[u8], at: usize) -> u32 {
     match b.get(at..at + 4) {
         Some(s) => u32::from_be_bytes([s[0], s[1], s[2], s[3]]),
         None => 0,
@@ -60,7 +60,7 @@ pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
 }
 
 /// Big-endian 64-bit value at `at` (0 past the end).
-pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
+pub fn be64(b: &[u8], at: usize) -> u64 {
     match b.get(at..at + 8) {
         Some(s) => {
             let mut v = [0u8; 8];
@@ -72,14 +72,14 @@ pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
 }
 
 /// Big-endian unsigned value of any width up to 8 bytes.
-pub(crate) fn be_n(b: &[u8]) -> u64 {
+pub fn be_n(b: &[u8]) -> u64 {
     b.iter()
         .take(8)
         .fold(0u64, |acc, x| (acc << 8) | u64::from(*x))
 }
 
 /// ASCII field trimmed of padding (spaces and NULs).
-pub(crate) fn ascii(b: &[u8]) -> String {
+pub fn ascii(b: &[u8]) -> String {
     String::from_utf8_lossy(b)
         .trim_matches(|c: char| c == ' ' || c == '\0')
         .to_string()
