@@ -64,7 +64,7 @@ impl Changer {
             ..
         } = inquiry::Inquiry::parse(&inq[..n])
             .map_err(|e| Fault::code(REEL_E_TRANSPORT, format!("{}: {e}", c.path.display())))?;
-        if kind != crate::sysfs::TYPE_CHANGER {
+        if kind != inquiry::TYPE_CHANGER {
             return Err(Fault::invalid(format!(
                 "{} is a {vendor} {product} of SCSI type {kind}, not a medium changer (type 8); \
                  name the changer's sg node or serial in `changer=`",

@@ -4,13 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::DeviceRef;
-use reel_scsi_protocol::cdb::inquiry;
+use reel_scsi_protocol::cdb::inquiry::{self, TYPE_CHANGER, TYPE_TAPE};
 
-/// SCSI peripheral device type of a tape drive.
-pub const TYPE_TAPE: u8 = 0x01;
-/// SCSI peripheral device type of a medium changer.
-pub const TYPE_CHANGER: u8 = 0x08;
+use crate::config::DeviceRef;
 
 /// One SCSI device as sysfs shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
