@@ -78,43 +78,43 @@ typedef struct ReelDrive ReelDrive;
 #define REEL_MESSAGE_LEN 256
 
 // The plugin has a medium changer (inventory, move).
-#define REEL_CAP_CHANGER (1 << 0)
+#define REEL_CAP_CHANGER (1ull << 0)
 
 // Logical block protection with CRC32C.
-#define REEL_CAP_LBP (1 << 1)
+#define REEL_CAP_LBP (1ull << 1)
 
 // Medium auxiliary memory read/write.
-#define REEL_CAP_MAM (1 << 2)
+#define REEL_CAP_MAM (1ull << 2)
 
 // Medium geometry (wraps, LPOS, end-of-wrap positions) for access ordering.
-#define REEL_CAP_GEOMETRY (1 << 3)
+#define REEL_CAP_GEOMETRY (1ull << 3)
 
 // Native recommended access order.
-#define REEL_CAP_RAO (1 << 4)
+#define REEL_CAP_RAO (1ull << 4)
 
 // WORM media are supported (and refuse overwrite).
-#define REEL_CAP_WORM (1 << 5)
+#define REEL_CAP_WORM (1ull << 5)
 
 // Statistics (`drive_statistics`) are reported.
-#define REEL_CAP_STATISTICS (1 << 6)
+#define REEL_CAP_STATISTICS (1ull << 6)
 
 // TapeAlert flags are reported.
-#define REEL_CAP_TAPE_ALERTS (1 << 7)
+#define REEL_CAP_TAPE_ALERTS (1ull << 7)
 
 // Import/export elements (mail slots).
-#define REEL_CAP_IMPORT_EXPORT (1 << 8)
+#define REEL_CAP_IMPORT_EXPORT (1ull << 8)
 
 // Early warning can be reached in a test (the contract kit checks EW and EOM).
-#define REEL_CAP_EARLY_WARNING (1 << 9)
+#define REEL_CAP_EARLY_WARNING (1ull << 9)
 
 // Immediate filemarks (WRITE FILEMARKS with IMMED).
-#define REEL_CAP_IMMEDIATE_FILEMARKS (1 << 10)
+#define REEL_CAP_IMMEDIATE_FILEMARKS (1ull << 10)
 
 // Backward space (records and filemarks).
-#define REEL_CAP_SPACE_BACKWARD (1 << 11)
+#define REEL_CAP_SPACE_BACKWARD (1ull << 11)
 
 // A `control` call that can provoke test conditions (`ew_at`, `unit_attention`); see docs/ABI.md.
-#define REEL_CAP_TEST_CONTROL (1 << 12)
+#define REEL_CAP_TEST_CONTROL (1ull << 12)
 
 // The host serialises every call into the plugin.
 #define REEL_THREAD_SERIALIZE_ALL 0
@@ -398,6 +398,87 @@ typedef struct ReelDriveInfo {
     uint64_t max_record_bytes;
 } ReelDriveInfo;
 
+// The type of the [`ReelPluginV1::library_open`] slot.
+typedef int32_t (*ReelLibraryOpenFn)(const char *config, ReelLibrary **out, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::library_close`] slot.
+typedef void (*ReelLibraryCloseFn)(ReelLibrary *library);
+
+// The type of the [`ReelPluginV1::library_inventory`] slot.
+typedef int32_t (*ReelLibraryInventoryFn)(ReelLibrary *library, struct ReelElement *elements, uint32_t capacity, uint32_t *out_count, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::library_move`] slot.
+typedef int32_t (*ReelLibraryMoveFn)(ReelLibrary *library, uint32_t source, uint32_t destination, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::library_import`] slot.
+typedef int32_t (*ReelLibraryImportFn)(ReelLibrary *library, uint32_t ie_address, uint32_t slot_address, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::library_export`] slot.
+typedef int32_t (*ReelLibraryExportFn)(ReelLibrary *library, uint32_t slot_address, uint32_t ie_address, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::control`] slot.
+typedef int32_t (*ReelControlFn)(ReelLibrary *library, const char *request, char *response, size_t capacity, size_t *out_len, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_open`] slot.
+typedef int32_t (*ReelDriveOpenFn)(ReelLibrary *library, uint32_t index, ReelDrive **out, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_close`] slot.
+typedef void (*ReelDriveCloseFn)(ReelDrive *drive);
+
+// The type of the [`ReelPluginV1::drive_info`] slot.
+typedef int32_t (*ReelDriveInfoFn)(ReelDrive *drive, struct ReelDriveInfo *out, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_test_ready`] slot.
+typedef int32_t (*ReelDriveTestReadyFn)(ReelDrive *drive, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_load`] slot.
+typedef int32_t (*ReelDriveLoadFn)(ReelDrive *drive, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_unload`] slot.
+typedef int32_t (*ReelDriveUnloadFn)(ReelDrive *drive, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_rewind`] slot.
+typedef int32_t (*ReelDriveRewindFn)(ReelDrive *drive, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_locate`] slot.
+typedef int32_t (*ReelDriveLocateFn)(ReelDrive *drive, uint64_t block, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_space`] slot.
+typedef int32_t (*ReelDriveSpaceFn)(ReelDrive *drive, uint32_t kind, int64_t count, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_read_position`] slot.
+typedef int32_t (*ReelDriveReadPositionFn)(ReelDrive *drive, struct ReelPosition *out, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_write_record`] slot.
+typedef int32_t (*ReelDriveWriteRecordFn)(ReelDrive *drive, const uint8_t *data, size_t len, uint32_t crc, uint32_t flags, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_write_filemarks`] slot.
+typedef int32_t (*ReelDriveWriteFilemarksFn)(ReelDrive *drive, uint32_t count, uint32_t immediate, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_read_record`] slot.
+typedef int32_t (*ReelDriveReadRecordFn)(ReelDrive *drive, uint8_t *buffer, size_t capacity, size_t *out_len, uint32_t *out_crc, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_set_lbp`] slot.
+typedef int32_t (*ReelDriveSetLbpFn)(ReelDrive *drive, uint32_t mode, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_mam_read`] slot.
+typedef int32_t (*ReelDriveMamReadFn)(ReelDrive *drive, uint16_t attribute, uint8_t *buffer, size_t capacity, size_t *out_len, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_mam_write`] slot.
+typedef int32_t (*ReelDriveMamWriteFn)(ReelDrive *drive, uint16_t attribute, const uint8_t *data, size_t len, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_statistics`] slot.
+typedef int32_t (*ReelDriveStatisticsFn)(ReelDrive *drive, struct ReelDriveStats *out, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_tape_alerts`] slot.
+typedef int32_t (*ReelDriveTapeAlertsFn)(ReelDrive *drive, uint64_t *out, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_geometry`] slot.
+typedef int32_t (*ReelDriveGeometryFn)(ReelDrive *drive, struct ReelGeometry *out, uint64_t *eowp, uint32_t capacity, struct ReelStatus *status);
+
+// The type of the [`ReelPluginV1::drive_rao`] slot.
+typedef int32_t (*ReelDriveRaoFn)(ReelDrive *drive, const struct ReelExtent *extents, uint32_t count, uint32_t *out_order, struct ReelStatus *status);
+
 // Library identity (ABI 1.1): for a SCSI library the medium changer's INQUIRY and VPD 80h.
 // The serial number is what the host names the library by (drive leases, the drive board,
 // drive names), so it must be the same on every host that reaches this library, however the
@@ -414,6 +495,9 @@ typedef struct ReelLibraryInfo {
     // Serial number, NUL terminated; stable for the life of the library.
     char serial[64];
 } ReelLibraryInfo;
+
+// The type of the [`ReelPluginV1::library_info`] slot.
+typedef int32_t (*ReelLibraryInfoFn)(ReelLibrary *library, struct ReelLibraryInfo *out, struct ReelStatus *status);
 
 // The v1 plugin table, returned by the exported `reel_plugin_v1` symbol. Static, immutable.
 //
@@ -437,68 +521,68 @@ typedef struct ReelPluginV1 {
     // Reserved, zero.
     uint32_t reserved;
     // Open a library with a configuration string (`key=value` lines or TOML; plugin-defined).
-    int32_t (*library_open)(const char *config, ReelLibrary **out, struct ReelStatus *status);
+    ReelLibraryOpenFn library_open;
     // Close a library. Every drive handle must be closed first.
-    void (*library_close)(ReelLibrary *library);
+    ReelLibraryCloseFn library_close;
     // Fill up to `capacity` elements; `out_count` receives the total number of elements.
     // If `capacity` is too small, returns `REEL_E_BUFFER_TOO_SMALL` with the count needed.
-    int32_t (*library_inventory)(ReelLibrary *library, struct ReelElement *elements, uint32_t capacity, uint32_t *out_count, struct ReelStatus *status);
+    ReelLibraryInventoryFn library_inventory;
     // MOVE MEDIUM from one element address to another.
-    int32_t (*library_move)(ReelLibrary *library, uint32_t source, uint32_t destination, struct ReelStatus *status);
+    ReelLibraryMoveFn library_move;
     // Take a cartridge in from an import/export element into a storage slot.
-    int32_t (*library_import)(ReelLibrary *library, uint32_t ie_address, uint32_t slot_address, struct ReelStatus *status);
+    ReelLibraryImportFn library_import;
     // Put a cartridge out from a storage slot to an import/export element.
-    int32_t (*library_export)(ReelLibrary *library, uint32_t slot_address, uint32_t ie_address, struct ReelStatus *status);
+    ReelLibraryExportFn library_export;
     // Plugin-specific action (fault injection, diagnostics). Request and response are UTF-8
     // (JSON by convention). `out_len` receives the response length (needed size on
     // `REEL_E_BUFFER_TOO_SMALL`).
-    int32_t (*control)(ReelLibrary *library, const char *request, char *response, size_t capacity, size_t *out_len, struct ReelStatus *status);
+    ReelControlFn control;
     // Open the drive with the given index (the `index` of its drive element).
-    int32_t (*drive_open)(ReelLibrary *library, uint32_t index, ReelDrive **out, struct ReelStatus *status);
+    ReelDriveOpenFn drive_open;
     // Close a drive handle (allowed on a poisoned handle).
-    void (*drive_close)(ReelDrive *drive);
+    ReelDriveCloseFn drive_close;
     // Identity of the drive.
-    int32_t (*drive_info)(ReelDrive *drive, struct ReelDriveInfo *out, struct ReelStatus *status);
+    ReelDriveInfoFn drive_info;
     // TEST UNIT READY.
-    int32_t (*drive_test_ready)(ReelDrive *drive, struct ReelStatus *status);
+    ReelDriveTestReadyFn drive_test_ready;
     // LOAD: thread the medium in the drive and position at BOT.
-    int32_t (*drive_load)(ReelDrive *drive, struct ReelStatus *status);
+    ReelDriveLoadFn drive_load;
     // UNLOAD: rewind and eject, ready for the robot.
-    int32_t (*drive_unload)(ReelDrive *drive, struct ReelStatus *status);
+    ReelDriveUnloadFn drive_unload;
     // REWIND to BOT.
-    int32_t (*drive_rewind)(ReelDrive *drive, struct ReelStatus *status);
+    ReelDriveRewindFn drive_rewind;
     // LOCATE to a logical block.
-    int32_t (*drive_locate)(ReelDrive *drive, uint64_t block, struct ReelStatus *status);
+    ReelDriveLocateFn drive_locate;
     // SPACE `count` (negative = backward) records or filemarks, or to EOD.
-    int32_t (*drive_space)(ReelDrive *drive, uint32_t kind, int64_t count, struct ReelStatus *status);
+    ReelDriveSpaceFn drive_space;
     // READ POSITION.
-    int32_t (*drive_read_position)(ReelDrive *drive, struct ReelPosition *out, struct ReelStatus *status);
+    ReelDriveReadPositionFn drive_read_position;
     // WRITE one variable-length record. With `REEL_WRITE_HAS_CRC`, `crc` is its CRC32C.
-    int32_t (*drive_write_record)(ReelDrive *drive, const uint8_t *data, size_t len, uint32_t crc, uint32_t flags, struct ReelStatus *status);
+    ReelDriveWriteRecordFn drive_write_record;
     // WRITE FILEMARKS; `immediate` != 0 returns before the buffer is on the medium.
-    int32_t (*drive_write_filemarks)(ReelDrive *drive, uint32_t count, uint32_t immediate, struct ReelStatus *status);
+    ReelDriveWriteFilemarksFn drive_write_filemarks;
     // READ one record into the caller's buffer; `out_len` receives its length and `out_crc`
     // its CRC32C when LBP is on.
-    int32_t (*drive_read_record)(ReelDrive *drive, uint8_t *buffer, size_t capacity, size_t *out_len, uint32_t *out_crc, struct ReelStatus *status);
+    ReelDriveReadRecordFn drive_read_record;
     // Set the logical block protection mode (`REEL_LBP_*`); kept across loads.
-    int32_t (*drive_set_lbp)(ReelDrive *drive, uint32_t mode, struct ReelStatus *status);
+    ReelDriveSetLbpFn drive_set_lbp;
     // READ ATTRIBUTE: the value of one MAM attribute.
-    int32_t (*drive_mam_read)(ReelDrive *drive, uint16_t attribute, uint8_t *buffer, size_t capacity, size_t *out_len, struct ReelStatus *status);
+    ReelDriveMamReadFn drive_mam_read;
     // WRITE ATTRIBUTE: set one MAM attribute.
-    int32_t (*drive_mam_write)(ReelDrive *drive, uint16_t attribute, const uint8_t *data, size_t len, struct ReelStatus *status);
+    ReelDriveMamWriteFn drive_mam_write;
     // Drive statistics.
-    int32_t (*drive_statistics)(ReelDrive *drive, struct ReelDriveStats *out, struct ReelStatus *status);
+    ReelDriveStatisticsFn drive_statistics;
     // TapeAlert flags 1..64 as a bitmap (bit n-1 = flag n).
-    int32_t (*drive_tape_alerts)(ReelDrive *drive, uint64_t *out, struct ReelStatus *status);
+    ReelDriveTapeAlertsFn drive_tape_alerts;
     // Medium geometry and up to `capacity` end-of-wrap positions (block number of the first
     // block past the end of each wrap).
-    int32_t (*drive_geometry)(ReelDrive *drive, struct ReelGeometry *out, uint64_t *eowp, uint32_t capacity, struct ReelStatus *status);
+    ReelDriveGeometryFn drive_geometry;
     // Native recommended access order: writes a permutation of `0..count` into `out_order`.
-    int32_t (*drive_rao)(ReelDrive *drive, const struct ReelExtent *extents, uint32_t count, uint32_t *out_order, struct ReelStatus *status);
+    ReelDriveRaoFn drive_rao;
     // ABI 1.1. The library's identity (for a SCSI library, the medium changer's INQUIRY and
     // unit serial number). NULL (a 1.0 plugin): the host names the library from its
     // configuration instead.
-    int32_t (*library_info)(ReelLibrary *library, struct ReelLibraryInfo *out, struct ReelStatus *status);
+    ReelLibraryInfoFn library_info;
 } ReelPluginV1;
 
 // Signature of the exported entry symbol `reel_plugin_v1`.

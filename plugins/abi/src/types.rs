@@ -149,31 +149,31 @@ impl std::fmt::Debug for ReelStatus {
 // ---- capabilities -------------------------------------------------------------------------
 
 /// The plugin has a medium changer (inventory, move).
-pub const REEL_CAP_CHANGER: u64 = 1 << 0;
+pub const REEL_CAP_CHANGER: u64 = 1u64 << 0;
 /// Logical block protection with CRC32C.
-pub const REEL_CAP_LBP: u64 = 1 << 1;
+pub const REEL_CAP_LBP: u64 = 1u64 << 1;
 /// Medium auxiliary memory read/write.
-pub const REEL_CAP_MAM: u64 = 1 << 2;
+pub const REEL_CAP_MAM: u64 = 1u64 << 2;
 /// Medium geometry (wraps, LPOS, end-of-wrap positions) for access ordering.
-pub const REEL_CAP_GEOMETRY: u64 = 1 << 3;
+pub const REEL_CAP_GEOMETRY: u64 = 1u64 << 3;
 /// Native recommended access order.
-pub const REEL_CAP_RAO: u64 = 1 << 4;
+pub const REEL_CAP_RAO: u64 = 1u64 << 4;
 /// WORM media are supported (and refuse overwrite).
-pub const REEL_CAP_WORM: u64 = 1 << 5;
+pub const REEL_CAP_WORM: u64 = 1u64 << 5;
 /// Statistics (`drive_statistics`) are reported.
-pub const REEL_CAP_STATISTICS: u64 = 1 << 6;
+pub const REEL_CAP_STATISTICS: u64 = 1u64 << 6;
 /// TapeAlert flags are reported.
-pub const REEL_CAP_TAPE_ALERTS: u64 = 1 << 7;
+pub const REEL_CAP_TAPE_ALERTS: u64 = 1u64 << 7;
 /// Import/export elements (mail slots).
-pub const REEL_CAP_IMPORT_EXPORT: u64 = 1 << 8;
+pub const REEL_CAP_IMPORT_EXPORT: u64 = 1u64 << 8;
 /// Early warning can be reached in a test (the contract kit checks EW and EOM).
-pub const REEL_CAP_EARLY_WARNING: u64 = 1 << 9;
+pub const REEL_CAP_EARLY_WARNING: u64 = 1u64 << 9;
 /// Immediate filemarks (WRITE FILEMARKS with IMMED).
-pub const REEL_CAP_IMMEDIATE_FILEMARKS: u64 = 1 << 10;
+pub const REEL_CAP_IMMEDIATE_FILEMARKS: u64 = 1u64 << 10;
 /// Backward space (records and filemarks).
-pub const REEL_CAP_SPACE_BACKWARD: u64 = 1 << 11;
+pub const REEL_CAP_SPACE_BACKWARD: u64 = 1u64 << 11;
 /// A `control` call that can provoke test conditions (`ew_at`, `unit_attention`); see docs/ABI.md.
-pub const REEL_CAP_TEST_CONTROL: u64 = 1 << 12;
+pub const REEL_CAP_TEST_CONTROL: u64 = 1u64 << 12;
 
 // ---- thread models ------------------------------------------------------------------------
 
@@ -450,6 +450,240 @@ pub struct ReelDrive {
 
 // ---- the table ----------------------------------------------------------------------------
 
+// ---- slot types (one typedef per function slot of the table) ---------------------------
+
+/// The type of the [`ReelPluginV1::drive_test_ready`] slot.
+pub type ReelDriveTestReadyFn =
+    Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>;
+
+/// The type of the [`ReelPluginV1::drive_load`] slot.
+pub type ReelDriveLoadFn =
+    Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>;
+
+/// The type of the [`ReelPluginV1::drive_unload`] slot.
+pub type ReelDriveUnloadFn =
+    Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>;
+
+/// The type of the [`ReelPluginV1::drive_rewind`] slot.
+pub type ReelDriveRewindFn =
+    Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>;
+
+/// The type of the [`ReelPluginV1::library_open`] slot.
+pub type ReelLibraryOpenFn = Option<
+    unsafe extern "C" fn(
+        config: *const c_char,
+        out: *mut *mut ReelLibrary,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::library_close`] slot.
+pub type ReelLibraryCloseFn = Option<unsafe extern "C" fn(library: *mut ReelLibrary)>;
+
+/// The type of the [`ReelPluginV1::library_inventory`] slot.
+pub type ReelLibraryInventoryFn = Option<
+    unsafe extern "C" fn(
+        library: *mut ReelLibrary,
+        elements: *mut ReelElement,
+        capacity: u32,
+        out_count: *mut u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::library_move`] slot.
+pub type ReelLibraryMoveFn = Option<
+    unsafe extern "C" fn(
+        library: *mut ReelLibrary,
+        source: u32,
+        destination: u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::library_import`] slot.
+pub type ReelLibraryImportFn = Option<
+    unsafe extern "C" fn(
+        library: *mut ReelLibrary,
+        ie_address: u32,
+        slot_address: u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::library_export`] slot.
+pub type ReelLibraryExportFn = Option<
+    unsafe extern "C" fn(
+        library: *mut ReelLibrary,
+        slot_address: u32,
+        ie_address: u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::control`] slot.
+pub type ReelControlFn = Option<
+    unsafe extern "C" fn(
+        library: *mut ReelLibrary,
+        request: *const c_char,
+        response: *mut c_char,
+        capacity: usize,
+        out_len: *mut usize,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_open`] slot.
+pub type ReelDriveOpenFn = Option<
+    unsafe extern "C" fn(
+        library: *mut ReelLibrary,
+        index: u32,
+        out: *mut *mut ReelDrive,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_close`] slot.
+pub type ReelDriveCloseFn = Option<unsafe extern "C" fn(drive: *mut ReelDrive)>;
+
+/// The type of the [`ReelPluginV1::drive_info`] slot.
+pub type ReelDriveInfoFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        out: *mut ReelDriveInfo,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_locate`] slot.
+pub type ReelDriveLocateFn =
+    Option<unsafe extern "C" fn(drive: *mut ReelDrive, block: u64, status: *mut ReelStatus) -> i32>;
+
+/// The type of the [`ReelPluginV1::drive_space`] slot.
+pub type ReelDriveSpaceFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        kind: u32,
+        count: i64,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_read_position`] slot.
+pub type ReelDriveReadPositionFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        out: *mut ReelPosition,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_write_record`] slot.
+pub type ReelDriveWriteRecordFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        data: *const u8,
+        len: usize,
+        crc: u32,
+        flags: u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_write_filemarks`] slot.
+pub type ReelDriveWriteFilemarksFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        count: u32,
+        immediate: u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_read_record`] slot.
+pub type ReelDriveReadRecordFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        buffer: *mut u8,
+        capacity: usize,
+        out_len: *mut usize,
+        out_crc: *mut u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_set_lbp`] slot.
+pub type ReelDriveSetLbpFn =
+    Option<unsafe extern "C" fn(drive: *mut ReelDrive, mode: u32, status: *mut ReelStatus) -> i32>;
+
+/// The type of the [`ReelPluginV1::drive_mam_read`] slot.
+pub type ReelDriveMamReadFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        attribute: u16,
+        buffer: *mut u8,
+        capacity: usize,
+        out_len: *mut usize,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_mam_write`] slot.
+pub type ReelDriveMamWriteFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        attribute: u16,
+        data: *const u8,
+        len: usize,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_statistics`] slot.
+pub type ReelDriveStatisticsFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        out: *mut ReelDriveStats,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_tape_alerts`] slot.
+pub type ReelDriveTapeAlertsFn = Option<
+    unsafe extern "C" fn(drive: *mut ReelDrive, out: *mut u64, status: *mut ReelStatus) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_geometry`] slot.
+pub type ReelDriveGeometryFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        out: *mut ReelGeometry,
+        eowp: *mut u64,
+        capacity: u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::drive_rao`] slot.
+pub type ReelDriveRaoFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        extents: *const ReelExtent,
+        count: u32,
+        out_order: *mut u32,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
+/// The type of the [`ReelPluginV1::library_info`] slot.
+pub type ReelLibraryInfoFn = Option<
+    unsafe extern "C" fn(
+        library: *mut ReelLibrary,
+        out: *mut ReelLibraryInfo,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
 /// The v1 plugin table, returned by the exported `reel_plugin_v1` symbol. Static, immutable.
 ///
 /// Append-only: new slots go at the end and bump [`REEL_ABI_MINOR`]. A NULL slot is
@@ -474,220 +708,70 @@ pub struct ReelPluginV1 {
     pub reserved: u32,
 
     /// Open a library with a configuration string (`key=value` lines or TOML; plugin-defined).
-    pub library_open: Option<
-        unsafe extern "C" fn(
-            config: *const c_char,
-            out: *mut *mut ReelLibrary,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub library_open: ReelLibraryOpenFn,
     /// Close a library. Every drive handle must be closed first.
-    pub library_close: Option<unsafe extern "C" fn(library: *mut ReelLibrary)>,
+    pub library_close: ReelLibraryCloseFn,
     /// Fill up to `capacity` elements; `out_count` receives the total number of elements.
     /// If `capacity` is too small, returns `REEL_E_BUFFER_TOO_SMALL` with the count needed.
-    pub library_inventory: Option<
-        unsafe extern "C" fn(
-            library: *mut ReelLibrary,
-            elements: *mut ReelElement,
-            capacity: u32,
-            out_count: *mut u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub library_inventory: ReelLibraryInventoryFn,
     /// MOVE MEDIUM from one element address to another.
-    pub library_move: Option<
-        unsafe extern "C" fn(
-            library: *mut ReelLibrary,
-            source: u32,
-            destination: u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub library_move: ReelLibraryMoveFn,
     /// Take a cartridge in from an import/export element into a storage slot.
-    pub library_import: Option<
-        unsafe extern "C" fn(
-            library: *mut ReelLibrary,
-            ie_address: u32,
-            slot_address: u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub library_import: ReelLibraryImportFn,
     /// Put a cartridge out from a storage slot to an import/export element.
-    pub library_export: Option<
-        unsafe extern "C" fn(
-            library: *mut ReelLibrary,
-            slot_address: u32,
-            ie_address: u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub library_export: ReelLibraryExportFn,
     /// Plugin-specific action (fault injection, diagnostics). Request and response are UTF-8
     /// (JSON by convention). `out_len` receives the response length (needed size on
     /// `REEL_E_BUFFER_TOO_SMALL`).
-    pub control: Option<
-        unsafe extern "C" fn(
-            library: *mut ReelLibrary,
-            request: *const c_char,
-            response: *mut c_char,
-            capacity: usize,
-            out_len: *mut usize,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub control: ReelControlFn,
 
     /// Open the drive with the given index (the `index` of its drive element).
-    pub drive_open: Option<
-        unsafe extern "C" fn(
-            library: *mut ReelLibrary,
-            index: u32,
-            out: *mut *mut ReelDrive,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_open: ReelDriveOpenFn,
     /// Close a drive handle (allowed on a poisoned handle).
-    pub drive_close: Option<unsafe extern "C" fn(drive: *mut ReelDrive)>,
+    pub drive_close: ReelDriveCloseFn,
     /// Identity of the drive.
-    pub drive_info: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            out: *mut ReelDriveInfo,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_info: ReelDriveInfoFn,
     /// TEST UNIT READY.
-    pub drive_test_ready:
-        Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>,
+    pub drive_test_ready: ReelDriveTestReadyFn,
     /// LOAD: thread the medium in the drive and position at BOT.
-    pub drive_load:
-        Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>,
+    pub drive_load: ReelDriveLoadFn,
     /// UNLOAD: rewind and eject, ready for the robot.
-    pub drive_unload:
-        Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>,
+    pub drive_unload: ReelDriveUnloadFn,
     /// REWIND to BOT.
-    pub drive_rewind:
-        Option<unsafe extern "C" fn(drive: *mut ReelDrive, status: *mut ReelStatus) -> i32>,
+    pub drive_rewind: ReelDriveRewindFn,
     /// LOCATE to a logical block.
-    pub drive_locate: Option<
-        unsafe extern "C" fn(drive: *mut ReelDrive, block: u64, status: *mut ReelStatus) -> i32,
-    >,
+    pub drive_locate: ReelDriveLocateFn,
     /// SPACE `count` (negative = backward) records or filemarks, or to EOD.
-    pub drive_space: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            kind: u32,
-            count: i64,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_space: ReelDriveSpaceFn,
     /// READ POSITION.
-    pub drive_read_position: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            out: *mut ReelPosition,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_read_position: ReelDriveReadPositionFn,
     /// WRITE one variable-length record. With `REEL_WRITE_HAS_CRC`, `crc` is its CRC32C.
-    pub drive_write_record: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            data: *const u8,
-            len: usize,
-            crc: u32,
-            flags: u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_write_record: ReelDriveWriteRecordFn,
     /// WRITE FILEMARKS; `immediate` != 0 returns before the buffer is on the medium.
-    pub drive_write_filemarks: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            count: u32,
-            immediate: u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_write_filemarks: ReelDriveWriteFilemarksFn,
     /// READ one record into the caller's buffer; `out_len` receives its length and `out_crc`
     /// its CRC32C when LBP is on.
-    pub drive_read_record: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            buffer: *mut u8,
-            capacity: usize,
-            out_len: *mut usize,
-            out_crc: *mut u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_read_record: ReelDriveReadRecordFn,
     /// Set the logical block protection mode (`REEL_LBP_*`); kept across loads.
-    pub drive_set_lbp: Option<
-        unsafe extern "C" fn(drive: *mut ReelDrive, mode: u32, status: *mut ReelStatus) -> i32,
-    >,
+    pub drive_set_lbp: ReelDriveSetLbpFn,
     /// READ ATTRIBUTE: the value of one MAM attribute.
-    pub drive_mam_read: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            attribute: u16,
-            buffer: *mut u8,
-            capacity: usize,
-            out_len: *mut usize,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_mam_read: ReelDriveMamReadFn,
     /// WRITE ATTRIBUTE: set one MAM attribute.
-    pub drive_mam_write: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            attribute: u16,
-            data: *const u8,
-            len: usize,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_mam_write: ReelDriveMamWriteFn,
     /// Drive statistics.
-    pub drive_statistics: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            out: *mut ReelDriveStats,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_statistics: ReelDriveStatisticsFn,
     /// TapeAlert flags 1..64 as a bitmap (bit n-1 = flag n).
-    pub drive_tape_alerts: Option<
-        unsafe extern "C" fn(drive: *mut ReelDrive, out: *mut u64, status: *mut ReelStatus) -> i32,
-    >,
+    pub drive_tape_alerts: ReelDriveTapeAlertsFn,
     /// Medium geometry and up to `capacity` end-of-wrap positions (block number of the first
     /// block past the end of each wrap).
-    pub drive_geometry: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            out: *mut ReelGeometry,
-            eowp: *mut u64,
-            capacity: u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_geometry: ReelDriveGeometryFn,
     /// Native recommended access order: writes a permutation of `0..count` into `out_order`.
-    pub drive_rao: Option<
-        unsafe extern "C" fn(
-            drive: *mut ReelDrive,
-            extents: *const ReelExtent,
-            count: u32,
-            out_order: *mut u32,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub drive_rao: ReelDriveRaoFn,
 
     /// ABI 1.1. The library's identity (for a SCSI library, the medium changer's INQUIRY and
     /// unit serial number). NULL (a 1.0 plugin): the host names the library from its
     /// configuration instead.
-    pub library_info: Option<
-        unsafe extern "C" fn(
-            library: *mut ReelLibrary,
-            out: *mut ReelLibraryInfo,
-            status: *mut ReelStatus,
-        ) -> i32,
-    >,
+    pub library_info: ReelLibraryInfoFn,
 }
 
 // SAFETY: the table is immutable static data; its raw pointers point at static strings and its
