@@ -440,9 +440,7 @@ impl TapeService {
                 }
                 let m = mount::mount(&self.library, &d.drive, barcode).await?;
                 self.catalogue.add_mount(barcode).await?;
-                if d.drive.plugin().has_cap(reel_plugin_abi::REEL_CAP_LBP)
-                    && self.options.session.lbp
-                {
+                if d.drive.has_cap(reel_plugin_abi::REEL_CAP_LBP) && self.options.session.lbp {
                     d.drive.set_lbp(REEL_LBP_CRC32C).await?;
                 }
                 g.mounted = Some(m.clone());

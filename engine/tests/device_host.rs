@@ -195,6 +195,8 @@ impl sdk::Drive for MemDrive {
             product: "MEM".into(),
             serial: format!("D{}", self.index),
             max_record_bytes: 8 << 20,
+            // drive 1 is an older drive without MAM (a library of mixed generations)
+            capabilities: (self.index == 1).then_some(REEL_CAP_CHANGER),
         })
     }
     fn test_ready(&mut self, call: &mut Call) -> Result<(), Fault> {
@@ -373,6 +375,13 @@ async fn library_and_drive_calls_work_from_async_code() {
 
     let d = lib.open_drive(1).await.unwrap();
     assert_eq!(d.index(), 1);
+    // ABI 1.2: drive 1 says it has no MAM; the engine asks the drive, not the library
+    assert!(lib.plugin().has_cap(REEL_CAP_MAM));
+    assert!(d.has_cap(REEL_CAP_CHANGER) && !d.has_cap(REEL_CAP_MAM));
+    assert_eq!(d.info().await.unwrap().capabilities, Some(REEL_CAP_CHANGER));
+    let d0 = lib.open_drive(0).await.unwrap();
+    assert!(d0.has_cap(REEL_CAP_MAM));
+    drop(d0);
     let thread = d
         .run(|_| std::thread::current().name().map(str::to_owned))
         .await

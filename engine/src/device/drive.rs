@@ -26,6 +26,8 @@ pub struct Drive {
     index: u32,
     actor: Actor<DriveHandle>,
     plugin: std::sync::Arc<reel_plugin_abi::host::Plugin>,
+    /// This drive's `REEL_CAP_*` bits (a library may mix drives that can do more or less).
+    caps: u64,
     /// Whether logical block protection was switched on through [`Drive::set_lbp`].
     lbp: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Read and locate timings seen on this drive, for read-through decisions.
@@ -43,11 +45,13 @@ impl std::fmt::Debug for Drive {
 impl Drive {
     pub(crate) fn spawn(index: u32, handle: DriveHandle) -> Result<Drive, DeviceError> {
         let plugin = handle.plugin().clone();
+        let caps = handle.caps();
         let actor = Actor::spawn(format!("reel-drive-{index}"), handle)?;
         Ok(Drive {
             index,
             actor,
             plugin,
+            caps,
             lbp: Default::default(),
             timings: Default::default(),
             integrity: Default::default(),
@@ -74,9 +78,16 @@ impl Drive {
         self.index
     }
 
-    /// The plugin driving it (its capability bits say what it can do).
+    /// The plugin driving it.
     pub fn plugin(&self) -> &std::sync::Arc<reel_plugin_abi::host::Plugin> {
         &self.plugin
+    }
+
+    /// Whether this drive has every bit of `cap` (`REEL_CAP_*`): what the plugin said of this
+    /// drive when it was opened, which in a library of mixed drives may be less than what the
+    /// plugin can do on others.
+    pub fn has_cap(&self, cap: u64) -> bool {
+        self.caps & cap == cap
     }
 
     /// The read and locate timings this drive has shown (shared by its sessions): recall

@@ -115,7 +115,7 @@ async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
             Ok(())
         })
         .await??;
-    if drive.plugin().has_cap(REEL_CAP_MAM) {
+    if drive.has_cap(REEL_CAP_MAM) {
         let attrs: Vec<(u16, Vec<u8>)> = vec![
             (mam::APPLICATION_VENDOR, b"REEL".to_vec()),
             (mam::APPLICATION_NAME, b"reel".to_vec()),
@@ -154,7 +154,7 @@ async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
 /// Before writing: the MAM label epoch must be the catalogue's. A different epoch means
 /// another reel instance relabelled the cartridge; writing would destroy its data.
 pub async fn check_epoch(drive: &Drive, barcode: &str, expected: u64) -> Result<(), SessionError> {
-    if !drive.plugin().has_cap(REEL_CAP_MAM) {
+    if !drive.has_cap(REEL_CAP_MAM) {
         return Ok(());
     }
     let v = match drive.mam_read(mam::REEL_LABEL_EPOCH).await {

@@ -93,7 +93,7 @@ pub async fn plan(
         modelled_s: None,
         ascending_s: None,
     };
-    if extents.len() < 2 || !drive.plugin().has_cap(REEL_CAP_GEOMETRY) {
+    if extents.len() < 2 || !drive.has_cap(REEL_CAP_GEOMETRY) {
         return asc;
     }
     let geo = match drive.geometry().await {
@@ -118,7 +118,7 @@ pub async fn plan(
         modelled_s: Some(soft.modelled_seconds),
         ascending_s: Some(soft.ascending_seconds),
     };
-    if drive.plugin().has_cap(REEL_CAP_RAO) {
+    if drive.has_cap(REEL_CAP_RAO) {
         let ext: Vec<ReelExtent> = extents
             .iter()
             .map(|&(first_block, last_block)| ReelExtent {

@@ -239,7 +239,7 @@ async fn run(
             expected: cartridge.eod_block,
         });
     }
-    let mut lbp = ctx.config.lbp && ctx.drive.plugin().has_cap(REEL_CAP_LBP);
+    let mut lbp = ctx.config.lbp && ctx.drive.has_cap(REEL_CAP_LBP);
     if lbp {
         ctx.drive.set_lbp(REEL_LBP_CRC32C).await?;
         // a drive that refuses LBP is run without it (Drive::set_lbp)

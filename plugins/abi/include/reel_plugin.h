@@ -27,7 +27,9 @@ typedef struct ReelDrive ReelDrive;
 //
 // - 1.0: the core table.
 // - 1.1: `library_info` (the library's own identity: vendor, product, serial number).
-#define REEL_ABI_MINOR 1
+// - 1.2: `set_log` (the host's log sink for the plugin's events) and
+//   `ReelDriveInfo::capabilities` (what one drive can do, in a library of mixed drives).
+#define REEL_ABI_MINOR 2
 
 // The call succeeded. The status may still carry flags (for example early warning on write).
 #define REEL_OK 0
@@ -178,6 +180,21 @@ typedef struct ReelDrive ReelDrive;
 
 // Write-record flag: `crc` carries the record's CRC32C and must be checked by the drive.
 #define REEL_WRITE_HAS_CRC (1 << 0)
+
+// Log levels of [`ReelLogFn`], most severe first.
+#define REEL_LOG_ERROR 1
+
+// A condition the operator should look at.
+#define REEL_LOG_WARN 2
+
+// What a plugin did (a library opened, a device resolved).
+#define REEL_LOG_INFO 3
+
+// Detail for someone debugging the plugin.
+#define REEL_LOG_DEBUG 4
+
+// Every command.
+#define REEL_LOG_TRACE 5
 
 // No sense (flags such as FILEMARK or EOM may still be set).
 #define REEL_SENSE_NO_SENSE 0
@@ -396,6 +413,10 @@ typedef struct ReelDriveInfo {
     char serial[64];
     // Largest record the drive accepts, in bytes.
     uint64_t max_record_bytes;
+    // ABI 1.2: the `REEL_CAP_*` bits of this drive (a library may mix drive generations: LBP,
+    // MAM or RAO on some drives only). The host reads it only from a plugin built against
+    // minor 2 or later, and keeps only bits the table's `caps` also has.
+    uint64_t capabilities;
 } ReelDriveInfo;
 
 // The type of the [`ReelPluginV1::library_open`] slot.
@@ -499,6 +520,15 @@ typedef struct ReelLibraryInfo {
 // The type of the [`ReelPluginV1::library_info`] slot.
 typedef int32_t (*ReelLibraryInfoFn)(ReelLibrary *library, struct ReelLibraryInfo *out, struct ReelStatus *status);
 
+// The host's log sink (ABI 1.2): `level` a `REEL_LOG_*`, `target` where in the plugin the
+// event comes from and `message` its text (both NUL-terminated UTF-8, valid only during the
+// call), `context` what the host gave `set_log`. The host may be called from any thread the
+// plugin runs on, copies what it keeps, never calls back into the plugin, and never unwinds.
+typedef void (*ReelLogFn)(void *context, uint32_t level, const char *target, const char *message);
+
+// The type of the [`ReelPluginV1::set_log`] slot.
+typedef void (*ReelSetLogFn)(ReelLogFn log, void *context, uint32_t max_level);
+
 // The v1 plugin table, returned by the exported `reel_plugin_v1` symbol. Static, immutable.
 //
 // Append-only: new slots go at the end and bump [`REEL_ABI_MINOR`]. A NULL slot is
@@ -583,6 +613,11 @@ typedef struct ReelPluginV1 {
     // unit serial number). NULL (a 1.0 plugin): the host names the library from its
     // configuration instead.
     ReelLibraryInfoFn library_info;
+    // ABI 1.2. The host's log sink: the host calls it once, right after loading the plugin and
+    // before any other call, so that the plugin's log events reach the host's log with the
+    // plugin's name. `max_level` is the most verbose `REEL_LOG_*` level the host records. NULL:
+    // the plugin's events stay its own.
+    ReelSetLogFn set_log;
 } ReelPluginV1;
 
 // Signature of the exported entry symbol `reel_plugin_v1`.

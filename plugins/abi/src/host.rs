@@ -301,7 +301,35 @@ impl Plugin {
         let raw = unsafe { entry() };
         // SAFETY: a non-NULL table returned by the entry symbol is static, immutable and at
         // least as large as its own struct_size says (ABI contract).
-        unsafe { Self::negotiate(raw, path) }
+        let plugin = unsafe { Self::negotiate(raw, path) }?;
+        plugin.give_log();
+        Ok(plugin)
+    }
+
+    /// ABI 1.2: give a dlopened plugin the host's log sink, once, before any other call, so its
+    /// events reach this process's `tracing` under its name (target `reel_plugin`). Not done
+    /// for a table linked into this process ([`Plugin::from_table`]): it shares our `tracing`.
+    fn give_log(&self) {
+        let Some(set_log) = self.table.set_log else {
+            return;
+        };
+        // The context lives as long as the plugin: forever (plugins are never unloaded).
+        let name: &'static CStr = Box::leak(
+            CString::new(self.name.replace('\0', ""))
+                .unwrap_or_default()
+                .into_boxed_c_str(),
+        );
+        let max_level =
+            crate::plugin_log::filter_number(tracing::level_filters::LevelFilter::current());
+        // SAFETY: the slot is the plugin's set_log; `host_log` may be called from any thread and
+        // never unwinds, and its context is a static NUL-terminated string.
+        unsafe {
+            set_log(
+                Some(host_log),
+                name.as_ptr() as *mut std::ffi::c_void,
+                max_level,
+            )
+        };
     }
 
     /// Negotiate a table that is already in this process (a statically linked plugin, or a
@@ -699,14 +727,57 @@ impl LibraryHandle {
                 "plugin returned success but no drive handle",
             ));
         }
-        Ok(DriveHandle {
+        let mut drive = DriveHandle {
             library: self.inner.clone(),
             raw: out,
             last: st,
             poisoned: false,
             index,
-        })
+            caps: p.caps(),
+        };
+        if p.abi_minor() >= 2 && p.table.drive_info.is_some() {
+            match drive.info() {
+                Ok(info) => drive.caps = info.capabilities.unwrap_or(drive.caps),
+                // the drive may be unreachable until a cartridge is in; the library's bits
+                Err(e) => {
+                    tracing::debug!(plugin = %p.name, drive = index, "drive_info at open: {e}")
+                }
+            }
+        }
+        Ok(drive)
     }
+}
+
+/// The host's log sink given to plugins (ABI 1.2 `set_log`): records a plugin's event in this
+/// process's `tracing`, target `reel_plugin`, with the plugin's name and where in it the event
+/// was raised.
+///
+/// # Safety
+/// `context` is the static plugin name `give_log` passed; `target` and `message` are NULL or
+/// NUL-terminated strings valid for the call (ABI contract).
+unsafe extern "C" fn host_log(
+    context: *mut std::ffi::c_void,
+    level: u32,
+    target: *const c_char,
+    message: *const c_char,
+) {
+    let text = |p: *const c_char| {
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: NUL-terminated and valid for the call (contract above).
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    let (plugin, module, message) = (text(context as *const c_char), text(target), text(message));
+    // A panic must not unwind into the plugin's frames.
+    let _ = std::panic::catch_unwind(move || match level {
+        REEL_LOG_ERROR => tracing::error!(target: "reel_plugin", %plugin, %module, "{message}"),
+        REEL_LOG_WARN => tracing::warn!(target: "reel_plugin", %plugin, %module, "{message}"),
+        REEL_LOG_INFO => tracing::info!(target: "reel_plugin", %plugin, %module, "{message}"),
+        REEL_LOG_DEBUG => tracing::debug!(target: "reel_plugin", %plugin, %module, "{message}"),
+        _ => tracing::trace!(target: "reel_plugin", %plugin, %module, "{message}"),
+    });
 }
 
 fn cbuf_to_string(b: &[c_char]) -> String {
@@ -725,6 +796,7 @@ pub struct DriveHandle {
     last: ReelStatus,
     poisoned: bool,
     index: u32,
+    caps: u64,
 }
 
 // SAFETY: ABI thread model SERIALIZE_PER_HANDLE: a drive handle may be used from any thread as
@@ -791,12 +863,26 @@ impl DriveHandle {
         let mut out = ReelDriveInfo::new();
         // SAFETY: valid handle, out struct and status for the call.
         self.run("drive_info", |d, s| unsafe { f(d, &mut out, s) })?;
+        let plugin = &self.library.plugin;
         Ok(DriveInfo {
             vendor: cbuf_to_string(&out.vendor),
             product: cbuf_to_string(&out.product),
             serial: cbuf_to_string(&out.serial),
             max_record_bytes: out.max_record_bytes,
+            // before 1.2 the field is not the plugin's: the library's bits apply
+            capabilities: (plugin.abi_minor() >= 2).then_some(out.capabilities & plugin.caps()),
         })
+    }
+
+    /// This drive's `REEL_CAP_*` bits: what the plugin said of it when it was opened (ABI
+    /// 1.2), else the library's.
+    pub fn caps(&self) -> u64 {
+        self.caps
+    }
+
+    /// Whether this drive has every bit of `cap`.
+    pub fn has_cap(&self, cap: u64) -> bool {
+        self.caps & cap == cap
     }
 
     /// TEST UNIT READY.

@@ -13,6 +13,7 @@
 //!   the simulator (to time locates and answer native RAO) and the engine (software RAO).
 //! - [`kit`]: the plugin contract kit, run by the `reel-plugin-check` binary.
 //! - [`config`]: the one way every plugin reads its configuration string.
+//! - [`plugin_log`]: a plugin's `tracing` events handed to the host's log (ABI 1.2).
 //!
 //! docs/ABI.md describes every call, its sense on success and error, buffer ownership, the
 //! thread model and the versioning rules.
@@ -20,6 +21,7 @@
 pub mod config;
 pub mod host;
 pub mod kit;
+pub mod plugin_log;
 pub mod sdk;
 pub mod seek;
 pub mod types;

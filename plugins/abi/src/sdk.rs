@@ -179,6 +179,9 @@ pub struct DriveInfo {
     pub serial: String,
     /// Largest record accepted, bytes.
     pub max_record_bytes: u64,
+    /// ABI 1.2: this drive's `REEL_CAP_*` bits, when they are fewer than the library's (a
+    /// library of mixed drives). `None`: the library's [`Library::CAPS`].
+    pub capabilities: Option<u64>,
 }
 
 /// A library's identity (ABI 1.1 `library_info`).
@@ -596,6 +599,19 @@ pub mod trampoline {
         }
     }
 
+    /// `set_log` (ABI 1.2): the plugin's `tracing` events go to the host's callback.
+    ///
+    /// # Safety
+    /// ABI contract: `log` NULL or a callback callable from any thread, `context` valid for as
+    /// long as the plugin is loaded.
+    pub unsafe extern "C" fn set_log(
+        log: ReelLogFn,
+        context: *mut std::ffi::c_void,
+        max_level: u32,
+    ) {
+        let _ = std::panic::catch_unwind(|| crate::plugin_log::install(log, context, max_level));
+    }
+
     /// `library_info` (ABI 1.1).
     ///
     /// # Safety
@@ -833,6 +849,7 @@ pub mod trampoline {
                     copy_cstr(&mut o.product, &i.product);
                     copy_cstr(&mut o.serial, &i.serial);
                     o.max_record_bytes = i.max_record_bytes;
+                    o.capabilities = i.capabilities.unwrap_or(L::CAPS) & L::CAPS;
                     let size =
                         ((*out).struct_size as usize).min(std::mem::size_of::<ReelDriveInfo>());
                     o.struct_size = (*out).struct_size;
@@ -1331,5 +1348,6 @@ pub const fn plugin_table<L: Library>() -> ReelPluginV1 {
         drive_geometry: Some(t::drive_geometry::<L>),
         drive_rao: Some(t::drive_rao::<L>),
         library_info: Some(t::library_info::<L>),
+        set_log: Some(t::set_log),
     }
 }

@@ -7,7 +7,7 @@
 //! - a NULL slot means "unsupported";
 //! - the caller owns every buffer; handles are opaque.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 
 /// Major version of this ABI. A breaking change gets a new entry symbol (`reel_plugin_v2`).
 pub const REEL_ABI_MAJOR: u16 = 1;
@@ -15,7 +15,9 @@ pub const REEL_ABI_MAJOR: u16 = 1;
 ///
 /// - 1.0: the core table.
 /// - 1.1: `library_info` (the library's own identity: vendor, product, serial number).
-pub const REEL_ABI_MINOR: u16 = 1;
+/// - 1.2: `set_log` (the host's log sink for the plugin's events) and
+///   `ReelDriveInfo::capabilities` (what one drive can do, in a library of mixed drives).
+pub const REEL_ABI_MINOR: u16 = 2;
 /// Name of the exported entry symbol for major version 1.
 pub const REEL_PLUGIN_ENTRY_V1: &str = "reel_plugin_v1";
 
@@ -374,6 +376,10 @@ pub struct ReelDriveInfo {
     pub serial: [c_char; 64],
     /// Largest record the drive accepts, in bytes.
     pub max_record_bytes: u64,
+    /// ABI 1.2: the `REEL_CAP_*` bits of this drive (a library may mix drive generations: LBP,
+    /// MAM or RAO on some drives only). The host reads it only from a plugin built against
+    /// minor 2 or later, and keeps only bits the table's `caps` also has.
+    pub capabilities: u64,
 }
 
 impl ReelDriveInfo {
@@ -386,6 +392,7 @@ impl ReelDriveInfo {
             product: [0; 32],
             serial: [0; 64],
             max_record_bytes: 0,
+            capabilities: 0,
         }
     }
 }
@@ -451,6 +458,34 @@ pub struct ReelDrive {
 // ---- the table ----------------------------------------------------------------------------
 
 // ---- slot types (one typedef per function slot of the table) ---------------------------
+
+/// Log levels of [`ReelLogFn`], most severe first.
+pub const REEL_LOG_ERROR: u32 = 1;
+/// A condition the operator should look at.
+pub const REEL_LOG_WARN: u32 = 2;
+/// What a plugin did (a library opened, a device resolved).
+pub const REEL_LOG_INFO: u32 = 3;
+/// Detail for someone debugging the plugin.
+pub const REEL_LOG_DEBUG: u32 = 4;
+/// Every command.
+pub const REEL_LOG_TRACE: u32 = 5;
+
+/// The host's log sink (ABI 1.2): `level` a `REEL_LOG_*`, `target` where in the plugin the
+/// event comes from and `message` its text (both NUL-terminated UTF-8, valid only during the
+/// call), `context` what the host gave `set_log`. The host may be called from any thread the
+/// plugin runs on, copies what it keeps, never calls back into the plugin, and never unwinds.
+pub type ReelLogFn = Option<
+    unsafe extern "C" fn(
+        context: *mut c_void,
+        level: u32,
+        target: *const c_char,
+        message: *const c_char,
+    ),
+>;
+
+/// The type of the [`ReelPluginV1::set_log`] slot.
+pub type ReelSetLogFn =
+    Option<unsafe extern "C" fn(log: ReelLogFn, context: *mut c_void, max_level: u32)>;
 
 /// The type of the [`ReelPluginV1::drive_test_ready`] slot.
 pub type ReelDriveTestReadyFn =
@@ -772,6 +807,11 @@ pub struct ReelPluginV1 {
     /// unit serial number). NULL (a 1.0 plugin): the host names the library from its
     /// configuration instead.
     pub library_info: ReelLibraryInfoFn,
+    /// ABI 1.2. The host's log sink: the host calls it once, right after loading the plugin and
+    /// before any other call, so that the plugin's log events reach the host's log with the
+    /// plugin's name. `max_level` is the most verbose `REEL_LOG_*` level the host records. NULL:
+    /// the plugin's events stay its own.
+    pub set_log: ReelSetLogFn,
 }
 
 // SAFETY: the table is immutable static data; its raw pointers point at static strings and its

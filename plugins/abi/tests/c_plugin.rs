@@ -59,6 +59,34 @@ fn a_plugin_built_against_the_frozen_v1_0_header_passes() {
     assert!(report.passed(), "the v1.0 plugin failed the kit:\n{report}");
 }
 
+/// ABI 1.2: what a plugin logs through the host's `set_log` sink lands in the host's `tracing`
+/// (target `reel_plugin`) with the plugin's name; a more verbose level than the host records
+/// is not sent.
+#[test]
+fn a_c_plugins_log_reaches_the_host_with_its_name() {
+    let buf = common::LogBuffer::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(buf.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _scope = tracing::subscriber::set_default(subscriber);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugin = build(dir.path(), "memtape_log", &[]);
+    assert!(plugin.table().set_log.is_some());
+    let lib = LibraryHandle::open(&plugin, "").expect("library_open");
+    drop(lib);
+    let text = buf.text();
+    assert!(
+        text.contains("reel_plugin") && text.contains("plugin=memtape"),
+        "{text}"
+    );
+    assert!(
+        text.contains("memtape library open: 1 drive, 6 slots, 3 cartridges"),
+        "{text}"
+    );
+}
+
 #[test]
 fn kit_passes_on_a_reused_worm_cartridge() {
     // `worm_prewritten=1` starts the WORM cartridge with two records, as on a second kit run

@@ -126,13 +126,14 @@ fn drive_info_layout() {
         product: 24,
         serial: 56,
     });
-    layout!(ReelDriveInfo, size = 128, align = 8, {
+    layout!(ReelDriveInfo, size = 136, align = 8, {
         struct_size: 0,
         reserved: 4,
         vendor: 8,
         product: 24,
         serial: 56,
         max_record_bytes: 120,
+        capabilities: 128,
     });
 }
 
@@ -144,7 +145,7 @@ fn opaque_handles_have_no_size() {
 
 #[test]
 fn plugin_table_layout() {
-    layout!(ReelPluginV1, size = 264, align = 8, {
+    layout!(ReelPluginV1, size = 272, align = 8, {
         struct_size: 0,
         abi_major: 4,
         abi_minor: 6,
@@ -181,6 +182,7 @@ fn plugin_table_layout() {
         drive_geometry: 240,
         drive_rao: 248,
         library_info: 256,
+        set_log: 264,
     });
 }
 

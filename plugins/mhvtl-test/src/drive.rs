@@ -559,6 +559,7 @@ impl reel_plugin_abi::sdk::Drive for StDrive {
                 product,
                 serial,
                 max_record_bytes: d.max_record,
+                capabilities: None,
             })
         })
     }

@@ -130,6 +130,7 @@ impl TapeDrive {
                 product: inq.product,
                 serial,
                 max_record_bytes: max as u64,
+                capabilities: None,
             },
             generation,
             generation_fixed: fixed,

@@ -701,6 +701,7 @@ impl Drive for SimDrive {
                 product: format!("SIM-{}", cfg.profile.to_uppercase()),
                 serial: format!("SIMDRV{index:03}"),
                 max_record_bytes: cfg.max_record_bytes,
+                capabilities: None,
             })
         })
     }

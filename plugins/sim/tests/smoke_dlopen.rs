@@ -19,10 +19,34 @@ pub fn plugin_path() -> PathBuf {
     deps.parent().unwrap().join("libreel_plugin_sim.so")
 }
 
+/// What the host's log subscriber wrote.
+#[derive(Clone, Default)]
+struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[test]
 fn dlopen_inventory_mount_write_read() {
     let path = plugin_path();
     assert!(path.exists(), "{} not built", path.display());
+    // ABI 1.2: the simulator's own `tracing` events reach this host's log, under its name.
+    let log = Log::default();
+    let writer = log.clone();
+    let _scope = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish(),
+    );
     let plugin = Plugin::load(&path).unwrap();
     assert_eq!(plugin.name(), "reel-sim");
     assert!(plugin.has_cap(REEL_CAP_TEST_CONTROL));
@@ -32,6 +56,13 @@ fn dlopen_inventory_mount_write_read() {
         &format!("dir={};sim.calibrated=true", dir.path().display()),
     )
     .unwrap();
+    let logged = String::from_utf8_lossy(&log.0.lock().unwrap()).into_owned();
+    assert!(
+        logged.contains("reel_plugin")
+            && logged.contains("plugin=reel-sim")
+            && logged.contains("simulated library open (figures SIMULATED)"),
+        "the simulator's open event did not reach the host: {logged}"
+    );
     let inv = lib.inventory().unwrap();
     let drives: Vec<_> = inv
         .iter()

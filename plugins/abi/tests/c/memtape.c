@@ -22,16 +22,45 @@ _Static_assert(sizeof(ReelElement) == 64, "ReelElement size");
 _Static_assert(sizeof(ReelPosition) == 32, "ReelPosition size");
 _Static_assert(sizeof(ReelDriveStats) == 136, "ReelDriveStats size");
 _Static_assert(sizeof(ReelGeometry) == 48, "ReelGeometry size");
-_Static_assert(sizeof(ReelDriveInfo) == 128, "ReelDriveInfo size");
 _Static_assert(offsetof(ReelPluginV1, library_open) == 40, "first slot offset");
 _Static_assert(offsetof(ReelPluginV1, drive_rao) == 248, "last 1.0 slot offset");
 #ifdef MEMTAPE_ABI_V1_0 /* built against the frozen v1.0 header, tests/c/v1_0/ */
 _Static_assert(REEL_ABI_MINOR == 0, "the v1.0 header");
 _Static_assert(sizeof(ReelPluginV1) == 256, "ReelPluginV1 size (1.0)");
+_Static_assert(sizeof(ReelDriveInfo) == 128, "ReelDriveInfo size (1.0)");
 #else
 _Static_assert(sizeof(ReelLibraryInfo) == 120, "ReelLibraryInfo size");
-_Static_assert(sizeof(ReelPluginV1) == 264, "ReelPluginV1 size");
-_Static_assert(offsetof(ReelPluginV1, library_info) == 256, "last slot offset (1.1)");
+_Static_assert(sizeof(ReelDriveInfo) == 136, "ReelDriveInfo size (1.2)");
+_Static_assert(sizeof(ReelPluginV1) == 272, "ReelPluginV1 size");
+_Static_assert(offsetof(ReelPluginV1, library_info) == 256, "1.1 slot offset");
+_Static_assert(offsetof(ReelPluginV1, set_log) == 264, "last slot offset (1.2)");
+#endif
+
+#define MEMTAPE_CAPS                                                                     \
+    (REEL_CAP_CHANGER | REEL_CAP_LBP | REEL_CAP_MAM | REEL_CAP_WORM | REEL_CAP_STATISTICS | \
+     REEL_CAP_EARLY_WARNING | REEL_CAP_IMMEDIATE_FILEMARKS | REEL_CAP_SPACE_BACKWARD |      \
+     REEL_CAP_TEST_CONTROL)
+
+#ifndef MEMTAPE_ABI_V1_0
+/* ABI 1.2: the host's log sink, given once before any other call. */
+static ReelLogFn host_log;
+static void *host_log_context;
+static uint32_t host_log_max;
+
+static void mt_set_log(ReelLogFn log, void *context, uint32_t max_level) {
+    host_log = log;
+    host_log_context = context;
+    host_log_max = max_level;
+}
+
+static void mt_log(uint32_t level, const char *message) {
+    if (host_log && level <= host_log_max) host_log(host_log_context, level, "memtape", message);
+}
+#else
+static void mt_log(uint32_t level, const char *message) {
+    (void)level;
+    (void)message;
+}
 #endif
 
 #define N_SLOTS 6
@@ -192,6 +221,7 @@ static int32_t mt_library_open(const char *config, ReelLibrary **out, ReelStatus
         l->carts[i].home = SLOT_BASE + (uint32_t)i;
     }
     for (int i = 0; i < N_SLOTS; i++) l->slot[i] = i < N_CARTS ? i : -1;
+    mt_log(3 /* REEL_LOG_INFO, 1.2 */, "memtape library open: 1 drive, 6 slots, 3 cartridges");
     /* Config `worm_prewritten=1`: the WORM cartridge already holds two records (a reused one). */
     if (strstr(config, "worm_prewritten=1")) {
         Cartridge *w = &l->carts[2];
@@ -394,6 +424,9 @@ static int32_t mt_drive_info(ReelDrive *d, ReelDriveInfo *out, ReelStatus *st) {
     snprintf(info.product, sizeof info.product, "MEMTAPE");
     snprintf(info.serial, sizeof info.serial, "MT0000");
     info.max_record_bytes = MAX_RECORD;
+#ifndef MEMTAPE_ABI_V1_0
+    info.capabilities = MEMTAPE_CAPS; /* ABI 1.2: its one drive can do all the library can */
+#endif
     uint32_t size = out->struct_size < sizeof info ? out->struct_size : (uint32_t)sizeof info;
     info.struct_size = out->struct_size;
     memcpy(out, &info, size);
@@ -701,11 +734,7 @@ static int32_t mt_drive_statistics(ReelDrive *d, ReelDriveStats *out, ReelStatus
 }
 
 static const ReelPluginV1 MEMTAPE = {
-    REEL_PLUGIN_HEADER_INIT("memtape", "1.0.0",
-                            REEL_CAP_CHANGER | REEL_CAP_LBP | REEL_CAP_MAM | REEL_CAP_WORM |
-                                REEL_CAP_STATISTICS | REEL_CAP_EARLY_WARNING |
-                                REEL_CAP_IMMEDIATE_FILEMARKS | REEL_CAP_SPACE_BACKWARD |
-                                REEL_CAP_TEST_CONTROL),
+    REEL_PLUGIN_HEADER_INIT("memtape", "1.0.0", MEMTAPE_CAPS),
     .library_open = mt_library_open,
     .library_close = mt_library_close,
     .library_inventory = mt_library_inventory,
@@ -730,6 +759,7 @@ static const ReelPluginV1 MEMTAPE = {
     .drive_statistics = mt_drive_statistics,
 #ifndef MEMTAPE_ABI_V1_0
     .library_info = mt_library_info,
+    .set_log = mt_set_log,
 #endif
 };
 
