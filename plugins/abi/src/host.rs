@@ -708,6 +708,36 @@ impl LibraryHandle {
         }
     }
 
+    /// One `control` call exactly as given: `response.len()` is the capacity, `status` is
+    /// passed as it is (its `struct_size` included). For the contract kit, which checks what a
+    /// plugin does with a response buffer that is too small and with a status it must reset
+    /// and may not write past; [`LibraryHandle::control`] is the call for everything else.
+    /// Returns the plugin's code and its `out_len`.
+    pub fn control_raw(
+        &mut self,
+        request: &CStr,
+        response: &mut [c_char],
+        status: &mut ReelStatus,
+    ) -> Result<(i32, usize), CallError> {
+        let p = self.inner.plugin.clone();
+        let f = slot!(p, control);
+        let mut len = 0usize;
+        let _g = p.serialize();
+        // SAFETY: valid handle and request string; the response buffer is `response.len()`
+        // bytes and the status a whole ReelStatus, whatever struct_size it declares.
+        let rc = unsafe {
+            f(
+                self.inner.raw,
+                request.as_ptr(),
+                response.as_mut_ptr(),
+                response.len(),
+                &mut len,
+                status,
+            )
+        };
+        Ok((rc, len))
+    }
+
     /// Open a drive by index.
     pub fn open_drive(&mut self, index: u32) -> Result<DriveHandle, CallError> {
         let p = self.inner.plugin.clone();

@@ -83,8 +83,26 @@ pub(super) fn space_forward(ctx: &mut Ctx) -> Result<(), String> {
     ctx.expect_position("after space to EOD", LAYOUT_EOD, LAYOUT_EOD_FILE)
 }
 
-/// SPACE backward over records (stopping on the BOT side of a filemark it meets) and over
-/// filemarks (ending on the BOT side of the last one crossed).
+/// A backward SPACE stopped early reports the requested count minus the count done: negative
+/// (docs/ABI.md, `drive_space`).
+fn expect_residue(what: &str, e: &crate::host::CallError, residue: i64) -> Result<(), String> {
+    if e.status.flags & REEL_FLAG_RESIDUE_VALID == 0 || e.status.residue != residue {
+        return Err(format!(
+            "{what}: residue {}{}, expected {residue} (requested minus done, negative going back)",
+            e.status.residue,
+            if e.status.flags & REEL_FLAG_RESIDUE_VALID == 0 {
+                " without RESIDUE_VALID"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// SPACE backward over records (stopping on the BOT side of a filemark it meets, or at BOT)
+/// and over filemarks (ending on the BOT side of the last one crossed), with the negative
+/// residue of a space stopped early.
 pub(super) fn space_backward(ctx: &mut Ctx) -> Result<(), String> {
     ctx.reference_layout()?;
     ok("locate 5", ctx.drive()?.locate(5))?;
@@ -93,13 +111,14 @@ pub(super) fn space_backward(ctx: &mut Ctx) -> Result<(), String> {
         ctx.drive()?.space(REEL_SPACE_RECORDS, -1),
     )?;
     ctx.expect_position("after spacing back 1 record", 4, 1)?;
-    expect_sense(
+    let e = expect_sense(
         "space -1 record from block 4 (meets the filemark at block 3)",
         ctx.drive()?.space(REEL_SPACE_RECORDS, -1),
         sense_key::NO_SENSE,
         asc::FILEMARK,
         REEL_FLAG_FILEMARK,
     )?;
+    expect_residue("space -1 record stopped by a filemark", &e, -1)?;
     ctx.expect_position("after a backward record space stopped by a filemark", 3, 0)?;
     ok("space to EOD", ctx.drive()?.space(REEL_SPACE_EOD, 0))?;
     ok(
@@ -123,6 +142,16 @@ pub(super) fn space_backward(ctx: &mut Ctx) -> Result<(), String> {
         ctx.drive()?.space(REEL_SPACE_RECORDS, -2),
     )?;
     ctx.expect_position("after spacing back to BOT", 0, 0)?;
+    ok("locate 2", ctx.drive()?.locate(2))?;
+    let e = expect_sense(
+        "space -5 records from block 2 (meets BOT after 2)",
+        ctx.drive()?.space(REEL_SPACE_RECORDS, -5),
+        sense_key::NO_SENSE,
+        asc::BEGINNING_OF_MEDIUM,
+        REEL_FLAG_EOM,
+    )?;
+    expect_residue("space -5 records stopped at BOT", &e, -3)?;
+    ctx.expect_position("after a backward space stopped at BOT", 0, 0)?;
     ctx.expect_record("read record 0 after spacing back", &pattern_of(0))
 }
 

@@ -115,10 +115,19 @@ struct ReelDrive {
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
+/* Every call resets the status, and writes no more of it than the caller's struct_size. */
 static void reset(ReelStatus *st) {
     uint32_t size = st->struct_size;
-    memset(st, 0, sizeof *st);
+    memset(st, 0, size < sizeof *st ? size : sizeof *st);
     st->struct_size = size;
+}
+
+/* The message, cut to what the caller's struct_size leaves of it (nothing, before 1.0's end). */
+static void put_message(ReelStatus *st, const char *msg) {
+    size_t at = offsetof(ReelStatus, message);
+    if (st->struct_size <= at) return;
+    size_t room = st->struct_size - at;
+    snprintf(st->message, room < REEL_MESSAGE_LEN ? room : REEL_MESSAGE_LEN, "%s", msg);
 }
 
 static int fail(ReelStatus *st, uint8_t key, uint8_t asc, uint8_t ascq, uint32_t flags,
@@ -127,12 +136,12 @@ static int fail(ReelStatus *st, uint8_t key, uint8_t asc, uint8_t ascq, uint32_t
     st->asc = asc;
     st->ascq = ascq;
     st->flags |= flags | REEL_FLAG_SENSE_VALID;
-    snprintf(st->message, REEL_MESSAGE_LEN, "%s", msg);
+    put_message(st, msg);
     return REEL_E_CHECK_CONDITION;
 }
 
 static int error(ReelStatus *st, int code, const char *msg) {
-    snprintf(st->message, REEL_MESSAGE_LEN, "%s", msg);
+    put_message(st, msg);
     return code;
 }
 
