@@ -119,9 +119,11 @@ pub fn handle(s: &Shared, request: &str) -> Result<(String, f64), Fault> {
             json!({"ok": true, "objects_lost": lost})
         }
         other => {
-            return Err(Fault::invalid(format!(
-                "unknown control op `{other}`; see docs/SIMULATOR.md for the vocabulary"
-            )));
+            // docs/ABI.md: an op the plugin does not know is unsupported, not malformed
+            return Err(Fault::code(
+                reel_plugin_abi::REEL_E_UNSUPPORTED,
+                format!("unknown control op `{other}`; see docs/SIMULATOR.md for the vocabulary"),
+            ));
         }
     };
     Ok((reply.to_string(), secs))

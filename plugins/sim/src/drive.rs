@@ -873,11 +873,10 @@ impl Drive for SimDrive {
                 ));
             }
             if mode != REEL_LBP_OFF && mode != REEL_LBP_CRC32C {
-                return Err(Fault::check(
-                    sk::ILLEGAL_REQUEST,
-                    asc::INVALID_FIELD_IN_PARAMETER_LIST,
-                    format!("LBP mode {mode} is not supported (0 off, 1 CRC32C)"),
-                ));
+                // docs/ABI.md: an unknown mode is the caller's error, not the drive's sense
+                return Err(Fault::invalid(format!(
+                    "LBP mode {mode} is not one of 0 (off) and 1 (CRC32C)"
+                )));
             }
             st.lbp = mode;
             Ok(())

@@ -94,6 +94,30 @@ fn space_records_and_filemarks_both_ways() {
     assert_eq!(f.residue, 1);
 }
 
+/// The answers docs/ABI.md gives: an unknown control op is unsupported, an unknown LBP mode is
+/// the caller's error, and a cartridge in the drive but not loaded is NOT READY 04/02 (no
+/// cartridge at all: 3A/00).
+#[test]
+fn answers_match_the_abi_document() {
+    let mut rig = Rig::new("sim.calibrated=true");
+    let f = rig.control(r#"{"op":"no.such.op"}"#).unwrap_err();
+    assert_eq!(f.code, reel_plugin_abi::REEL_E_UNSUPPORTED, "{}", f.message);
+    let mut d = rig.drive(0);
+    assert_eq!(
+        sense(&d.test_ready(&mut Call::default()).unwrap_err()),
+        (2, 0x3A, 0)
+    );
+    rig.mv(slot_addr(0), drive_addr(0));
+    assert_eq!(
+        sense(&d.test_ready(&mut Call::default()).unwrap_err()),
+        (2, 0x04, 0x02)
+    );
+    load(&mut d);
+    let f = d.set_lbp(7, &mut Call::default()).unwrap_err();
+    assert_eq!(f.code, reel_plugin_abi::REEL_E_INVALID_ARG, "{}", f.message);
+    ok(d.set_lbp(REEL_LBP_CRC32C, &mut Call::default()));
+}
+
 #[test]
 fn overwrites_are_violations_except_a_relabel_at_bot() {
     let mut rig = Rig::new("sim.calibrated=true");
