@@ -9,7 +9,8 @@
 //!
 //! Prerequisites: `tests/rig/setup.sh --guest` (root; packages, patched tgtd, kernel
 //! package). Without them the test is skipped with a loud message, except under
-//! `CI=true`, where it fails.
+//! `CI=true`, where it fails. The plugin, `reel-plugin-check` and `examples/eom_probe` come
+//! from the workspace build (`cargo build --workspace --all-targets`).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -95,41 +96,25 @@ fn contract_kit_in_qemu_guest() {
         ));
     };
 
-    // The plugin (built by cargo with this test) and the kit runner.
+    // The plugin, the kit runner and the probe, as the workspace build made them (the
+    // README's test command builds first: `cargo build --workspace --all-targets`). A build
+    // from here would select other features and recompile dependencies for a minute.
     let exe = std::env::current_exe().expect("test executable path");
     let target = exe
         .parent()
         .and_then(Path::parent)
         .expect("test executable under target/<profile>/deps")
         .to_path_buf();
-    // `cargo test` leaves the cdylib in deps/; `cargo build --lib` puts the fresh one here.
-    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build.args([
-        "build",
-        "-p",
-        "reel-plugin-mhvtl",
-        "-p",
-        "reel-plugin-abi",
-        "--lib",
-        "--bin",
-        "reel-plugin-check",
-    ]);
-    if target.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    run(&mut build, "cargo build the plugin and reel-plugin-check");
-    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build.args(["build", "-p", "reel-plugin-mhvtl", "--example", "eom_probe"]);
-    if target.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    run(&mut build, "cargo build the eom_probe example");
     let eom_probe = target.join("examples/eom_probe");
-    assert!(eom_probe.is_file(), "{} was not built", eom_probe.display());
     let plugin = target.join("libreel_plugin_mhvtl.so");
-    assert!(plugin.is_file(), "{} was not built", plugin.display());
     let checker = target.join("reel-plugin-check");
-    assert!(checker.is_file(), "{} was not built", checker.display());
+    for built in [&eom_probe, &plugin, &checker] {
+        assert!(
+            built.is_file(),
+            "{} is not built: run `cargo build --workspace --all-targets` first",
+            built.display()
+        );
+    }
 
     // The library: 2 drives, changer, 8 slots; two slots emptied for the kit's move checks.
     let Some(library) = rig::Rig::up(PORT, CN, 64) else {
