@@ -11,7 +11,8 @@ if [ -n "${DIR:-}" ] && [ -f "$DIR/tgtd.pid" ]; then
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.05
   done
-  kill -KILL "$pid" 2>/dev/null
+  # only if that pid is still a tgtd (an old pid file may name a reused pid)
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = tgtd ] && kill -KILL "$pid" 2>/dev/null
   rm -f "$DIR/tgtd.pid"
 fi
 exit 0

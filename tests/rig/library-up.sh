@@ -21,13 +21,21 @@ adm() { tgtadm -C "$CN" --lld iscsi "$@"; }
 lun() { adm --mode logicalunit --tid 1 "$@"; }
 
 "$TGTD" -f -C "$CN" --iscsi "portal=127.0.0.1:$PORT" >"$DIR/tgtd.log" 2>&1 &
-echo $! >"$DIR/tgtd.pid"
+pid=$!
+echo "$pid" >"$DIR/tgtd.pid"
+# ready when it answers on its control instance; a tgtd that exited at once (another one
+# holds CN or the port) must not be mistaken for that other one answering
 ready=
 for _ in $(seq 100); do
+  kill -0 "$pid" 2>/dev/null || break
   if adm --mode target --op show >/dev/null 2>&1; then ready=1; break; fi
   sleep 0.05
 done
-[ -n "$ready" ] || { echo "library-up: tgtd did not answer on control port $CN" >&2; cat "$DIR/tgtd.log" >&2; exit 1; }
+if [ -z "$ready" ] || ! kill -0 "$pid" 2>/dev/null; then
+  echo "library-up: tgtd (pid $pid) is not serving control instance $CN and port $PORT" >&2
+  cat "$DIR/tgtd.log" >&2
+  exit 1
+fi
 
 # tgt names a cartridge image by its barcode, in the changer's media_home
 for n in 1 2 3 4 5 6 7 8; do

@@ -119,7 +119,15 @@ impl Rig {
         };
         // a tgtd that an aborted run left on this control instance would hold the port
         rig.down();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        // an old tgtd asked to stop may take a moment to let the port go
+        let free = (0..50).any(|_| {
+            let ok = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+            if !ok {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            ok
+        });
+        if !free {
             panic!("port 127.0.0.1:{port} is in use; another rig is running there");
         }
         let out = Command::new("bash")

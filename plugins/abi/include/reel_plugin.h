@@ -415,7 +415,8 @@ typedef struct ReelDriveInfo {
     uint64_t max_record_bytes;
     // ABI 1.2: the `REEL_CAP_*` bits of this drive (a library may mix drive generations: LBP,
     // MAM or RAO on some drives only). The host reads it only from a plugin built against
-    // minor 2 or later, and keeps only bits the table's `caps` also has.
+    // minor 2 or later, keeps only bits the table's `caps` also has, and takes 0 (the field
+    // left zeroed) as "the library's bits".
     uint64_t capabilities;
 } ReelDriveInfo;
 

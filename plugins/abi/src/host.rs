@@ -768,6 +768,8 @@ impl LibraryHandle {
         if p.abi_minor() >= 2 && p.table.drive_info.is_some() {
             match drive.info() {
                 Ok(info) => drive.caps = info.capabilities.unwrap_or(drive.caps),
+                // the handle is unusable: say so now, not at its first use
+                Err(e) if drive.poisoned => return Err(e),
                 // the drive may be unreachable until a cartridge is in; the library's bits
                 Err(e) => {
                     tracing::debug!(plugin = %p.name, drive = index, "drive_info at open: {e}")
@@ -899,8 +901,11 @@ impl DriveHandle {
             product: cbuf_to_string(&out.product),
             serial: cbuf_to_string(&out.serial),
             max_record_bytes: out.max_record_bytes,
-            // before 1.2 the field is not the plugin's: the library's bits apply
-            capabilities: (plugin.abi_minor() >= 2).then_some(out.capabilities & plugin.caps()),
+            // before 1.2 the field is not the plugin's, and 0 is a struct the plugin zeroed
+            // without filling it (a 1.1 plugin rebuilt against the 1.2 header): the library's
+            // bits apply
+            capabilities: (plugin.abi_minor() >= 2 && out.capabilities != 0)
+                .then_some(out.capabilities & plugin.caps()),
         })
     }
 

@@ -114,9 +114,18 @@ impl Subscriber for HostSink {
     fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
 
     fn event(&self, event: &Event<'_>) {
-        if FORWARDING.with(|f| f.replace(true)) {
+        // Not while forwarding already, nor during the thread's teardown.
+        if FORWARDING.try_with(|f| f.replace(true)).unwrap_or(true) {
             return;
         }
+        /// Clears the flag however the forwarding ends (a panic in a field's formatting).
+        struct Done;
+        impl Drop for Done {
+            fn drop(&mut self) {
+                let _ = FORWARDING.try_with(|f| f.set(false));
+            }
+        }
+        let _done = Done;
         let mut line = Line::default();
         event.record(&mut line);
         line.message.push_str(&line.fields);
@@ -132,7 +141,6 @@ impl Subscriber for HostSink {
                 message.as_ptr(),
             )
         };
-        FORWARDING.with(|f| f.set(false));
     }
 
     fn enter(&self, _: &span::Id) {}

@@ -378,7 +378,8 @@ pub struct ReelDriveInfo {
     pub max_record_bytes: u64,
     /// ABI 1.2: the `REEL_CAP_*` bits of this drive (a library may mix drive generations: LBP,
     /// MAM or RAO on some drives only). The host reads it only from a plugin built against
-    /// minor 2 or later, and keeps only bits the table's `caps` also has.
+    /// minor 2 or later, keeps only bits the table's `caps` also has, and takes 0 (the field
+    /// left zeroed) as "the library's bits".
     pub capabilities: u64,
 }
 

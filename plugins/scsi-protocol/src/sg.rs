@@ -32,6 +32,9 @@ pub enum SgError {
         /// What the codes mean.
         meaning: &'static str,
     },
+    /// A CDB longer than the 16 bytes SG_IO carries.
+    #[error("a CDB of {0} bytes is longer than the 16 SG_IO carries")]
+    CdbTooLong(usize),
     /// The data phase is larger than one SG_IO command carries.
     #[error("a data phase of {len} bytes exceeds the {max} bytes one SG_IO command carries")]
     TooLarge {
@@ -119,8 +122,11 @@ pub fn execute(
         });
     }
     let mut cdb_buf = [0u8; 16];
-    let cdb_len = cdb.len().min(cdb_buf.len());
-    cdb_buf[..cdb_len].copy_from_slice(&cdb[..cdb_len]);
+    let cdb_len = cdb.len();
+    if cdb_len > cdb_buf.len() {
+        return Err(SgError::CdbTooLong(cdb_len));
+    }
+    cdb_buf[..cdb_len].copy_from_slice(cdb);
     let mut sense = [0u8; 96];
     let (dir, ptr) = match data {
         DataDir::None => (SG_DXFER_NONE, std::ptr::null_mut()),
@@ -161,7 +167,10 @@ pub fn execute(
     }
     let sense_len = usize::from(hdr.sb_len_wr).min(sense.len());
     let driver = hdr.driver_status & 0x0F;
-    if sense_len == 0 && (hdr.host_status != 0 || (driver != 0 && driver != DRIVER_SENSE)) {
+    // The device answered when it returned CHECK CONDITION with sense; otherwise an adapter
+    // or driver failure means the outcome is unknown, whatever the status byte says.
+    let answered = sense_len > 0 && hdr.status == crate::command::STATUS_CHECK_CONDITION;
+    if !answered && (hdr.host_status != 0 || (driver != 0 && driver != DRIVER_SENSE)) {
         return Err(SgError::Adapter {
             host: hdr.host_status,
             driver: hdr.driver_status,
@@ -190,6 +199,19 @@ mod tests {
         assert_eq!(std::mem::size_of::<SgIoHdr>(), 88);
         assert_eq!(std::mem::offset_of!(SgIoHdr, resid), 72);
         assert_eq!(std::mem::offset_of!(SgIoHdr, host_status), 68);
+    }
+
+    #[test]
+    fn a_cdb_longer_than_16_bytes_is_refused_not_cut() {
+        let f = std::fs::File::open("/dev/null").expect("/dev/null");
+        let e = execute(
+            std::os::fd::AsFd::as_fd(&f),
+            &[0u8; 17],
+            DataDir::None,
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(matches!(e, SgError::CdbTooLong(17)), "{e}");
     }
 
     #[test]

@@ -15,8 +15,11 @@ rig_dir=${REEL_RIG_DIR:-/tmp/reel-rig}
 G=${G:-/tmp/reel-scsi-guest}
 export CN=${CN:-10} PORT=${PORT:-3272} IQN=iqn.2026-11.test:reel-sg DIR=$G/library SIZE_MB=64
 export TGTD=${TGTD:-$rig_dir/tgtd}
-kernel=$(ls "$rig_dir"/guest/linux-image-*.deb 2>/dev/null | head -1)
-[ -n "$kernel" ] || { echo "no kernel package under $rig_dir/guest: run tests/rig/setup.sh --guest" >&2; exit 1; }
+kernels=("$rig_dir"/guest/linux-image-*.deb)
+kernel=${kernels[0]}
+[ -f "$kernel" ] || { echo "no kernel package under $rig_dir/guest: run tests/rig/setup.sh --guest" >&2; exit 1; }
+bash "$rig/library-down.sh"   # a tgtd an earlier run left on this control instance
+trap 'bash "$rig/library-down.sh"' EXIT
 rm -rf "$G" && mkdir -p "$G"
 cat > "$G/guest-run.sh" <<'EOS'
 #!/bin/sh
@@ -28,7 +31,6 @@ EOS
 bash "$rig/guest/mkguest.sh" "$G/guest" "$kernel" "$G/guest-run.sh" \
   "$target/examples/sg_kit" "$target/libreel_plugin_scsi.so" >&2
 bash "$rig/library-up.sh" >&2
-trap 'bash "$rig/library-down.sh"' EXIT
 U=iscsi://127.0.0.1:$PORT/$IQN
 timeout 900 qemu-system-x86_64 -accel tcg -m 1024 -smp 1 -nographic -no-reboot \
   -kernel "$G/guest/vmlinuz" -initrd "$G/guest/initrd.gz" -append "console=ttyS0 quiet panic=-1" \

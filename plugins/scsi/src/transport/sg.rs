@@ -81,6 +81,10 @@ impl Transport for SgTransport {
                 len,
                 max,
             },
+            e @ SgError::CdbTooLong(_) => TransportError::BadAddress {
+                address: self.path.clone(),
+                reason: e.to_string(),
+            },
         })
     }
 
