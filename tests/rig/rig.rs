@@ -77,6 +77,43 @@ pub fn tgtd() -> PathBuf {
         .unwrap_or_else(|| rig_dir().join("tgtd"))
 }
 
+/// The shared library of `crate_name` (`reel_plugin_scsi`) that the workspace build put beside
+/// this test's target directory, for tests that dlopen it or copy it into a guest. `cargo test`
+/// rebuilds the crate's rlib, not its cdylib: a missing `.so`, or one older than the crate's
+/// last rlib, fails the test instead of testing old code.
+pub fn built_cdylib(crate_name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("deps directory");
+    let dir = deps.parent().expect("target directory");
+    let path = dir.join(format!("lib{crate_name}.so"));
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let prefix = format!("lib{crate_name}-");
+    let newest_rlib = std::fs::read_dir(deps)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".rlib"))
+        })
+        .filter_map(|p| modified(&p))
+        .max();
+    let package = crate_name.replace('_', "-");
+    match (modified(&path), newest_rlib) {
+        (None, _) => panic!(
+            "{} is missing: run `cargo build -p {package}` (or the workspace build) before this test",
+            path.display()
+        ),
+        (Some(so), Some(rlib)) if so < rlib => panic!(
+            "{} is older than the crate's last build: run `cargo build -p {package}` before this test",
+            path.display()
+        ),
+        _ => path,
+    }
+}
+
 impl Rig {
     /// Bring a library up on iSCSI `port` with tgtd control instance `cn` (distinct per test
     /// so two never collide), cartridges of `size_mb` MB. `None`: skipped (not on CI).

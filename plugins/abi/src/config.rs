@@ -12,7 +12,8 @@
 //! ```
 //!
 //! - Entries are separated by newlines or `;`; blank entries are ignored.
-//! - `#` starts a comment that runs to the end of its line, so a value cannot hold `#`.
+//! - `#` at the start of a line or after white space starts a comment that runs to the end of
+//!   its line; a `#` inside a word belongs to the value (`dir=/srv/tape#2`).
 //! - Each entry is `key=value`, split at the first `=` (a value may hold `=`, as
 //!   `serial=SERIAL` does); key and value are trimmed of white space.
 //! - A key given twice takes its last value: a configuration is extended by appending.
@@ -62,7 +63,7 @@ pub fn entries(text: &str) -> Result<Vec<Entry<'_>>, SyntaxError> {
     let mut out = Vec::new();
     for (n, raw) in text.lines().enumerate() {
         let line = n + 1;
-        let code = raw.split('#').next().unwrap_or("");
+        let code = without_comment(raw);
         for item in code.split(';').map(str::trim).filter(|i| !i.is_empty()) {
             let Some((key, value)) = item.split_once('=') else {
                 return Err(SyntaxError::NotKeyValue {
@@ -85,6 +86,19 @@ pub fn entries(text: &str) -> Result<Vec<Entry<'_>>, SyntaxError> {
         }
     }
     Ok(out)
+}
+
+/// `line` up to its comment: a `#` at the start of the line or after white space. A `#` inside
+/// a word (`dir=/srv/tape#2`) belongs to the value.
+fn without_comment(line: &str) -> &str {
+    let mut prev_space = true;
+    for (i, c) in line.char_indices() {
+        if c == '#' && prev_space {
+            return &line[..i];
+        }
+        prev_space = c.is_whitespace() || c == ';';
+    }
+    line
 }
 
 /// The last value of `key`, if it is given.
@@ -148,6 +162,11 @@ mod tests {
             "config line 1: `=2` has no key before its `=`"
         );
         assert!(entries("").unwrap().is_empty());
+        // a `#` inside a word is the value's, not a comment: a path is not cut short
+        let e = entries("dir=/srv/tape#2 # the second library\nx=1;#y=2").unwrap();
+        assert_eq!((e[0].key, e[0].value), ("dir", "/srv/tape#2"));
+        assert_eq!((e[1].key, e[1].value), ("x", "1"));
+        assert_eq!(e.len(), 2);
         assert!(entries("# only a comment\n;;").unwrap().is_empty());
     }
 }

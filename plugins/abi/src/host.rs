@@ -483,6 +483,11 @@ impl Plugin {
     }
 }
 
+/// Rounds of `REEL_E_BUFFER_TOO_SMALL` [`LibraryHandle::control`] follows before it gives up.
+const CONTROL_GROW_ROUNDS: usize = 4;
+/// The largest `control` response the host accepts (16 MiB).
+const CONTROL_MAX_RESPONSE: usize = 16 << 20;
+
 /// Turn a return code plus status into a Result.
 fn finish(call: &'static str, rc: i32, status: ReelStatus) -> Result<ReelStatus, CallError> {
     if rc == REEL_OK {
@@ -675,37 +680,32 @@ impl LibraryHandle {
 
     /// Plugin-specific control request; returns the response text.
     pub fn control(&mut self, request: &str) -> Result<String, CallError> {
-        let p = self.inner.plugin.clone();
-        let f = slot!(p, control);
         let req = CString::new(request).map_err(|_| {
             CallError::local("control", REEL_E_INVALID_ARG, "request contains a NUL byte")
         })?;
         let mut cap = 4096usize;
-        loop {
+        // A response that keeps growing (or a plugin that keeps asking for more) is refused
+        // after a few rounds rather than followed without end.
+        for _ in 0..CONTROL_GROW_ROUNDS {
             let mut buf = vec![0 as c_char; cap];
-            let mut len = 0usize;
             let mut st = ReelStatus::new();
-            let _g = p.serialize();
-            // SAFETY: valid request string, response buffer of `cap`, out_len and status.
-            let rc = unsafe {
-                f(
-                    self.inner.raw,
-                    req.as_ptr(),
-                    buf.as_mut_ptr(),
-                    cap,
-                    &mut len,
-                    &mut st,
-                )
-            };
-            drop(_g);
+            let (rc, len) = self.control_raw(&req, &mut buf, &mut st)?;
             self.last = st;
             if rc == REEL_E_BUFFER_TOO_SMALL && len + 1 > cap {
+                if len >= CONTROL_MAX_RESPONSE {
+                    break;
+                }
                 cap = len + 1;
                 continue;
             }
             finish("control", rc, st)?;
             return Ok(cbuf_to_string(&buf[..len.min(cap)]));
         }
+        Err(CallError::local(
+            "control",
+            REEL_E_INTERNAL,
+            "the plugin kept asking for a larger response buffer (over 16 MiB or 4 rounds); it is not answering this request",
+        ))
     }
 
     /// One `control` call exactly as given: `response.len()` is the capacity, `status` is

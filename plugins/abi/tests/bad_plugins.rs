@@ -444,3 +444,35 @@ fn panic_poisons_only_that_drive_handle() {
         .test_ready()
         .expect("ready");
 }
+
+/// A `control` slot that answers every capacity with a larger one.
+unsafe extern "C" fn control_always_wants_more(
+    _library: *mut ReelLibrary,
+    _request: *const std::ffi::c_char,
+    _response: *mut std::ffi::c_char,
+    capacity: usize,
+    out_len: *mut usize,
+    _status: *mut ReelStatus,
+) -> i32 {
+    // SAFETY: the host passes a valid out_len.
+    unsafe { *out_len = capacity.saturating_mul(4) };
+    REEL_E_BUFFER_TOO_SMALL
+}
+
+/// The host follows `REEL_E_BUFFER_TOO_SMALL` a few rounds, then refuses: a plugin that always
+/// asks for more does not make it loop or allocate without end.
+#[test]
+fn control_refuses_a_response_that_keeps_growing() {
+    let mut table = sdk::plugin_table::<Panicky>();
+    table.control = Some(control_always_wants_more);
+    let table: &'static ReelPluginV1 = Box::leak(Box::new(table));
+    let plugin = Plugin::from_table(table, "greedy").expect("negotiate");
+    let mut lib = LibraryHandle::open(&plugin, "").expect("library_open");
+    let e = lib.control("{}").unwrap_err();
+    assert_eq!(e.code, REEL_E_INTERNAL, "{e}");
+    assert!(
+        e.to_string()
+            .contains("kept asking for a larger response buffer"),
+        "{e}"
+    );
+}

@@ -9,7 +9,6 @@
 //! Env: `TGTD`, `REEL_RIG_DIR` (see `tests/rig/rig.rs`), `REEL_TGT_PORT` / `REEL_TGT_CN`
 //! (default 3270 / 7).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use reel_plugin_abi::host::{LibraryHandle, Plugin};
@@ -21,37 +20,7 @@ mod rig;
 use rig::Rig;
 
 fn plugin() -> Arc<Plugin> {
-    // target/<profile>/deps/tgt-<hash> -> target/<profile>/libreel_plugin_scsi.so
-    let exe = std::env::current_exe().expect("test binary path");
-    let deps = exe.parent().expect("deps directory");
-    let dir = deps.parent().expect("target directory");
-    let path = dir.join("libreel_plugin_scsi.so");
-    // `cargo test` builds the rlib, not the cdylib: refuse a stale or missing .so rather than
-    // test old code.
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let newest_rlib = std::fs::read_dir(deps)
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libreel_plugin_scsi-") && n.ends_with(".rlib"))
-        })
-        .filter_map(|p| modified(&p))
-        .max();
-    match (modified(&path), newest_rlib) {
-        (None, _) => panic!(
-            "{} is missing: run `cargo build -p reel-plugin-scsi` before this test",
-            path.display()
-        ),
-        (Some(so), Some(rlib)) if so < rlib => panic!(
-            "{} is older than the crate's last build: run `cargo build -p reel-plugin-scsi` before this test",
-            path.display()
-        ),
-        _ => {}
-    }
+    let path = rig::built_cdylib("reel_plugin_scsi");
     Plugin::load(&path).unwrap_or_else(|e| panic!("load {}: {e}", path.display()))
 }
 

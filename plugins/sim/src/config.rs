@@ -190,10 +190,6 @@ impl SimConfig {
     /// Parse a plugin config string.
     pub fn parse(text: &str) -> Result<SimConfig, ConfigError> {
         let entries = config::entries(text)?;
-        let pairs: Vec<(String, String)> = entries
-            .iter()
-            .map(|e| (e.key.to_string(), e.value.to_string()))
-            .collect();
         let dir = config::last(&entries, "dir")
             .map(|e| PathBuf::from(e.value))
             .ok_or(ConfigError::MissingDir)?;
@@ -205,11 +201,15 @@ impl SimConfig {
                 _ => return Err(bad("sim.profile", p, "expected lto9 or simplant")),
             }
         }
-        for (k, v) in &pairs {
-            match k.as_str() {
+        for config::Entry {
+            key: k, value: v, ..
+        } in &entries
+        {
+            let (k, v) = (*k, *v);
+            match k {
                 "dir" | "sim.profile" => {}
                 "sim.clock" => {
-                    cfg.clock = match v.as_str() {
+                    cfg.clock = match v {
                         "instant" => ClockMode::Instant,
                         "scaled" => ClockMode::Scaled,
                         _ => return Err(bad(k, v, "expected instant or scaled")),
@@ -236,7 +236,7 @@ impl SimConfig {
                 "sim.early_warning_percent" => cfg.early_warning_percent = float(k, v)?,
                 "sim.calibrated" => cfg.calibrated = boolean(k, v)?,
                 "sim.locate" => {
-                    cfg.locate = match v.as_str() {
+                    cfg.locate = match v {
                         "linear" => LocateModel::Linear,
                         "serpentine" => LocateModel::Serpentine,
                         _ => return Err(bad(k, v, "expected linear or serpentine")),
@@ -261,7 +261,7 @@ impl SimConfig {
                 "sim.max_record_bytes" => cfg.max_record_bytes = int(k, v)?,
                 "sim.lbp" => cfg.lbp_capable = boolean(k, v)?,
                 "sim.shared" => cfg.shared = boolean(k, v)?,
-                _ => return Err(ConfigError::UnknownKey(k.clone())),
+                _ => return Err(ConfigError::UnknownKey(k.to_string())),
             }
         }
         cfg.validate()?;
