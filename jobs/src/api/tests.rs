@@ -1362,7 +1362,11 @@ async fn api_put_object_streams_to_the_spool_and_queues_an_archive() {
     assert_eq!(uploads(st), 1);
     // Its retry is checked as a submission is: the upload is gone, so it is refused now.
     let (code, v) = call(&f, Method::POST, &format!("/v1/jobs/{id}/retry"), None).await;
-    assert_error(code, &v, StatusCode::BAD_REQUEST, "does not exist");
+    assert_error(code, &v, StatusCode::CONFLICT, "does not exist");
+    assert!(
+        v["hint"].as_str().unwrap().contains("submit a new job"),
+        "{v}"
+    );
     assert_eq!(
         st.queue().store().require(id).await.unwrap().state,
         reel_queue::job::JobState::Cancelled
