@@ -218,8 +218,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                      simulator times arrivals by the host clock); {} backhitch(es) × {} s \
                      ({} underrun, {} after a sync); locates {:.1} s; read-back {:.1} s. \
                      To fix: feed the drive faster than it streams (the host path row: CPU \
-                     seconds per GB), and start writing only once the pipeline holds a few \
-                     records so the first ones do not underrun",
+                     seconds per GB); an underrun at the start of a session is the container \
+                     header reaching the positioned tape alone (docs/DECISIONS.md 42)",
                     r.steady_s,
                     r.bound_s,
                     written / 1e9,

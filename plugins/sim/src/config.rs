@@ -122,7 +122,9 @@ pub struct SimConfig {
     /// Drive buffer.
     pub buffer_bytes: u64,
     /// Bytes a stopped tape waits for in its buffer before it moves (or a flush); a smaller
-    /// buffer lowers it to the buffer's size.
+    /// buffer lowers it to the buffer's size. 0 (the lto9 profile): the first record starts
+    /// the tape, as seed 000's rules have it; a larger value models a drive that gathers a
+    /// data set first, opt-in.
     pub start_bytes: u64,
     /// Largest record accepted.
     pub max_record_bytes: u64,
@@ -166,7 +168,7 @@ impl SimConfig {
             stream_bytes_per_sec: 400_000_000,
             min_stream_bytes_per_sec: 177_000_000,
             buffer_bytes: 1 << 30,
-            start_bytes: 4 << 20,
+            start_bytes: 0,
             max_record_bytes: 8 << 20,
             lbp_capable: true,
             shared: false,

@@ -2,11 +2,11 @@
 //!
 //! Records arrive into the drive buffer at the host's pace; the tape drains it at the host's
 //! feed rate clamped to `[floor, native]` (speed matching). The host waits only while the
-//! buffer is full. A stopped tape starts once the buffer holds `start_bytes` (a drive writes
-//! whole data sets, so it does not set the tape moving for a few bytes) or a command flushes
-//! it. When the buffer runs dry the tape stops; the restart pays a backhitch before streaming
-//! resumes (an underrun). A synchronous filemark drains the buffer and stops
-//! the tape; the next record pays one backhitch too (a sync stop). After a positioning command
+//! buffer is full. A stopped tape starts with the first record that arrives, as seed 000's
+//! rules have it; a `start_bytes` above 0 (opt-in, for a drive that gathers a data set before
+//! it moves) makes it wait until the buffer holds that much or a command flushes it. When the
+//! buffer runs dry the tape stops; the restart pays a backhitch before streaming resumes (an
+//! underrun). A synchronous filemark drains the buffer and stops the tape; the next record pays one backhitch too (a sync stop). After a positioning command
 //! (load, locate, space, rewind, read) the tape starts with the next record without a
 //! backhitch: it is already stopped where it must write.
 //!

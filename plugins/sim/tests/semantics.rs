@@ -241,6 +241,24 @@ fn a_library_directory_opens_once_at_a_time() {
 }
 
 #[test]
+fn a_lone_small_record_starts_the_tape_unless_a_start_threshold_is_set() {
+    // Seed 000's rule (the default): a 100-byte record starts the positioned tape, drains at
+    // once, and the record that follows 10 ms later pays an underrun. With the opt-in start
+    // threshold the tape waits for the data set and streams both without a stop.
+    for (extra, underruns) in [("", 1), (";sim.start_bytes=4194304", 0)] {
+        let mut rig = Rig::new(&format!("sim.calibrated=true{extra}"));
+        let mut d = mount(&mut rig, 0, 0);
+        rig.control(r#"{"op":"feed","drive":0,"arrivals_ms":[0,10]}"#)
+            .unwrap();
+        ok(write(&mut d, &[7u8; 100]));
+        ok(write(&mut d, &vec![7u8; 8 << 20]));
+        ok(d.write_filemarks(1, false, &mut Call::default()));
+        let st = ok(d.statistics(&mut Call::default()));
+        assert_eq!(st.backhitch_underrun, underruns, "config {extra:?}");
+    }
+}
+
+#[test]
 fn synthetic_arrival_times_drive_the_backhitches() {
     let mut rig = Rig::new("sim.calibrated=true;sim.start_bytes=0");
     let mut d = mount(&mut rig, 0, 0);
