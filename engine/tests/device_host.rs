@@ -865,6 +865,46 @@ fn bad_plugin_files_give_errors_naming_the_file() {
 }
 
 #[test]
+fn each_plugin_file_is_its_own_plugin_and_only_safe_files_load() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let table = |name: &str| format!("#define MAJOR 1\n{}", TABLE_C.replace("c-fixture", name));
+    // Loaded one after the other through their descriptors: the second is not the first.
+    let names = ["c-one", "c-two", "c-three"];
+    for name in names {
+        let file = cc(dir.path(), name, &table(name));
+        assert_eq!(Plugin::load(&file).unwrap().name(), name);
+    }
+    for name in names {
+        let file = dir.path().join(format!("lib{name}.so"));
+        assert_eq!(load_plugin(&file).unwrap().name(), name);
+    }
+    // Writable by its group or by everyone: refused, with the mode and what to do.
+    let refused = |file: &Path| match Plugin::load(file) {
+        Err(LoadError::Untrusted { reason, .. }) => reason,
+        Err(e) => panic!("{e}"),
+        Ok(p) => panic!("{} loaded", p.name()),
+    };
+    for (mode, who) in [(0o775, "its group"), (0o757, "every user")] {
+        let file = cc(dir.path(), "loose", &table("c-loose"));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let why = refused(&file);
+        assert!(why.contains(who) && why.contains("chmod go-w"), "{why}");
+        let e = load_plugin(&file).unwrap_err().to_string();
+        assert!(e.contains(&file.display().to_string()), "{e}");
+        std::fs::remove_file(&file).unwrap();
+    }
+    // Not a regular file.
+    assert!(refused(dir.path()).contains("regular"));
+    // Owned by someone else (only root can give a file away).
+    let theirs = cc(dir.path(), "theirs", &table("c-theirs"));
+    if std::os::unix::fs::chown(&theirs, Some(54321), None).is_ok() {
+        let why = refused(&theirs);
+        assert!(why.contains("uid 54321") && why.contains("chown"), "{why}");
+    }
+}
+
+#[test]
 fn a_plugin_path_is_loaded_once() {
     let dir = tempfile::tempdir().unwrap();
     let good = cc(dir.path(), "good", &format!("#define MAJOR 1\n{TABLE_C}"));

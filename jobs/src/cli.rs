@@ -69,6 +69,15 @@ pub enum Command {
     /// Create, list and revoke the API tokens of `reel serve`.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Installed device plugins, and the ABI contract kit.
+    #[command(subcommand)]
+    Plugin(crate::plugin_cmd::PluginCommand),
+    /// Write the manual pages (reel.1 and one per subcommand) into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Where to write them.
+        dir: PathBuf,
+    },
 }
 
 /// `reel token …`
@@ -409,6 +418,26 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
         }
         Command::Serve(s) => run_serve(loaded, s).await,
         Command::Token(t) => token(loaded, t).await,
+        Command::Man { dir } => {
+            let pages = crate::manpage::write_pages(&dir).map_err(|e| JobsError::Io {
+                doing: "writing the manual pages into",
+                path: dir.clone(),
+                source: e,
+            })?;
+            Ok(Output {
+                json: json!(pages),
+                text: format!("{} manual pages in {}", pages.len(), dir.display()),
+                status: 0,
+            })
+        }
+        Command::Plugin(p) => {
+            let p = crate::plugin_cmd::run(loaded, p).await?;
+            Ok(Output {
+                json: p.json,
+                text: p.text,
+                status: p.status,
+            })
+        }
     }
 }
 
@@ -689,13 +718,13 @@ async fn library(loaded: &LoadedConfig, cmd: LibraryCommand) -> Result<Output> {
         }
         LibraryCommand::Inventory | LibraryCommand::Drives => {
             let lib = &loaded.config.library;
-            if lib.plugin.is_empty() {
+            let Some(file) = lib.plugin_file().map_err(tape)? else {
                 return Err(JobsError::Config {
                     origin: "the configuration".into(),
-                    message: "[library] plugin is not set; name the device plugin's .so".into(),
+                    message: "[library] plugin is not set; give a plugin's name (sim, scsi, mhvtl) or the path of its .so".into(),
                 });
-            }
-            let plugin = reel_engine::device::load_plugin(Path::new(&lib.plugin)).map_err(tape)?;
+            };
+            let plugin = reel_engine::device::load_plugin(&file).map_err(tape)?;
             let library =
                 reel_engine::device::Library::open(plugin, &lib.plugin_config).map_err(tape)?;
             let inv = library.inventory().await.map_err(tape)?;

@@ -8,6 +8,8 @@
 //! - [`cli`]: the `reel` command line.
 //! - [`api`]: the HTTP API of `reel serve` (jobs, catalogue, /metrics, /openapi.json).
 //! - [`demo`]: `reel demo`, the main job on SQLite and the simulator.
+//! - [`manpage`]: `reel man DIR`, the manual pages generated from the command line.
+//! - [`plugin_cmd`]: `reel plugin ls|check`, the installed device plugins and the contract kit.
 //! - [`logging`]: its log and terminal output, which never panics on a closed pipe.
 
 #![deny(missing_docs)]
@@ -16,5 +18,7 @@ pub mod api;
 pub mod cli;
 pub mod demo;
 pub mod logging;
+pub mod manpage;
+pub mod plugin_cmd;
 
 pub use reel_queue::{JobsError, Result};

@@ -576,3 +576,20 @@ impl Drop for Worker {
         let _ = self.child.wait();
     }
 }
+
+/// Rewrite the `reel.toml` of `data_dir` (as [`write_config`] wrote it) to name its plugin
+/// `name`, looked up in `plugin_dir`, instead of giving the simulator's path.
+pub fn name_the_plugin(data_dir: &Path, name: &str, plugin_dir: &Path) {
+    let cfg = data_dir.join("reel.toml");
+    let text = std::fs::read_to_string(&cfg).expect("read reel.toml");
+    let path_line = format!("plugin = \"{}\"", plugin_path("reel_plugin_sim").display());
+    assert!(text.contains(&path_line), "{text}");
+    let text = text.replace(
+        &path_line,
+        &format!(
+            "plugin = \"{name}\"\nplugin_dir = \"{}\"",
+            plugin_dir.display()
+        ),
+    );
+    std::fs::write(&cfg, text).expect("write reel.toml");
+}

@@ -149,12 +149,34 @@ impl StoreConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct LibraryConfig {
-    /// Path of the device plugin (`.so`); empty means "none configured".
+    /// The device plugin: the path of its `.so` (it has a `/` or ends in `.so`; relative to the
+    /// data dir) or its name (`sim`, `scsi`, `mhvtl`: `libreel_plugin_<name>.so`, looked up in
+    /// `plugin_dir`, then beside the `reel` executable). Empty means "none configured".
     pub plugin: String,
+    /// Where plugins named by name are installed; empty: `/usr/lib/reel/plugins`.
+    pub plugin_dir: String,
     /// The plugin's own configuration string (passed verbatim).
     pub plugin_config: String,
     /// Drives this host uses (names as the plugin reports them); empty means all.
     pub drives: Vec<String>,
+}
+
+impl LibraryConfig {
+    /// The plugin file `plugin` means: its path, or the file its name is installed as
+    /// (`reel_engine::device::find_plugin`); `None` when no plugin is configured. Errors when
+    /// the name is not installed, saying where it was looked for and what to set.
+    pub fn plugin_file(
+        &self,
+    ) -> std::result::Result<Option<PathBuf>, reel_engine::device::DeviceError> {
+        if self.plugin.is_empty() {
+            return Ok(None);
+        }
+        reel_engine::device::find_plugin(
+            &self.plugin,
+            &reel_engine::device::plugin_dirs(&self.plugin_dir),
+        )
+        .map(Some)
+    }
 }
 
 /// How much of what was written is read back.
@@ -372,8 +394,8 @@ impl LoadedConfig {
         for dir in [&self.config.serve.spool_dir, &self.config.serve.staging_dir] {
             own.push(abs(Path::new(dir)));
         }
-        if !self.config.library.plugin.is_empty() {
-            own.push(abs(Path::new(&self.config.library.plugin)));
+        if let Ok(Some(plugin)) = self.config.library.plugin_file() {
+            own.push(abs(&plugin));
         }
         for url in [&self.config.store.url, &self.config.store.jobs_url] {
             if let Some(path) = url.strip_prefix("sqlite:") {
@@ -773,7 +795,10 @@ impl Config {
                 *dir = data_dir.join(dir.as_str()).display().to_string();
             }
         }
-        if !self.library.plugin.is_empty() && Path::new(&self.library.plugin).is_relative() {
+        if !self.library.plugin.is_empty()
+            && !reel_engine::device::is_plugin_name(&self.library.plugin)
+            && Path::new(&self.library.plugin).is_relative()
+        {
             self.library.plugin = data_dir.join(&self.library.plugin).display().to_string();
         }
     }

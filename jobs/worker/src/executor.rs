@@ -6,7 +6,7 @@
 //! bad copy is re-routed to another copy.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
@@ -106,12 +106,16 @@ pub async fn open_service(config: &Config) -> Result<TapeService> {
     for (name, pools) in &config.archive.storage_classes {
         catalogue.ensure_storage_class(name, pools).await?;
     }
-    if config.library.plugin.is_empty() {
+    let Some(plugin) = config
+        .library
+        .plugin_file()
+        .map_err(|e| config_error("library.plugin", e.to_string()))?
+    else {
         return Err(config_error(
             "library.plugin",
-            "no device plugin configured: set [library] plugin to the plugin's .so (the simulator is libreel_plugin_sim.so)",
+            "no device plugin configured: set [library] plugin to a plugin's name (sim, scsi, mhvtl) or the path of its .so",
         ));
-    }
+    };
     let drives = if config.library.drives.is_empty() {
         None
     } else {
@@ -131,14 +135,9 @@ pub async fn open_service(config: &Config) -> Result<TapeService> {
         session: session_config(config),
         ..ServiceOptions::default()
     };
-    TapeService::open(
-        catalogue,
-        Path::new(&config.library.plugin),
-        &config.library.plugin_config,
-        options,
-    )
-    .await
-    .map_err(JobsError::Session)
+    TapeService::open(catalogue, &plugin, &config.library.plugin_config, options)
+        .await
+        .map_err(JobsError::Session)
 }
 
 /// Bridges a jobs-layer lease to the engine's fence: checked (from the drive thread) before

@@ -108,6 +108,27 @@ pub enum LoadError {
         /// The missing slot.
         slot: &'static str,
     },
+    /// The file is not one reel may load: writable by others than its owner, owned by
+    /// someone other than root or reel's user, or not a regular file (see `plugin_file`).
+    #[error("{path}: refused to load this plugin: {reason}")]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// No plugin of this name is installed.
+    #[error(
+        "no plugin named `{name}`: looked for {file} in {searched}; install the plugin, set [library] plugin_dir to where it is, or give the path of its .so"
+    )]
+    NotInstalled {
+        /// The name asked for.
+        name: String,
+        /// The file name it maps to.
+        file: String,
+        /// The directories searched, comma-separated.
+        searched: String,
+    },
     /// `thread_model` is none of the `REEL_THREAD_*` values.
     #[error(
         "{path}: plugin thread_model is {found}; known are 0 (REEL_THREAD_SERIALIZE_ALL) and 1 (REEL_THREAD_SERIALIZE_PER_HANDLE)"
@@ -277,16 +298,31 @@ pub const MINIMUM_TABLE_SIZE: u32 =
     (std::mem::offset_of!(ReelPluginV1, drive_read_record) + std::mem::size_of::<usize>()) as u32;
 
 impl Plugin {
-    /// Load a plugin from a shared library path and negotiate its v1 table.
+    /// Load a plugin from a shared library path and negotiate its v1 table. The file must be
+    /// one reel may load (owned by root or this process's user, writable by no one else:
+    /// [`LoadError::Untrusted`] otherwise), and the file checked is the file loaded.
     pub fn load(path: impl AsRef<Path>) -> Result<Arc<Plugin>, LoadError> {
         let path = path.as_ref().to_path_buf();
+        let file = crate::plugin_file::open_trusted(&path)?;
+        let open_name = crate::plugin_file::loader_path(&file, &path);
         // SAFETY: loading a library runs its initialisers; that is inherent to plugins. The
-        // operator chose this path in the configuration.
-        let lib =
-            unsafe { libloading::Library::new(&path) }.map_err(|e| LoadError::NotALibrary {
+        // operator chose this path in the configuration, and its owner and mode were checked
+        // through the descriptor the loader now opens.
+        let lib = unsafe { libloading::Library::new(&open_name) }.map_err(|e| {
+            LoadError::NotALibrary {
                 path: path.clone(),
-                reason: e.to_string(),
-            })?;
+                // The loader names the descriptor; the operator knows the file by its path.
+                reason: e.to_string().replace(
+                    &open_name.display().to_string(),
+                    &path.display().to_string(),
+                ),
+            }
+        })?;
+        // The loader knows the library by the descriptor's name, and matches a later dlopen
+        // by name before it compares files: were the descriptor closed, the next plugin opened
+        // on the same number would be handed this library. It stays open for the life of the
+        // process, as the library stays loaded.
+        let _kept_open = std::os::fd::IntoRawFd::into_raw_fd(file);
         // Never unloaded: Rust cdylibs with thread-locals are not safe to dlclose.
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));
         // SAFETY: the symbol's type is fixed by ABI v1; a plugin exporting it promises it.

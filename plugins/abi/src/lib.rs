@@ -21,6 +21,7 @@
 pub mod config;
 pub mod host;
 pub mod kit;
+mod plugin_file;
 pub mod plugin_log;
 pub mod sdk;
 pub mod seek;

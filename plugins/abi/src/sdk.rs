@@ -1288,6 +1288,24 @@ pub mod trampoline {
     }
 }
 
+/// The calling crate's version (`CARGO_PKG_VERSION`) as a `&'static CStr`, for
+/// [`Library::VERSION`]: the version a plugin reports is the one its package was built as.
+///
+/// ```ignore
+/// const VERSION: &'static CStr = reel_plugin_abi::crate_version!();
+/// ```
+#[macro_export]
+macro_rules! crate_version {
+    () => {
+        match ::std::ffi::CStr::from_bytes_with_nul(
+            concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+        ) {
+            Ok(v) => v,
+            Err(_) => c"unknown",
+        }
+    };
+}
+
 /// Export a [`Library`] implementation as the `reel_plugin_v1` entry symbol of a cdylib.
 ///
 /// ```ignore

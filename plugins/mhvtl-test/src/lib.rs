@@ -68,7 +68,7 @@ pub struct MhvtlLibrary {
 impl Library for MhvtlLibrary {
     type Drive = StDrive;
     const NAME: &'static CStr = c"reel-plugin-mhvtl";
-    const VERSION: &'static CStr = c"0.1.0";
+    const VERSION: &'static CStr = reel_plugin_abi::crate_version!();
     const CAPS: u64 = REEL_CAP_CHANGER
         | REEL_CAP_STATISTICS
         | REEL_CAP_IMMEDIATE_FILEMARKS

@@ -209,11 +209,7 @@ fn address16(a: u32) -> Result<u16, Fault> {
 impl Library for ScsiLibrary {
     type Drive = TapeDrive;
     const NAME: &'static CStr = c"reel-plugin-scsi";
-    const VERSION: &'static CStr =
-        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-            Ok(v) => v,
-            Err(_) => c"unknown",
-        };
+    const VERSION: &'static CStr = reel_plugin_abi::crate_version!();
     const CAPS: u64 = REEL_CAP_CHANGER
         | REEL_CAP_LBP
         | REEL_CAP_MAM

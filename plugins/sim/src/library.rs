@@ -323,7 +323,7 @@ fn cartridge_dirs(dir: &Path) -> Result<Vec<String>, Fault> {
 impl Library for SimLibrary {
     type Drive = SimDrive;
     const NAME: &'static CStr = c"reel-sim";
-    const VERSION: &'static CStr = c"0.1.0";
+    const VERSION: &'static CStr = reel_plugin_abi::crate_version!();
     const CAPS: u64 = REEL_CAP_CHANGER
         | REEL_CAP_LBP
         | REEL_CAP_MAM
