@@ -879,28 +879,84 @@ fn each_plugin_file_is_its_own_plugin_and_only_safe_files_load() {
         let file = dir.path().join(format!("lib{name}.so"));
         assert_eq!(load_plugin(&file).unwrap().name(), name);
     }
-    // Writable by its group or by everyone: refused, with the mode and what to do.
+    // Loaded again and again: one descriptor kept, not one per load.
+    let one = dir.path().join("libc-one.so");
+    let real = std::fs::canonicalize(&one).unwrap();
+    // Descriptors open on this file (other tests of this process open files of their own).
+    let fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| *target == real)
+            .count()
+    };
+    for _ in 0..50 {
+        assert_eq!(Plugin::load(&one).unwrap().name(), "c-one");
+    }
+    assert_eq!(fds(), 1, "one descriptor per loaded file");
     let refused = |file: &Path| match Plugin::load(file) {
         Err(LoadError::Untrusted { reason, .. }) => reason,
         Err(e) => panic!("{e}"),
         Ok(p) => panic!("{} loaded", p.name()),
     };
-    for (mode, who) in [(0o775, "its group"), (0o757, "every user")] {
-        let file = cc(dir.path(), "loose", &table("c-loose"));
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
-        let why = refused(&file);
-        assert!(why.contains(who) && why.contains("chmod go-w"), "{why}");
-        let e = load_plugin(&file).unwrap_err().to_string();
-        assert!(e.contains(&file.display().to_string()), "{e}");
-        std::fs::remove_file(&file).unwrap();
-    }
-    // Not a regular file.
+    // Writable by its group: the operator's to keep (umask 002 is common), loaded.
+    let shared = cc(dir.path(), "shared", &table("c-shared"));
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).unwrap();
+    assert_eq!(Plugin::load(&shared).unwrap().name(), "c-shared");
+    // Writable by every user: refused, with the mode and what to do.
+    let loose = cc(dir.path(), "loose", &table("c-loose"));
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o757)).unwrap();
+    let why = refused(&loose);
+    assert!(
+        why.contains("every user") && why.contains("0757") && why.contains("chmod o-w"),
+        "{why}"
+    );
+    let e = load_plugin(&loose).unwrap_err().to_string();
+    assert!(e.contains(&loose.display().to_string()), "{e}");
+    // In a directory every user can write (not sticky): someone else could swap the file.
+    let open_dir = dir.path().join("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    let planted = cc(&open_dir, "planted", &table("c-planted"));
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let why = refused(&planted);
+    assert!(
+        why.contains("directory") && why.contains("every user"),
+        "{why}"
+    );
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert_eq!(Plugin::load(&planted).unwrap().name(), "c-planted");
+    // Not a regular file: a directory, and a FIFO (refused at once, never waited on).
     assert!(refused(dir.path()).contains("regular"));
-    // Owned by someone else (only root can give a file away).
+    let fifo = dir.path().join("libfifo.so");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    assert!(refused(&fifo).contains("regular"));
+    // Missing: says it cannot be opened, naming the file.
+    match Plugin::load(dir.path().join("missing.so")) {
+        Err(e @ LoadError::Unreadable { .. }) => {
+            assert!(e.to_string().contains("missing.so"), "{e}")
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a missing file loaded"),
+    }
+    // Owned by someone else, or a link someone else made (only root can give them away).
     let theirs = cc(dir.path(), "theirs", &table("c-theirs"));
     if std::os::unix::fs::chown(&theirs, Some(54321), None).is_ok() {
         let why = refused(&theirs);
         assert!(why.contains("uid 54321") && why.contains("chown"), "{why}");
+        let link = dir.path().join("libtheir-link.so");
+        std::os::unix::fs::symlink(&one, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(54321), None).unwrap();
+        let why = refused(&link);
+        assert!(
+            why.contains("symlink") && why.contains("uid 54321"),
+            "{why}"
+        );
+    } else {
+        eprintln!("not root: the checks of files and links owned by another user are not run");
     }
 }
 

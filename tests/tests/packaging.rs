@@ -179,6 +179,7 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
     assert!(conffiles.contains("/etc/reel/reel.toml"), "{conffiles}");
     let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
     assert!(postinst.contains("adduser --system"), "{postinst}");
+    assert!(control.join("prerm").is_file() && control.join("postrm").is_file());
     // The SCSI plugin needs libiscsi only for iSCSI, loaded at run time: not a dependency.
     let scsi = debs.path().join("reel-plugin-scsi.deb");
     assert!(!dpkg_field(&scsi, "Depends").contains("iscsi"));
@@ -195,7 +196,8 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
         .replace(
             "/var/lib/reel/sim-library",
             &lib.path().display().to_string(),
-        );
+        )
+        .replace("/var/lib/reel", &data.path().display().to_string());
     std::fs::write(data.path().join("reel.toml"), config).unwrap();
     let run = |args: &[&str]| {
         let out = Command::new(r.join("usr/bin/reel"))

@@ -1,5 +1,6 @@
-//! Plugins by name or by path. `[library] plugin` is either the path of a `.so` (it has a `/`
-//! or ends in `.so`) or a plugin's name: `sim`, `scsi`, `mhvtl`. A name is the file
+//! Plugins by name or by path. `[library] plugin` is either a plugin's name (`sim`, `scsi`,
+//! `mhvtl`: letters, digits, `-` and `_` only) or the path of a `.so` (anything else, so
+//! `libvendor.so.1` or `plugins/x.so` stay paths). A name is the file
 //! `libreel_plugin_<name>.so` (a `-` in the name is a `_` in the file), looked for in the
 //! plugin directory (`[library] plugin_dir`, by default [`DEFAULT_PLUGIN_DIR`], where the
 //! packages install them) and then beside the running executable (a build tree, where cargo
@@ -17,7 +18,10 @@ pub const DEFAULT_PLUGIN_DIR: &str = "/usr/lib/reel/plugins";
 
 /// True when `spec` names a plugin rather than a file.
 pub fn is_plugin_name(spec: &str) -> bool {
-    !spec.is_empty() && !spec.contains('/') && !spec.ends_with(".so")
+    !spec.is_empty()
+        && spec
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// The file a plugin named `name` is installed as.
@@ -49,10 +53,7 @@ pub fn find_plugin(spec: &str, dirs: &[PathBuf]) -> Result<PathBuf, DeviceError>
         return Ok(PathBuf::from(spec));
     }
     let file = plugin_file_name(spec);
-    let valid = spec
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if valid && let Some(found) = dirs.iter().map(|d| d.join(&file)).find(|p| p.is_file()) {
+    if let Some(found) = dirs.iter().map(|d| d.join(&file)).find(|p| p.is_file()) {
         return Ok(found);
     }
     Err(DeviceError::Load(LoadError::NotInstalled {
@@ -66,7 +67,8 @@ pub fn find_plugin(spec: &str, dirs: &[PathBuf]) -> Result<PathBuf, DeviceError>
     }))
 }
 
-/// The plugin files in `dirs` (every `*.so`), each file once (by its resolved path) and in
+/// The plugin files in `dirs` (every `libreel_plugin_*.so`, the files names map to; other
+/// libraries there are not loaded to list them), each file once (by its resolved path) and in
 /// order: a directory's files sorted by name, the directories in the order given. A directory
 /// that does not exist or cannot be read has none.
 pub fn installed_plugins(dirs: &[PathBuf]) -> Vec<PathBuf> {
@@ -78,7 +80,12 @@ pub fn installed_plugins(dirs: &[PathBuf]) -> Vec<PathBuf> {
         };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "so") && p.is_file())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libreel_plugin_") && n.ends_with(".so"))
+                    && p.is_file()
+            })
             .collect();
         files.sort();
         for f in files {
@@ -100,6 +107,8 @@ mod tests {
         assert!(is_plugin_name("sim"));
         assert!(is_plugin_name("mhvtl-test"));
         assert!(!is_plugin_name("libreel_plugin_sim.so"));
+        assert!(!is_plugin_name("libvendor.so.1"));
+        assert!(!is_plugin_name("s im"));
         assert!(!is_plugin_name("./sim"));
         assert!(!is_plugin_name(
             "/usr/lib/reel/plugins/libreel_plugin_sim.so"
@@ -135,18 +144,26 @@ mod tests {
         assert!(e.contains("libreel_plugin_scsi.so"), "{e}");
         assert!(e.contains(&a.path().display().to_string()), "{e}");
         assert!(e.contains("plugin_dir"), "{e}");
-        // Not a name a plugin has: nothing is looked up under it.
-        assert!(find_plugin("s im", &dirs).is_err());
-        // Listing: every .so once, in order.
-        std::fs::write(a.path().join("other.so"), b"x").unwrap();
+        // Not a name: a path, as it is.
+        assert_eq!(
+            find_plugin("libvendor.so.1", &dirs).unwrap(),
+            PathBuf::from("libvendor.so.1")
+        );
+        // Listing: every plugin file once, in order; other libraries are left alone.
+        std::fs::write(a.path().join("libreel_plugin_other.so"), b"x").unwrap();
+        std::fs::write(a.path().join("libc-helper.so"), b"x").unwrap();
         std::fs::write(a.path().join("README"), b"x").unwrap();
-        std::os::unix::fs::symlink(a.path().join("other.so"), b.path().join("alias.so")).unwrap();
+        std::os::unix::fs::symlink(
+            a.path().join("libreel_plugin_other.so"),
+            b.path().join("libreel_plugin_alias.so"),
+        )
+        .unwrap();
         let listed = installed_plugins(&dirs);
         assert_eq!(
             listed,
             vec![
+                a.path().join("libreel_plugin_other.so"),
                 a.path().join("libreel_plugin_sim.so"),
-                a.path().join("other.so"),
                 b.path().join("libreel_plugin_sim.so"),
             ]
         );

@@ -376,7 +376,8 @@ pub struct LoadedConfig {
 
 impl LoadedConfig {
     /// reel's own paths, which no API client may read or write through a job: the data
-    /// directory, the config file, the device plugin and the SQLite database files, each as
+    /// directory, the config file, the device plugin, the directories plugins are found in by
+    /// name (the plugin directory and the `reel` executable's) and the SQLite database files, each as
     /// configured and as its links resolve (a root is compared with both).
     pub fn own_paths(&self) -> Vec<PathBuf> {
         let abs = |p: &Path| {
@@ -396,6 +397,10 @@ impl LoadedConfig {
         }
         if let Ok(Some(plugin)) = self.config.library.plugin_file() {
             own.push(abs(&plugin));
+        }
+        // Where plugins are found by name: a recall into them would plant code reel loads.
+        for dir in reel_engine::device::plugin_dirs(&self.config.library.plugin_dir) {
+            own.push(abs(&dir));
         }
         for url in [&self.config.store.url, &self.config.store.jobs_url] {
             if let Some(path) = url.strip_prefix("sqlite:") {
@@ -801,6 +806,13 @@ impl Config {
         {
             self.library.plugin = data_dir.join(&self.library.plugin).display().to_string();
         }
+        if !self.library.plugin_dir.is_empty() && Path::new(&self.library.plugin_dir).is_relative()
+        {
+            self.library.plugin_dir = data_dir
+                .join(&self.library.plugin_dir)
+                .display()
+                .to_string();
+        }
     }
 
     /// The pools of a storage class.
@@ -854,10 +866,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("reel.toml"),
-            "[library]\nplugin = \"plugins/libsim.so\"\ndrives = [\"d0\"]\n[archive]\nverify = \"sampled\"\n",
+            "[library]\nplugin = \"plugins/libsim.so\"\nplugin_dir = \"plugins\"\ndrives = [\"d0\"]\n[archive]\nverify = \"sampled\"\n",
         )
         .unwrap();
         let c = LoadedConfig::load_with(None, Some(dir.path()), &vars(&[])).unwrap();
+        assert_eq!(
+            c.config.library.plugin_dir,
+            dir.path().join("plugins").display().to_string()
+        );
         assert_eq!(
             c.file.as_deref(),
             Some(dir.path().join("reel.toml").as_path())
@@ -895,7 +911,11 @@ mod tests {
         moved.config.serve.spool_dir = "/srv/reel-spool".into();
         moved.config.serve.staging_dir = "/srv/reel-staging".into();
         let own = moved.own_paths();
-        for p in ["/srv/reel-spool", "/srv/reel-staging"] {
+        for p in [
+            "/srv/reel-spool",
+            "/srv/reel-staging",
+            "/usr/lib/reel/plugins",
+        ] {
             assert!(own.contains(&PathBuf::from(p)), "{p} not in {own:?}");
         }
         assert_eq!(c.config.scheduler.min_files, 7);

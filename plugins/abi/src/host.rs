@@ -117,6 +117,16 @@ pub enum LoadError {
         /// Why, and what to do.
         reason: String,
     },
+    /// The file cannot be opened or examined (missing, no permission).
+    #[error(
+        "{path}: cannot open the plugin file ({reason}); check the path, and that the user reel runs as can read it"
+    )]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        reason: String,
+    },
     /// No plugin of this name is installed.
     #[error(
         "no plugin named `{name}`: looked for {file} in {searched}; install the plugin, set [library] plugin_dir to where it is, or give the path of its .so"
@@ -303,8 +313,8 @@ impl Plugin {
     /// [`LoadError::Untrusted`] otherwise), and the file checked is the file loaded.
     pub fn load(path: impl AsRef<Path>) -> Result<Arc<Plugin>, LoadError> {
         let path = path.as_ref().to_path_buf();
-        let file = crate::plugin_file::open_trusted(&path)?;
-        let open_name = crate::plugin_file::loader_path(&file, &path);
+        let opened = crate::plugin_file::open_trusted(&path)?;
+        let open_name = opened.loader_name.clone();
         // SAFETY: loading a library runs its initialisers; that is inherent to plugins. The
         // operator chose this path in the configuration, and its owner and mode were checked
         // through the descriptor the loader now opens.
@@ -322,7 +332,7 @@ impl Plugin {
         // by name before it compares files: were the descriptor closed, the next plugin opened
         // on the same number would be handed this library. It stays open for the life of the
         // process, as the library stays loaded.
-        let _kept_open = std::os::fd::IntoRawFd::into_raw_fd(file);
+        opened.keep();
         // Never unloaded: Rust cdylibs with thread-locals are not safe to dlclose.
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));
         // SAFETY: the symbol's type is fixed by ABI v1; a plugin exporting it promises it.
