@@ -593,3 +593,26 @@ pub fn name_the_plugin(data_dir: &Path, name: &str, plugin_dir: &Path) {
     );
     std::fs::write(&cfg, text).expect("write reel.toml");
 }
+
+/// The workspace's root directory (the parent of `tests/`).
+pub fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the workspace")
+        .to_path_buf()
+}
+
+/// Run `cmd` to completion and fail the test, with `what` and its stderr, unless it succeeds;
+/// returns its stdout.
+pub fn run_ok(cmd: &mut std::process::Command, what: &str) -> Vec<u8> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run it: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}

@@ -6,17 +6,10 @@
 //! `dpkg-deb` and `systemd-analyze` (`.ci/run` installs them); without them the test fails
 //! under `CI=true` and says what is missing elsewhere.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use reel_tests::*;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ is inside the workspace")
-        .to_path_buf()
-}
 
 /// Whether `tool` runs; under CI a missing tool is a failure.
 fn have(tool: &str, args: &[&str]) -> bool {
@@ -39,7 +32,7 @@ fn systemd_units_verify_without_a_warning() {
     if !have("systemd-analyze", &["--version"]) {
         return;
     }
-    let units = workspace().join("packaging/systemd");
+    let units = workspace_dir().join("packaging/systemd");
     let dir = tempfile::tempdir().unwrap();
     let reel = binary_path("reel");
     for entry in std::fs::read_dir(&units).unwrap() {
@@ -66,14 +59,11 @@ fn systemd_units_verify_without_a_warning() {
 }
 
 fn dpkg_field(deb: &Path, field: &str) -> String {
-    let out = Command::new("dpkg-deb")
-        .args(["-f"])
-        .arg(deb)
-        .arg(field)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "dpkg-deb -f {}", deb.display());
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    let out = run_ok(
+        Command::new("dpkg-deb").arg("-f").arg(deb).arg(field),
+        "dpkg-deb -f",
+    );
+    String::from_utf8_lossy(&out).trim().to_string()
 }
 
 #[test]
@@ -81,7 +71,7 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
     if !have("cargo-deb", &["--version"]) || !have("dpkg-deb", &["--version"]) {
         return;
     }
-    let ws = workspace();
+    let ws = workspace_dir();
     let profile = target_dir();
     let profile_name = profile.file_name().unwrap().to_string_lossy().into_owned();
     let profile_name = if profile_name == "debug" {
@@ -92,15 +82,9 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
     // The manual pages the reel package installs (a stale page from an older build goes).
     let man = ws.join("target/man");
     let _ = std::fs::remove_dir_all(&man);
-    let out = Command::new(binary_path("reel"))
-        .arg("man")
-        .arg(&man)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new(binary_path("reel")).arg("man").arg(&man),
+        "reel man",
     );
 
     let debs = tempfile::tempdir().unwrap();
@@ -113,35 +97,31 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
         ("reel-plugin-abi", "reel-plugin-dev"),
     ];
     for (crate_name, package) in packages {
-        let out = Command::new("cargo")
-            .current_dir(&ws)
-            .args([
-                "deb",
-                "--no-build",
-                "--no-strip",
-                "--profile",
-                &profile_name,
-                "-p",
-            ])
-            .arg(crate_name)
-            .arg("--output")
-            .arg(debs.path().join(format!("{package}.deb")))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cargo deb -p {crate_name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let deb = debs.path().join(format!("{package}.deb"));
+        run_ok(
+            Command::new("cargo")
+                .current_dir(&ws)
+                .args([
+                    "deb",
+                    "--no-build",
+                    "--no-strip",
+                    "--profile",
+                    &profile_name,
+                ])
+                .arg("-p")
+                .arg(crate_name)
+                .arg("--output")
+                .arg(&deb),
+            &format!("cargo deb -p {crate_name}"),
+        );
         assert_eq!(dpkg_field(&deb, "Package"), package);
-        let out = Command::new("dpkg-deb")
-            .arg("-x")
-            .arg(&deb)
-            .arg(root.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "dpkg-deb -x {package}");
+        run_ok(
+            Command::new("dpkg-deb")
+                .arg("-x")
+                .arg(&deb)
+                .arg(root.path()),
+            &format!("dpkg-deb -x {package}"),
+        );
     }
     // What each package holds.
     let r = root.path();
@@ -168,13 +148,13 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
     // Its control files: the config is a conffile (an upgrade keeps the operator's edits) and
     // the postinst creates the reel user.
     let control = debs.path().join("reel-control");
-    let out = Command::new("dpkg-deb")
-        .arg("-e")
-        .arg(&reel_deb)
-        .arg(&control)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "dpkg-deb -e reel");
+    run_ok(
+        Command::new("dpkg-deb")
+            .arg("-e")
+            .arg(&reel_deb)
+            .arg(&control),
+        "dpkg-deb -e reel",
+    );
     let conffiles = std::fs::read_to_string(control.join("conffiles")).unwrap();
     assert!(conffiles.contains("/etc/reel/reel.toml"), "{conffiles}");
     let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
@@ -200,19 +180,15 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
         .replace("/var/lib/reel", &data.path().display().to_string());
     std::fs::write(data.path().join("reel.toml"), config).unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new(r.join("usr/bin/reel"))
-            .arg("--data-dir")
-            .arg(data.path())
-            .arg("--json")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "reel {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = run_ok(
+            Command::new(r.join("usr/bin/reel"))
+                .arg("--data-dir")
+                .arg(data.path())
+                .arg("--json")
+                .args(args),
+            &format!("the unpacked reel {args:?}"),
         );
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
     };
     let listed = run(&["plugin", "ls"]);
     let sim = plugins.join("libreel_plugin_sim.so");

@@ -16,16 +16,9 @@ use std::process::Command;
 
 use reel_tests::*;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ is inside the workspace")
-        .to_path_buf()
-}
-
 /// The workspace's declaration of dependency `name` (`"1"`, `{ version = … }`).
 fn workspace_dep(name: &str) -> String {
-    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    let manifest = std::fs::read_to_string(workspace_dir().join("Cargo.toml")).unwrap();
     manifest
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{name} = ")))
@@ -36,7 +29,7 @@ fn workspace_dep(name: &str) -> String {
 /// Build the simulator's sources as a project of their own, reporting `version`; returns the
 /// `.so`. Both builds share `target`, so the second compiles only the plugin.
 fn build_sim_apart(dir: &Path, version: &str, target: &Path) -> PathBuf {
-    let ws = workspace();
+    let ws = workspace_dir();
     let project = dir.join(format!("sim-{version}"));
     let src = project.join("src");
     std::fs::create_dir_all(&src).unwrap();
@@ -64,17 +57,13 @@ fn build_sim_apart(dir: &Path, version: &str, target: &Path) -> PathBuf {
     manifest.push_str("\n[workspace]\n");
     std::fs::write(project.join("Cargo.toml"), manifest).unwrap();
     std::fs::copy(ws.join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
-    let out = Command::new("cargo")
-        .args(["build", "--offline", "--manifest-path"])
-        .arg(project.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", target)
-        .env_remove("RUSTFLAGS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "building the simulator apart failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new("cargo")
+            .args(["build", "--offline", "--manifest-path"])
+            .arg(project.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", target)
+            .env_remove("RUSTFLAGS"),
+        "building the simulator apart",
     );
     let so = target.join("debug/libreel_plugin_sim.so");
     assert!(so.is_file(), "{} not built", so.display());
@@ -161,26 +150,23 @@ fn a_plugin_built_apart_is_swapped_under_a_stopped_worker() {
     let include = work.path().join("include/reel");
     std::fs::create_dir_all(&include).unwrap();
     std::fs::copy(
-        workspace().join("plugins/abi/include/reel_plugin.h"),
+        workspace_dir().join("plugins/abi/include/reel_plugin.h"),
         include.join("reel_plugin.h"),
     )
     .unwrap();
     let so = work.path().join("libmemtape.so");
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args([
-            "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread",
-        ])
-        .arg("-I")
-        .arg(&include)
-        .arg(workspace().join("plugins/abi/tests/c/memtape.c"))
-        .arg("-o")
-        .arg(&so)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args([
+                "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+            ])
+            .arg("-pthread")
+            .arg("-I")
+            .arg(&include)
+            .arg(workspace_dir().join("plugins/abi/tests/c/memtape.c"))
+            .arg("-o")
+            .arg(&so),
+        "compiling the C reference plugin against the header alone",
     );
     let (code, v, err) = reel(
         dir.path(),
