@@ -44,7 +44,9 @@ fn not_a_shared_library() {
 fn missing_file() {
     let path = Path::new("/nonexistent/reel/plugin.so");
     let e = load_err(path);
-    assert!(matches!(e, LoadError::NotALibrary { .. }), "{e:?}");
+    // Not a wrong library: a file that cannot be opened, and the message says what to check.
+    assert!(matches!(e, LoadError::Unreadable { .. }), "{e:?}");
+    assert!(e.to_string().contains("check the path"), "{e}");
     assert_names_file(&e, path);
 }
 
