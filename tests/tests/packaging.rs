@@ -105,6 +105,7 @@ fn the_packages_hold_what_an_operator_installs_and_run_from_where_they_install()
                     "deb",
                     "--no-build",
                     "--no-strip",
+                    "--fast",
                     "--profile",
                     &profile_name,
                 ])
