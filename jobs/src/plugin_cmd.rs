@@ -78,12 +78,7 @@ pub async fn run(loaded: &LoadedConfig, cmd: PluginCommand) -> Result<Printed> {
                 )));
             }
             let config = match plugin_config {
-                Some(c) => match c.strip_prefix('@') {
-                    Some(path) => std::fs::read_to_string(path).map_err(|e| {
-                        refused_text(format!("cannot read the plugin configuration {path}: {e}"))
-                    })?,
-                    None => c,
-                },
+                Some(c) => kit::config_argument(&c).map_err(refused_text)?,
                 None if configured == Some(same_file(&file)) => library.plugin_config.clone(),
                 None => String::new(),
             };
@@ -181,14 +176,7 @@ fn list(dirs: &[PathBuf], configured: Option<PathBuf>) -> Printed {
 }
 
 fn check(plugin: &std::sync::Arc<Plugin>, config: &str, opts: &KitOptions) -> Printed {
-    // Each check is named on stderr before it runs, so a plugin that takes the process down
-    // shows where.
-    let report = kit::run_with(plugin, config, opts, |name| {
-        use std::io::Write;
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "reel plugin check: running {name}");
-        let _ = err.flush();
-    });
+    let report = kit::run_announcing(plugin, config, opts, "reel plugin check");
     let checks: Vec<_> = report
         .checks
         .iter()

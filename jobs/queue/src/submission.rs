@@ -728,7 +728,10 @@ pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Re
 /// A retry of job `id` is checked as its submission was, when it is failed or cancelled (a
 /// queued or running one is refused by the retry itself): sources gone since (an upload's
 /// spool file is removed once its job ended), keys no longer in the catalogue, a class no
-/// longer configured are refused now, instead of failing the job again on a worker.
+/// longer configured are refused now, instead of failing the job again on a worker. Such a
+/// refusal is [`JobsError::BadJobState`]: the request names a job that exists, and what
+/// cannot be is the job's own spec, which sending the retry again does not mend (a store
+/// fault stays what it is).
 pub async fn check_retry(
     jobs: &crate::JobStore,
     id: &str,
@@ -740,7 +743,24 @@ pub async fn check_retry(
         rec.state,
         crate::job::JobState::Failed | crate::job::JobState::Cancelled
     ) {
-        check(&rec.spec, config, catalogue).await?;
+        check(&rec.spec, config, catalogue).await.map_err(|e| {
+            let store = e.store_fault().is_some()
+                || matches!(
+                    e,
+                    JobsError::Database { .. } | JobsError::Queue { .. } | JobsError::Migrate(_)
+                );
+            if store {
+                return e;
+            }
+            JobsError::BadJobState {
+                id: id.to_string(),
+                state: rec.state.to_string(),
+                hint: format!(
+                    "it can no longer run as it was submitted ({e}); submit a new job (upload \
+                     the data again if it came through PUT /v1/objects)"
+                ),
+            }
+        })?;
     }
     Ok(())
 }

@@ -83,14 +83,6 @@ impl ApiError {
         self
     }
 
-    /// The same cause, answered as a conflict with the job's state (409) with this hint: a
-    /// request that is right in itself but cannot be done to the job as it now stands.
-    pub fn as_conflict(mut self, hint: impl Into<String>) -> ApiError {
-        self.status = StatusCode::CONFLICT;
-        self.hint = hint.into();
-        self
-    }
-
     /// 400: the request is wrong.
     pub fn bad_request(cause: impl Into<String>, hint: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, cause, hint)

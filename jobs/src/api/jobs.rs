@@ -735,20 +735,7 @@ pub(super) async fn retry(
         state.config(),
         state.catalogue(),
     )
-    .await
-    .map_err(|e| {
-        // The request names a job that exists; what is wrong is the job's own spec, which the
-        // client cannot fix by sending the retry again.
-        let no_such_job = matches!(e, reel_queue::JobsError::NoSuchJob(_));
-        let e = ApiError::from(e);
-        if !no_such_job && matches!(e.status(), StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND) {
-            e.as_conflict(
-                "this job can no longer run as it was submitted; submit a new job (upload the data again if it came through PUT /v1/objects)",
-            )
-        } else {
-            e
-        }
-    })?;
+    .await?;
     let rec = state.queue().retry(&id).await?;
     tracing::info!(%id, "retried over HTTP");
     Ok(Json(rec.into()))

@@ -159,6 +159,33 @@ fn missing_caps(plugin: &Plugin, needs: u64) -> Vec<&'static str> {
         .collect()
 }
 
+/// A plugin configuration as a command line gives it: the string itself, or `@FILE` for the
+/// contents of FILE. The error names the file and why it could not be read.
+pub fn config_argument(arg: &str) -> Result<String, String> {
+    match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the plugin configuration {path}: {e}")),
+        None => Ok(arg.to_string()),
+    }
+}
+
+/// As [`run`], naming each check on stderr (`PREFIX: running NAME`) before it runs, so a plugin
+/// that takes the whole process down shows in which check it did: what a command-line runner
+/// prints.
+pub fn run_announcing(
+    plugin: &Arc<Plugin>,
+    config: &str,
+    opts: &KitOptions,
+    prefix: &str,
+) -> KitReport {
+    run_with(plugin, config, opts, |name| {
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{prefix}: running {name}");
+        let _ = err.flush();
+    })
+}
+
 /// Run every check against `plugin`, opening its library with `config`.
 pub fn run(plugin: &Arc<Plugin>, config: &str, opts: &KitOptions) -> KitReport {
     run_with(plugin, config, opts, |_| {})

@@ -46,11 +46,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         .ok_or_else(|| "missing the plugin path".to_string())?;
     let config = match positional.next() {
         None => String::new(),
-        Some(c) => match c.strip_prefix('@') {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read config file {path}: {e}"))?,
-            None => c,
-        },
+        Some(c) => kit::config_argument(&c)?,
     };
     if let Some(extra) = positional.next() {
         return Err(format!("unexpected argument {extra:?}"));
@@ -80,14 +76,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Each check is named on stderr before it runs, so a plugin that takes the process down
-    // shows where.
-    let report = kit::run_with(&plugin, &args.config, &args.opts, |name| {
-        use std::io::Write;
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "reel-plugin-check: running {name}");
-        let _ = err.flush();
-    });
+    let report = kit::run_announcing(&plugin, &args.config, &args.opts, "reel-plugin-check");
     println!("{report}");
     if report.passed() {
         ExitCode::SUCCESS
