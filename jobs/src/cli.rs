@@ -60,6 +60,9 @@ pub enum Command {
     /// Show the library (needs the device plugin).
     #[command(subcommand)]
     Library(LibraryCommand),
+    /// The drives of every host: list them, take one out of service and back.
+    #[command(subcommand)]
+    Drive(crate::drive_cmd::DriveCommand),
     /// Run a worker: job handlers and drive loops for this host.
     Worker,
     /// Run the whole thing on the simulator in the data dir: archive, recall, verify, summary.
@@ -352,12 +355,23 @@ pub async fn run(cli: Cli) -> Result<i32> {
 }
 
 async fn ensure_data_dir(loaded: &LoadedConfig) -> Result<()> {
-    if !loaded.config.store.is_postgres() || loaded.config.store.jobs_url.starts_with("sqlite:") {
-        tokio::fs::create_dir_all(&loaded.data_dir)
+    // The directories the SQLite files go in (relative ones resolved into the data directory
+    // at load): a config whose databases are elsewhere (the packaged one, or PostgreSQL) needs
+    // no data directory, and a command run from a directory it cannot write to still works.
+    let store = &loaded.config.store;
+    for url in [&store.url, &store.jobs_url] {
+        let Some(path) = url.strip_prefix("sqlite:") else {
+            continue;
+        };
+        let path = Path::new(path.split('?').next().unwrap_or(path));
+        let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+            continue;
+        };
+        tokio::fs::create_dir_all(dir)
             .await
             .map_err(|source| JobsError::Io {
-                doing: "creating the data directory",
-                path: loaded.data_dir.clone(),
+                doing: "creating the directory of the SQLite database",
+                path: dir.to_path_buf(),
                 source,
             })?;
     }
@@ -407,6 +421,15 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
         }) => submit(loaded, JobSpec::Rebuild(RebuildJob { cartridges }), s, json).await,
         Command::Catalog(c) => catalog(loaded, c).await,
         Command::Library(l) => library(loaded, l).await,
+        Command::Drive(d) => {
+            ensure_data_dir(loaded).await?;
+            let p = crate::drive_cmd::run(loaded, d).await?;
+            Ok(Output {
+                json: p.json,
+                text: p.text,
+                status: 0,
+            })
+        }
         Command::Worker => run_worker(loaded).await,
         Command::Demo => {
             let (j, text) = crate::demo::run(demo_dir.as_deref()).await?;

@@ -17,6 +17,7 @@
 pub mod api;
 pub mod cli;
 pub mod demo;
+pub mod drive_cmd;
 pub mod logging;
 pub mod manpage;
 pub mod plugin_cmd;

@@ -186,7 +186,9 @@ async fn done_or_failed_then_retried(w: &EmbeddedWorker, id: &str, what: &str) -
     first.state
 }
 
-/// The robot pulls whatever a dead drive holds and the drive is replaced (both drives).
+/// The robot pulls whatever a dead drive holds and the drive is replaced (both drives); a
+/// drive its worker took down after repeated failures is brought up, as the operator does
+/// after the service (`reel drive up`).
 async fn service_drives(w: &EmbeddedWorker) {
     for d in 0..2 {
         w.service()
@@ -194,6 +196,12 @@ async fn service_drives(w: &EmbeddedWorker) {
             .control(&format!(r#"{{"op":"robot_recover","drive":{d}}}"#))
             .await
             .unwrap();
+    }
+    let states = reel_queue::DriveStates::new(w.queue().store().db().clone());
+    for s in states.list().await.unwrap() {
+        if !s.is_up() {
+            states.up(&s.drive, "replaced", "test").await.unwrap();
+        }
     }
 }
 

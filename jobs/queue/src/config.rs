@@ -300,6 +300,12 @@ pub struct WorkerConfig {
     /// session summaries, device sense keys), `IP:PORT` on loopback; empty (the default): not
     /// served. Scrape it on the drive host, or through a proxy.
     pub metrics_listen: String,
+    /// A drive that fails this many times (hardware errors: a drive that stops answering, a
+    /// hardware sense key) within `drive_down_window_seconds` is taken down by its worker with
+    /// the last error as the reason, and waits for `reel drive up`. 0: never.
+    pub drive_down_failures: u32,
+    /// The window of `drive_down_failures`, in seconds.
+    pub drive_down_window_seconds: u64,
 }
 
 impl Default for WorkerConfig {
@@ -315,6 +321,8 @@ impl Default for WorkerConfig {
             backoff_max_ms: 15 * 60_000,
             concurrency: 4,
             metrics_listen: String::new(),
+            drive_down_failures: 3,
+            drive_down_window_seconds: 3600,
         }
     }
 }
@@ -635,6 +643,13 @@ impl Config {
         }
         if w.max_attempts == 0 {
             return bad("[worker] max_attempts", "must be at least 1".into());
+        }
+        if w.drive_down_failures > 0 && w.drive_down_window_seconds == 0 {
+            return bad(
+                "[worker] drive_down_window_seconds",
+                "must be at least 1 when drive_down_failures is set (0 failures turns it off)"
+                    .into(),
+            );
         }
         if w.backoff_base_ms == 0 || w.backoff_max_ms < w.backoff_base_ms {
             return bad(

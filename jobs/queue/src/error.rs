@@ -76,6 +76,14 @@ pub enum JobsError {
         /// What to do.
         hint: String,
     },
+    /// An operator's request was refused as given (a malformed name, a missing reason).
+    #[error("{what}; {hint}")]
+    Refused {
+        /// What was wrong.
+        what: String,
+        /// What to do.
+        hint: String,
+    },
     /// The job is not in a state that allows the operation.
     #[error("job {id} is {state}: {hint}")]
     BadJobState {

@@ -34,6 +34,7 @@ pub mod cartridge_task;
 pub mod config;
 pub mod confine;
 pub mod db;
+pub mod drive_state;
 pub mod drives;
 pub mod error;
 pub mod inventory;
@@ -48,6 +49,7 @@ pub mod token;
 
 pub use apalis_bridge::{ApalisDb, JobQueue, Ticket};
 pub use backoff::Backoff;
+pub use drive_state::{DriveService, DriveStates, Service};
 pub use drives::{BoardEntry, BoardMount, DriveBoard};
 pub use error::{JobsError, Result};
 pub use inventory::{ElementView, Inventory, InventoryView};

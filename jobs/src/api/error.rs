@@ -116,6 +116,7 @@ impl From<JobsError> for ApiError {
                 "list jobs with GET /v1/jobs; finished jobs are pruned after [worker] retention_hours".into(),
             ),
             JobsError::NotFound { hint, .. } => (S::NOT_FOUND, hint.clone()),
+            JobsError::Refused { hint, .. } => (S::BAD_REQUEST, hint.clone()),
             JobsError::BadJobState { hint, .. } => (S::CONFLICT, hint.clone()),
             JobsError::LeaseBusy { .. } | JobsError::Fenced { .. } | JobsError::Cancelled(_) => (
                 S::CONFLICT,

@@ -17,7 +17,7 @@ use reel_queue::db::now_ms;
 use reel_queue::error::JobsError;
 use reel_queue::requests::{DriveWork, TapeRequests};
 use reel_queue::token::Scope;
-use reel_queue::{DriveBoard, ElementView, Inventory};
+use reel_queue::{DriveBoard, DriveStates, ElementView, Inventory};
 use reel_worker::scheduler::MountTarget;
 
 /// A drive.
@@ -29,8 +29,8 @@ pub struct DriveView {
     pub index: Option<u32>,
     /// The worker holding it; `None` when no worker does (the drive is not in service).
     pub worker: Option<String>,
-    /// `offline` (no worker), `empty`, `mounting`, `reading`, `writing` or `idle` (a cartridge
-    /// mounted, no batch running).
+    /// `offline` (no worker), `down` (out of service, see `down`), `empty`, `mounting`,
+    /// `reading`, `writing` or `idle` (a cartridge mounted, no batch running).
     pub state: String,
     /// The cartridge in it, if any.
     pub barcode: Option<String>,
@@ -40,6 +40,9 @@ pub struct DriveView {
     pub since_ms: Option<i64>,
     /// The jobs whose requests it runs now.
     pub work: Vec<DriveWork>,
+    /// Why it is out of service (`reel drive down`, or its worker after repeated failures);
+    /// `None` while it is in service.
+    pub down: Option<String>,
 }
 
 /// A cartridge.
@@ -118,7 +121,7 @@ pub(super) async fn show(
     let requests = TapeRequests::new(db.clone());
     let board = DriveBoard::new(db.clone()).live().await?;
     let work = requests.by_drive().await?;
-    let inventory = Inventory::new(db).read().await?;
+    let inventory = Inventory::new(db.clone()).read().await?;
     let summaries = requests.summaries().await?;
     let cartridges = state
         .catalogue()
@@ -158,6 +161,7 @@ pub(super) async fn show(
                 pool,
                 since_ms: since,
                 work,
+                down: None,
             },
         );
     }
@@ -178,8 +182,18 @@ pub(super) async fn show(
                 pool: None,
                 since_ms: None,
                 work: Vec::new(),
+                down: None,
             },
         );
+    }
+    // Drives out of service say so, and why.
+    for s in DriveStates::new(db.clone()).list().await? {
+        if let (false, Some(d)) = (s.is_up(), drives.get_mut(&s.drive)) {
+            if matches!(d.state.as_str(), "empty" | "offline") {
+                d.state = "down".into();
+            }
+            d.down = Some(format!("{} (by {})", s.reason, s.by));
+        }
     }
     let location = |barcode: &str| {
         inventory

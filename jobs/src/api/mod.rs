@@ -17,6 +17,8 @@
 //! | `PUT /v1/objects/{key}` | upload an object (streamed to the spool, then archived) |
 //! | `POST /v1/stage/{key}`, `GET /v1/objects/{key}` | recall an object to the staging area; download it (with `Range`) |
 //! | `GET /v1/library` | drives, slots, cartridges and tape queues, for the dashboard |
+//! | `GET /v1/drives`, `GET /v1/drives/{drive}` | drives, in service or not, and what they do |
+//! | `POST /v1/drives/{drive}/down`, `POST /v1/drives/{drive}/up` | take a drive out of service and back (`operate`) |
 //! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | health, Prometheus, OpenAPI |
 //! | `GET /`, `GET /dashboard` | the live dashboard ([`dashboard`]), open; its data needs a token |
 //!
@@ -29,6 +31,7 @@ pub mod auth;
 mod catalog;
 mod connection;
 mod dashboard;
+mod drives;
 mod error;
 mod jobs;
 mod library;
@@ -216,6 +219,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/stage/{*key}", post(objects::stage_object))
         .route("/v1/library", get(library::show))
+        .route("/v1/drives", get(drives::list))
+        .route("/v1/drives/{drive}", get(drives::show))
+        .route("/v1/drives/{drive}/down", post(drives::down))
+        .route("/v1/drives/{drive}/up", post(drives::up))
         .route("/", get(dashboard::page))
         .route("/dashboard", get(dashboard::page))
         .route("/dashboard/dashboard.js", get(dashboard::script))

@@ -3,7 +3,7 @@
 use axum::response::Json;
 use utoipa::OpenApi;
 
-use super::{catalog, jobs, library, metrics, objects};
+use super::{catalog, drives, jobs, library, metrics, objects};
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
 #[derive(OpenApi)]
@@ -27,6 +27,10 @@ use super::{catalog, jobs, library, metrics, objects};
         objects::stage_object,
         objects::get_object,
         library::show,
+        drives::list,
+        drives::show,
+        drives::down,
+        drives::up,
         super::health,
         metrics::render,
         document,

@@ -532,6 +532,10 @@ async fn api_openapi_names_every_route() {
         ("/v1/objects/{key}", "put"),
         ("/v1/stage/{key}", "post"),
         ("/v1/library", "get"),
+        ("/v1/drives", "get"),
+        ("/v1/drives/{drive}", "get"),
+        ("/v1/drives/{drive}/down", "post"),
+        ("/v1/drives/{drive}/up", "post"),
         ("/healthz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
@@ -551,7 +555,10 @@ async fn api_openapi_names_every_route() {
     );
     // Every route the document names answers (not the router's 404 fallback).
     for (path, method) in want {
-        let uri = path.replace("{id}", "x").replace("{key}", "k");
+        let uri = path
+            .replace("{id}", "x")
+            .replace("{key}", "k")
+            .replace("{drive}", "d-0");
         let m = match method {
             "get" => Method::GET,
             "put" => Method::PUT,
@@ -1614,4 +1621,94 @@ async fn the_dashboard_is_open_and_its_data_needs_a_token() {
     assert_eq!(v["drives"][0]["state"], "offline", "{v}");
     assert_eq!(v["cartridges"][0]["location"], "slot 4", "{v}");
     assert_eq!(v["elements"].as_array().unwrap().len(), 2, "{v}");
+}
+
+/// Drives through the API: listed with `read`, taken down and up with `operate` (recorded as
+/// the token), and bad requests refused with what to do.
+#[tokio::test]
+async fn api_drives_down_and_up() {
+    let f = fixture().await;
+    let st = &f.state;
+    // A drive its worker took down by itself (what makes it known here, with no worker).
+    reel_queue::DriveStates::new(st.queue().store().db().clone())
+        .down_automatically("lib-0", "3 drive failures", "w1")
+        .await
+        .unwrap();
+    let reader = token(st, "read", "/").await;
+    let (s, v) = call_as(st, Some(&reader), Method::GET, "/v1/drives", None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["drives"][0]["drive"], "lib-0", "{v}");
+    assert_eq!(v["drives"][0]["state"], "down", "{v}");
+    assert_eq!(v["drives"][0]["automatic"], true, "{v}");
+    let (s, v) = post(st, &reader, "/v1/drives/lib-0/up", json!({})).await;
+    assert_error(s, &v, StatusCode::FORBIDDEN, "operate");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/drives/lib-0/down",
+        Some(json!({"reason": " "})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "no reason given");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/drives/lib-0/down",
+        Some(json!({"why": "x"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/drives/lib-9/down",
+        Some(json!({"reason": "x"})),
+    )
+    .await;
+    assert_error(
+        s,
+        &v,
+        StatusCode::NOT_FOUND,
+        "no worker has seen a drive `lib-9`",
+    );
+    let (s, v) = call(&f, Method::GET, "/v1/drives/lib-9", None).await;
+    assert_error(s, &v, StatusCode::NOT_FOUND, "lib-9");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/drives/lib-0/up",
+        Some(json!({"reason": "replaced"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["state"], "up", "{v}");
+    assert_eq!(v["automatic"], false, "{v}");
+    assert!(v["by"].as_str().unwrap().starts_with("token:"), "{v}");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/drives/lib-0/down",
+        Some(json!({"reason": "cleaning"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = call(&f, Method::GET, "/v1/drives/lib-0", None).await;
+    assert_eq!(
+        (s, v["state"].clone(), v["reason"].clone()),
+        (StatusCode::OK, json!("down"), json!("cleaning")),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn api_drive_requests_must_be_objects() {
+    let f = fixture().await;
+    reel_queue::DriveStates::new(f.state.queue().store().db().clone())
+        .down_automatically("lib-0", "x", "w1")
+        .await
+        .unwrap();
+    for body in [json!([]), json!("x"), json!(null), json!({"reason": 5})] {
+        let (s, v) = call(&f, Method::POST, "/v1/drives/lib-0/up", Some(body.clone())).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+    }
 }

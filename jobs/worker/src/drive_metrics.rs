@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 /// The states a drive loop reports in `reel_drive_state` (one of them is 1).
-pub const STATES: [&str; 6] = ["empty", "mounting", "reading", "writing", "idle", "failed"];
+pub const STATES: [&str; 7] = [
+    "empty", "mounting", "reading", "writing", "idle", "failed", "down",
+];
 
 /// Describe the metrics (once, when the exporter is installed).
 pub fn describe() {

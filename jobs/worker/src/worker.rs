@@ -30,6 +30,7 @@ use crate::scheduler::{self, Decision, DriveState, MountTarget, Mounted, Policy}
 use reel_queue::apalis_bridge::ApalisDb;
 use reel_queue::config::Config;
 use reel_queue::db::now_ms;
+use reel_queue::drive_state::{AutoDown, DriveStates};
 use reel_queue::drives::{BoardMount, DriveBoard};
 use reel_queue::error::{JobsError, Result};
 use reel_queue::inventory::{ElementView, Inventory};
@@ -260,6 +261,8 @@ pub struct Runtime<E> {
     pub leases: LeaseManager,
     /// What every leased drive holds, on every host.
     pub board: DriveBoard,
+    /// Which drives are in service, for every host.
+    pub drive_states: DriveStates,
     /// The library's elements as this worker last saw them, for the dashboard.
     pub inventory: Inventory,
     /// The tape side.
@@ -299,6 +302,7 @@ impl<E: TapeExecutor> Runtime<E> {
             name: unique_name(&config.worker.name_prefix),
             requests: TapeRequests::new(db.clone()),
             board: DriveBoard::new(db.clone()),
+            drive_states: DriveStates::new(db.clone()),
             inventory: Inventory::new(db.clone()),
             leases: LeaseManager::new(db),
             config,
@@ -1043,6 +1047,13 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
     let mut failures: u32 = 0;
     // The last step failed: it may have left claims.
     let mut stranded = false;
+    // Failures within the window that takes the drive down by itself.
+    let mut auto_down = AutoDown::new(
+        rt.config.worker.drive_down_failures,
+        Duration::from_secs(rt.config.worker.drive_down_window_seconds),
+    );
+    // The drive was down at the last look (said once, not at every poll).
+    let mut was_down = false;
     while !rt.shutdown.is_cancelled() {
         let (fence, cancel) = match &lease {
             Some((f, c, _)) if !c.is_cancelled() => (f.clone(), c.clone()),
@@ -1102,6 +1113,46 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 }
             }
         }
+        // A drive taken down (by an operator, or by this loop after repeated failures) ends
+        // here, after the step it was in: what it holds is unloaded, it leaves the board, and
+        // it takes no mount until it is brought up. Its queued work is the other drives'.
+        match rt.drive_states.get(&drive).await {
+            Ok(s) if !s.is_up() => {
+                if !was_down {
+                    tracing::warn!(drive = %drive, reason = %s.reason, by = %s.by,
+                        "the drive is down: no new mounts until `reel drive up`");
+                    was_down = true;
+                }
+                if let Some(h) = mounted.take() {
+                    let t = tokio::time::Instant::now();
+                    match rt.executor.unmount(&drive, &fence).await {
+                        Ok(()) => h.ended(&drive, t.elapsed(), "drive taken down"),
+                        Err(e) => {
+                            h.ended(&drive, Duration::ZERO, "drive taken down, unload failed");
+                            tracing::warn!(drive = %drive, error = %e,
+                                "cannot unload the drive taken down; its cartridge stays in it");
+                        }
+                    }
+                }
+                drive_metrics::state(&drive, "down");
+                let _ = rt.board.publish(&fence, None).await;
+                idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+                continue;
+            }
+            Ok(_) if was_down => {
+                tracing::info!(drive = %drive, "the drive is up again");
+                was_down = false;
+                auto_down.reset();
+                failures = 0;
+                drive_metrics::state(&drive, "empty");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(drive = %drive, error = %e, "cannot read whether the drive is in service");
+                idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+                continue;
+            }
+        }
         let step = drive_step(
             &rt,
             &drive,
@@ -1128,6 +1179,28 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 }
                 drive_metrics::state(&drive, "failed");
                 let _ = rt.board.publish(&fence, None).await;
+                if auto_down.failed(std::time::Instant::now()) {
+                    let reason = format!(
+                        "taken down by its worker after {} drive failures within {} s; the last: {e}",
+                        auto_down.threshold(),
+                        auto_down.window().as_secs()
+                    );
+                    match rt
+                        .drive_states
+                        .down_automatically(&drive, &reason, &rt.name)
+                        .await
+                    {
+                        // The next turn of the loop finds it down.
+                        Ok(_) => {
+                            tracing::error!(drive = %drive, %reason,
+                                "the drive is taken down; service it, then `reel drive up`");
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::warn!(drive = %drive, error = %e, "cannot record the drive as down");
+                        }
+                    }
+                }
                 let pause = rt.queue.backoff().delay(failures);
                 tracing::error!(drive = %drive, error = %e, retry_in_ms = pause.as_millis() as u64,
                     "the drive has failed; out of service until it answers again (service it, \

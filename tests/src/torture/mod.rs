@@ -914,6 +914,26 @@ async fn service_drive(ctx: &Ctx, drive: u32) {
         d.remove(p);
     }
     ctx.history.log("operator", json!({"serviced": drive}));
+    bring_drives_up(ctx, Some(drive)).await;
+}
+
+/// The operator brings up a drive its worker took down after repeated failures (`reel drive
+/// up`), once it was serviced (`only`), or every drive (in the calm).
+async fn bring_drives_up(ctx: &Ctx, only: Option<u32>) {
+    let dir = ctx.site.lock().await.client_dir(0).to_path_buf();
+    let (_, v, _) = site::reel_at(&dir, &["drive", "ls"]).await;
+    for d in v["drives"].as_array().cloned().unwrap_or_default() {
+        let name = d["drive"].as_str().unwrap_or_default().to_string();
+        let index_matches = only.is_none_or(|i| name.ends_with(&format!("-{i}")));
+        if d["state"] == "down" && index_matches {
+            let (code, _, err) =
+                site::reel_at(&dir, &["drive", "up", &name, "--reason", "serviced"]).await;
+            ctx.history.log(
+                "operator",
+                json!({"drive_up": name, "was": d["reason"], "ok": code == 0, "error": err}),
+            );
+        }
+    }
 }
 
 /// Damage one data block of a written cartridge of pool p2.
@@ -1067,6 +1087,8 @@ async fn calm(ctx: &Ctx) {
     }
     ctx.history
         .log("runner", json!({"calm": "faults disarmed"}));
+    // Drives taken down by their workers under the chaos are serviced now.
+    bring_drives_up(ctx, None).await;
 }
 
 /// Every job any client saw ends within the bound.

@@ -74,7 +74,8 @@ function drawLibrary(lib) {
   fill("drives", lib.drives, (tr, d) => {
     tr.dataset.drive = d.drive;
     cell(tr, d.drive);
-    cell(tr, d.state, "state state-" + d.state);
+    const st = cell(tr, d.state, "state state-" + d.state);
+    if (d.down) st.title = "out of service: " + d.down;
     cell(tr, d.barcode || "—");
     cell(tr, d.pool || "");
     cell(tr, d.since_ms ? age(now - d.since_ms) : "");

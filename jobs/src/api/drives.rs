@@ -1,0 +1,184 @@
+//! `GET /v1/drives`, `GET /v1/drives/{drive}`, `POST /v1/drives/{drive}/down|up`: the
+//! drives of every host and their service state, as `reel drive` shows and sets them
+//! ([`crate::drive_cmd`], [`reel_queue::drive_state`]). Reading needs `read`; taking a drive
+//! down or up needs `operate`, and is recorded as done by the token.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{Extension, Path as UrlPath, State};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::auth::Caller;
+use super::{ApiError, AppState, ErrorBody};
+use crate::drive_cmd::{DriveStatus, views};
+use reel_queue::DriveStates;
+use reel_queue::error::JobsError;
+use reel_queue::token::Scope;
+
+/// Every drive a worker has seen.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DriveList {
+    /// By name.
+    pub drives: Vec<DriveStatus>,
+}
+
+/// `POST /v1/drives/{drive}/down` and `/up`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DriveServiceRequest {
+    /// Why (required to take a drive down; for up, what was done to it). One line, at most
+    /// 1000 bytes.
+    #[serde(default)]
+    pub reason: String,
+}
+
+async fn one(state: &AppState, drive: &str) -> Result<DriveStatus, ApiError> {
+    views(state.queue().store().db())
+        .await?
+        .into_iter()
+        .find(|v| v.service.drive == drive)
+        .map(|v| v.status())
+        .ok_or_else(|| {
+            JobsError::NotFound {
+                what: format!("no worker has seen a drive `{}`", drive.escape_debug()),
+                hint: "GET /v1/drives lists the drives".into(),
+            }
+            .into()
+        })
+}
+
+/// Every drive: in service or not (why, who, since when), its worker and what it does.
+#[utoipa::path(
+    get,
+    path = "/v1/drives",
+    tag = "library",
+    responses(
+        (status = 200, description = "the drives", body = DriveList),
+        (status = 403, description = "the token lacks `read`", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<DriveList>, ApiError> {
+    caller.require(Scope::Read, "see the drives")?;
+    let drives = views(state.queue().store().db())
+        .await?
+        .iter()
+        .map(|v| v.status())
+        .collect();
+    Ok(Json(DriveList { drives }))
+}
+
+/// One drive.
+#[utoipa::path(
+    get,
+    path = "/v1/drives/{drive}",
+    tag = "library",
+    params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
+    responses(
+        (status = 200, description = "the drive", body = DriveStatus),
+        (status = 403, description = "the token lacks `read`", body = ErrorBody),
+        (status = 404, description = "no worker has seen that drive", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn show(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    drive: std::result::Result<UrlPath<String>, PathRejection>,
+) -> Result<Json<DriveStatus>, ApiError> {
+    caller.require(Scope::Read, "see the drives")?;
+    let UrlPath(drive) = drive?;
+    Ok(Json(one(&state, &drive).await?))
+}
+
+/// The body as a [`DriveServiceRequest`]: a JSON object (serde would take `[]` for a struct
+/// whose fields all have defaults).
+fn request(
+    body: std::result::Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<DriveServiceRequest, ApiError> {
+    let Json(v) = body?;
+    let hint = r#"send a JSON object: {"reason": "why"}"#;
+    if !v.is_object() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "the body is not a JSON object",
+            hint,
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            format!("the body is not a drive request: {e}"),
+            hint,
+        )
+    })
+}
+
+fn by(caller: &Caller) -> String {
+    format!("token:{} ({})", caller.token().id, caller.token().name)
+}
+
+/// Take a drive out of service, on every host: it ends its current step at a record boundary,
+/// gives its claimed work back, unloads and takes no mount until it is brought up.
+#[utoipa::path(
+    post,
+    path = "/v1/drives/{drive}/down",
+    tag = "library",
+    params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
+    request_body = DriveServiceRequest,
+    responses(
+        (status = 200, description = "the drive, now down", body = DriveStatus),
+        (status = 400, description = "no reason, or a malformed drive name or reason", body = ErrorBody),
+        (status = 403, description = "the token lacks `operate`", body = ErrorBody),
+        (status = 404, description = "no worker has seen that drive", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn down(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    drive: std::result::Result<UrlPath<String>, PathRejection>,
+    body: std::result::Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<Json<DriveStatus>, ApiError> {
+    caller.require(Scope::Operate, "take a drive down")?;
+    let UrlPath(drive) = drive?;
+    let req = request(body)?;
+    DriveStates::new(state.queue().store().db().clone())
+        .down(&drive, &req.reason, &by(&caller))
+        .await?;
+    Ok(Json(one(&state, &drive).await?))
+}
+
+/// Put a drive back in service.
+#[utoipa::path(
+    post,
+    path = "/v1/drives/{drive}/up",
+    tag = "library",
+    params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
+    request_body = DriveServiceRequest,
+    responses(
+        (status = 200, description = "the drive, now up", body = DriveStatus),
+        (status = 400, description = "a malformed drive name or reason", body = ErrorBody),
+        (status = 403, description = "the token lacks `operate`", body = ErrorBody),
+        (status = 404, description = "no worker has seen that drive", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn up(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    drive: std::result::Result<UrlPath<String>, PathRejection>,
+    body: std::result::Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<Json<DriveStatus>, ApiError> {
+    caller.require(Scope::Operate, "bring a drive up")?;
+    let UrlPath(drive) = drive?;
+    let req = request(body)?;
+    DriveStates::new(state.queue().store().db().clone())
+        .up(&drive, &req.reason, &by(&caller))
+        .await?;
+    Ok(Json(one(&state, &drive).await?))
+}

@@ -1,0 +1,289 @@
+//! `reel drive ls|show|down|up`: the drives of every host, whether each is in service, and
+//! taking one out of service and back ([`reel_queue::drive_state`]). Works from the store
+//! alone (what workers publish), so it runs on any host, with no device plugin.
+
+use clap::Subcommand;
+use serde::Serialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use reel_queue::config::LoadedConfig;
+use reel_queue::db::Db;
+use reel_queue::error::Result;
+use reel_queue::mount::MountTarget;
+use reel_queue::{BoardEntry, DriveBoard, DriveService, DriveStates, Inventory, Service};
+
+/// `reel drive …`
+#[derive(Debug, Subcommand)]
+pub enum DriveCommand {
+    /// Every drive a worker has seen: in service or not (with why, who and since when), the
+    /// worker holding it, and what it is doing.
+    Ls,
+    /// One drive, in full.
+    Show {
+        /// The drive (`LIBRARY-INDEX`, as `reel drive ls` lists it).
+        drive: String,
+    },
+    /// Take a drive out of service, on every host: it ends the step it is in at a record
+    /// boundary, gives back its claimed work to the other drives, unloads and takes no mount
+    /// until `reel drive up`.
+    Down {
+        /// The drive.
+        drive: String,
+        /// Why (shown to every operator, kept with the drive).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Put a drive back in service.
+    Up {
+        /// The drive.
+        drive: String,
+        /// What was done to it (optional; kept with the drive).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+}
+
+/// What a drive command printed.
+pub struct Printed {
+    /// For `--json`.
+    pub json: Value,
+    /// For people.
+    pub text: String,
+}
+
+/// Who runs this command, for the record: the user behind sudo, else the login user, else
+/// the uid.
+pub fn operator() -> String {
+    ["SUDO_USER", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| format!("uid {}", rustix::process::getuid().as_raw()))
+}
+
+/// One drive as the store sees it.
+#[derive(Debug, Clone)]
+pub struct DriveView {
+    /// In service or not.
+    pub service: DriveService,
+    /// The worker holding its lease, and what it holds; `None` when no live worker has it.
+    pub board: Option<BoardEntry>,
+    /// The barcode the changer last reported in it.
+    pub loaded: Option<String>,
+}
+
+impl DriveView {
+    /// What it is doing, in a word or two.
+    pub fn activity(&self) -> String {
+        match &self.board {
+            None => "no worker".into(),
+            Some(b) => match &b.mount {
+                None if !self.service.is_up() => "down".into(),
+                None => "empty".into(),
+                Some(m) => match &m.target {
+                    MountTarget::Read { barcode } => format!("reading {barcode}"),
+                    MountTarget::Write { pool } => format!(
+                        "writing {} for pool {pool}",
+                        m.barcode.as_deref().unwrap_or("(mounting)")
+                    ),
+                },
+            },
+        }
+    }
+
+    /// For `--json` and the API.
+    pub fn status(&self) -> DriveStatus {
+        DriveStatus {
+            drive: self.service.drive.clone(),
+            state: self.service.state,
+            reason: self.service.reason.clone(),
+            by: self.service.by.clone(),
+            automatic: self.service.automatic,
+            since_ms: self.service.since_ms,
+            worker: self.board.as_ref().map(|b| b.holder.clone()),
+            activity: self.activity(),
+            cartridge: self.loaded.clone(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!(self.status())
+    }
+}
+
+/// A drive's service state and what it does, as `reel drive ls --json` and `GET /v1/drives`
+/// give it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct DriveStatus {
+    /// `LIBRARY-INDEX`.
+    pub drive: String,
+    /// `up` or `down`.
+    pub state: Service,
+    /// Why it was last set (empty: never set).
+    pub reason: String,
+    /// Who set it: an OS user, `token:ID` for the API, `worker:NAME` when a worker took the
+    /// drive down after repeated failures.
+    pub by: String,
+    /// Whether a worker took it down by itself.
+    pub automatic: bool,
+    /// Since when (unix ms; 0: never set).
+    pub since_ms: i64,
+    /// The worker holding it; `None` when no live worker does.
+    pub worker: Option<String>,
+    /// What it does: `no worker`, `down`, `empty`, `reading BARCODE`, `writing BARCODE for
+    /// pool POOL`.
+    pub activity: String,
+    /// The cartridge the changer last reported in it.
+    pub cartridge: Option<String>,
+}
+
+/// Every known drive with its state, its worker and its cartridge.
+pub async fn views(db: &Db) -> Result<Vec<DriveView>> {
+    let states = DriveStates::new(db.clone()).list().await?;
+    let board = DriveBoard::new(db.clone()).live().await?;
+    let inventory = Inventory::new(db.clone()).read().await?;
+    Ok(states
+        .into_iter()
+        .map(|service| {
+            let loaded = inventory
+                .elements
+                .iter()
+                .find(|e| {
+                    e.kind == "drive" && format!("{}-{}", e.library, e.index) == service.drive
+                })
+                .and_then(|e| e.barcode.clone());
+            let board = board.iter().find(|b| b.drive == service.drive).cloned();
+            DriveView {
+                service,
+                board,
+                loaded,
+            }
+        })
+        .collect())
+}
+
+fn since(ms: i64) -> String {
+    if ms == 0 {
+        return String::new();
+    }
+    let ago = (reel_queue::db::now_ms() - ms).max(0) / 1000;
+    match ago {
+        0..60 => format!("{ago} s ago"),
+        60..3600 => format!("{} min ago", ago / 60),
+        3600..86400 => format!("{} h ago", ago / 3600),
+        _ => format!("{} d ago", ago / 86400),
+    }
+}
+
+fn line(v: &DriveView) -> String {
+    let s = &v.service;
+    let mut out = format!(
+        "{:<28} {:<5} {:<34} {}",
+        s.drive,
+        if s.is_up() { "up" } else { "DOWN" },
+        v.activity(),
+        v.board.as_ref().map(|b| b.holder.as_str()).unwrap_or("-"),
+    );
+    if !s.is_up() {
+        out.push_str(&format!(
+            "\n    {} by {}, {}: {}",
+            if s.automatic {
+                "taken down automatically"
+            } else {
+                "taken down"
+            },
+            s.by,
+            since(s.since_ms),
+            s.reason
+        ));
+    }
+    out
+}
+
+fn detail(v: &DriveView) -> String {
+    let s = &v.service;
+    let mut out = vec![
+        format!("drive      {}", s.drive),
+        format!("state      {}", if s.is_up() { "up" } else { "down" }),
+    ];
+    if !s.by.is_empty() {
+        out.push(format!(
+            "set        by {}{}, {}",
+            s.by,
+            if s.automatic { " (automatic)" } else { "" },
+            since(s.since_ms)
+        ));
+    }
+    if !s.reason.is_empty() {
+        out.push(format!("reason     {}", s.reason));
+    }
+    out.push(format!(
+        "worker     {}",
+        v.board
+            .as_ref()
+            .map(|b| b.holder.as_str())
+            .unwrap_or("none")
+    ));
+    out.push(format!("activity   {}", v.activity()));
+    out.push(format!(
+        "cartridge  {}",
+        v.loaded.as_deref().unwrap_or("none")
+    ));
+    out.join("\n")
+}
+
+/// Run a drive command.
+pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
+    let db = Db::connect(&loaded.config.store.url).await?;
+    let states = DriveStates::new(db.clone());
+    let one = |drive: &str, all: Vec<DriveView>| all.into_iter().find(|v| v.service.drive == drive);
+    match cmd {
+        DriveCommand::Ls => {
+            let all = views(&db).await?;
+            let text = if all.is_empty() {
+                "no drives yet: a drive is listed once a worker has run on its library (`reel worker`)".into()
+            } else {
+                all.iter().map(line).collect::<Vec<_>>().join("\n")
+            };
+            Ok(Printed {
+                json: json!({"drives": all.iter().map(DriveView::to_json).collect::<Vec<_>>()}),
+                text,
+            })
+        }
+        DriveCommand::Show { drive } => {
+            // The same refusal as down and up for a name nobody knows.
+            let view = match one(&drive, views(&db).await?) {
+                Some(v) => v,
+                None => {
+                    return Err(reel_queue::JobsError::NotFound {
+                        what: format!("no worker has seen a drive `{}`", drive.escape_debug()),
+                        hint: "`reel drive ls` lists the drives".into(),
+                    });
+                }
+            };
+            Ok(Printed {
+                json: view.to_json(),
+                text: detail(&view),
+            })
+        }
+        DriveCommand::Down { drive, reason } => {
+            let s = states.down(&drive, &reason, &operator()).await?;
+            let view = one(&s.drive, views(&db).await?);
+            Ok(Printed {
+                json: view.as_ref().map(DriveView::to_json).unwrap_or_default(),
+                text: format!(
+                    "drive {} is down: it ends its current step, unloads and takes no new mount until `reel drive up {}`",
+                    s.drive, s.drive
+                ),
+            })
+        }
+        DriveCommand::Up { drive, reason } => {
+            let s = states.up(&drive, &reason, &operator()).await?;
+            let view = one(&s.drive, views(&db).await?);
+            Ok(Printed {
+                json: view.as_ref().map(DriveView::to_json).unwrap_or_default(),
+                text: format!("drive {} is up: it takes mounts again", s.drive),
+            })
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! `reel drive ls|show|down|up` against a running `reel worker` with the simulator, on SQLite
+//! and PostgreSQL: a drive taken down takes no mount and its work goes to the other drive; a
+//! drive holding a cartridge unloads it when taken down; a drive that keeps failing is taken
+//! down by its worker with the reason, and comes back with `reel drive up` after service. Bad
+//! requests (no reason, an unknown or malformed drive name) are refused with what to do.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use reel_tests::*;
+
+/// A liveness bound for what the worker does by itself, not a timing claim.
+const BOUND: Duration = Duration::from_secs(60);
+
+fn drives(dir: &Path) -> Vec<serde_json::Value> {
+    let (code, v, err) = reel(dir, &["drive", "ls"]);
+    assert_eq!(code, 0, "drive ls: {v} {err}");
+    v["drives"].as_array().cloned().unwrap_or_default()
+}
+
+fn drive<'a>(all: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
+    all.iter()
+        .find(|d| d["drive"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {all:?}"))
+}
+
+/// Wait until `what` holds of the drive list.
+fn wait_for(
+    dir: &Path,
+    what: &str,
+    ok: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let t0 = Instant::now();
+    loop {
+        let all = drives(dir);
+        if ok(&all) {
+            return all;
+        }
+        assert!(t0.elapsed() < BOUND, "{what}: {all:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn submit(dir: &Path, args: &[&str]) -> String {
+    let (code, v, err) = reel(dir, args);
+    assert_eq!(code, 0, "submit {args:?}: {v} {err}");
+    job_id(&v)
+}
+
+fn wait_job(dir: &Path, id: &str) {
+    let (code, v, err) = reel(dir, &["jobs", "wait", id, "--timeout", "120"]);
+    assert_eq!(code, 0, "job {id}: {v} {err}");
+}
+
+fn mail(lib: &Path, drive: u32, n: u32, request: &str) {
+    let mb = lib.join("mailbox").join(format!("drive-{drive}"));
+    std::fs::create_dir_all(&mb).unwrap();
+    let tmp = lib.join("mailbox").join(format!(".{n}.tmp"));
+    std::fs::write(&tmp, request).unwrap();
+    std::fs::rename(&tmp, mb.join(format!("{n:04}.json"))).unwrap();
+}
+
+/// Wait until the drive's owner ran a mailed request naming `op` (at its next command or
+/// inventory).
+fn delivered(lib: &Path, op: &str) {
+    let t0 = Instant::now();
+    let path = lib.join("mailbox").join("delivered.jsonl");
+    while !std::fs::read_to_string(&path).is_ok_and(|s| s.contains(op)) {
+        assert!(t0.elapsed() < BOUND, "{op} was not delivered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        s.lines()
+            .filter(|l| l.contains(op))
+            .all(|l| l.contains("\"ok\":true")),
+        "{s}"
+    );
+}
+
+/// Lines of the worker's log after `from` bytes that mount into `drive` (its index).
+fn mounts_into(log: &str, from: usize, drive: u32) -> usize {
+    log[from..]
+        .lines()
+        .filter(|l| l.contains("mounted barcode") && l.contains(&format!(" drive={drive}")))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drive_taken_down_takes_no_mount_until_it_is_up() {
+    for store in stores("cli_drive_down_up").await {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        let cfg = write_config(dir.path(), &store.url(), lib.path(), 2, "");
+        // A drive with nothing to do keeps its cartridge (so taking it down has one to unload).
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(
+            &cfg,
+            text.replace("min_mount_seconds = 0", "min_mount_seconds = 600"),
+        )
+        .unwrap();
+        let d = dir.path();
+        // Before any worker ran there is no drive to act on.
+        let (code, _, err) = reel(d, &["drive", "down", "simlib-X-0", "--reason", "x"]);
+        assert_ne!(code, 0);
+        assert!(err.contains("no worker has seen a drive"), "{err}");
+
+        let w = Worker::start(d, 1);
+        let all = wait_for(d, "the two drives appear", |a| a.len() == 2);
+        let names: Vec<String> = all
+            .iter()
+            .map(|x| x["drive"].as_str().unwrap().to_string())
+            .collect();
+        assert!(all.iter().all(|x| x["state"] == "up"), "{all:?}");
+        let intake = submit(d, &["intake", "--all-new"]);
+        wait_job(d, &intake);
+
+        // Refusals, each with what to do.
+        let (code, _, err) = reel(d, &["drive", "down", &names[0], "--reason", "  "]);
+        assert_ne!(code, 0);
+        assert!(
+            err.contains("no reason given") && err.contains("--reason"),
+            "{err}"
+        );
+        let (code, _, err) = reel(d, &["drive", "down", &names[0], "--reason", "a\nb"]);
+        assert_ne!(code, 0);
+        assert!(err.contains("control characters"), "{err}");
+        let (code, _, err) = reel(d, &["drive", "down", "../etc", "--reason", "x"]);
+        assert_ne!(code, 0);
+        assert!(err.contains("is not a drive name"), "{err}");
+        let (code, _, err) = reel(d, &["drive", "up", "nosuch-7"]);
+        assert_ne!(code, 0);
+        assert!(
+            err.contains("no worker has seen a drive `nosuch-7`") && err.contains("reel drive ls"),
+            "{err}"
+        );
+        let (code, _, err) = reel(d, &["drive", "show", "nosuch-7"]);
+        assert_ne!(code, 0);
+        assert!(err.contains("reel drive ls"), "{err}");
+
+        // Both drives down: the archive waits, nothing is mounted.
+        for n in &names {
+            let (code, v, err) = reel(
+                d,
+                &[
+                    "drive",
+                    "down",
+                    n,
+                    "--reason",
+                    "heads worn: vendor call 4711",
+                ],
+            );
+            assert_eq!(code, 0, "{v} {err}");
+            assert_eq!(v["state"], "down", "{v}");
+            assert_eq!(v["reason"], "heads worn: vendor call 4711", "{v}");
+            assert!(!v["by"].as_str().unwrap().is_empty(), "{v}");
+            assert_eq!(v["automatic"], false, "{v}");
+        }
+        wait_for(d, "both drives leave the board", |a| {
+            a.iter().all(|x| x["activity"] == "down")
+        });
+        let log_path = d.join("worker-1.log");
+        let mark = std::fs::read_to_string(&log_path).unwrap().len();
+        let src = tempfile::tempdir().unwrap();
+        let mut sums = Vec::new();
+        for i in 0..4u64 {
+            sums.push(write_random_file(
+                &src.path().join(format!("f{i}.bin")),
+                200_000,
+                i,
+            ));
+        }
+        let job = submit(
+            d,
+            &[
+                "archive",
+                src.path().to_str().unwrap(),
+                "--key-prefix",
+                "down/",
+            ],
+        );
+        std::thread::sleep(Duration::from_secs(3));
+        let v = show_job(d, &job);
+        assert!(
+            v["state"] == "running" || v["state"] == "queued",
+            "the job ran with every drive down: {v}"
+        );
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        assert_eq!(
+            mounts_into(&log, mark, 0) + mounts_into(&log, mark, 1),
+            0,
+            "{}",
+            &log[mark..]
+        );
+        // Human output says who and why.
+        let out = std::process::Command::new(binary_path("reel"))
+            .arg("--data-dir")
+            .arg(d)
+            .args(["drive", "ls"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("DOWN") && text.contains("heads worn"),
+            "{text}"
+        );
+
+        // Drive 1 back: the work is done there, and only there.
+        let (code, v, err) = reel(d, &["drive", "up", &names[1], "--reason", "heads replaced"]);
+        assert_eq!(code, 0, "{v} {err}");
+        assert_eq!(v["state"], "up", "{v}");
+        wait_job(d, &job);
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        assert!(mounts_into(&log, mark, 1) > 0, "{}", &log[mark..]);
+        assert_eq!(
+            mounts_into(&log, mark, 0),
+            0,
+            "the drive that is down mounted: {}",
+            &log[mark..]
+        );
+
+        // Taken down while it holds the cartridge: it unloads it.
+        let mark = log.len();
+        let (code, v, err) = reel(
+            d,
+            &["drive", "down", &names[1], "--reason", "cleaning overdue"],
+        );
+        assert_eq!(code, 0, "{v} {err}");
+        let t0 = Instant::now();
+        loop {
+            let log = std::fs::read_to_string(&log_path).unwrap();
+            if log[mark..].contains("unmounted") {
+                break;
+            }
+            assert!(
+                t0.elapsed() < BOUND,
+                "the drive taken down kept its cartridge: {}",
+                &log[mark..]
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // Both up; what was archived recalls whole.
+        for n in &names {
+            let (code, v, err) = reel(d, &["drive", "up", n]);
+            assert_eq!(code, 0, "{v} {err}");
+        }
+        let dst = tempfile::tempdir().unwrap();
+        let job = submit(
+            d,
+            &[
+                "recall",
+                "--prefix",
+                "down/",
+                "--to",
+                dst.path().to_str().unwrap(),
+            ],
+        );
+        wait_job(d, &job);
+        for (i, sum) in sums.iter().enumerate() {
+            assert_eq!(
+                &sha256_file(&dst.path().join(format!("down/f{i}.bin"))),
+                sum
+            );
+        }
+        assert_eq!(w.stop(), 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drive_that_keeps_failing_is_taken_down_by_its_worker() {
+    for store in stores("cli_drive_auto_down").await {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        let cfg = write_config(dir.path(), &store.url(), lib.path(), 2, "");
+        // Shared mode: faults reach the worker's drives through their mailboxes.
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(
+            &cfg,
+            text.replace("sim.cartridges=10", "sim.cartridges=10\\nsim.shared=true"),
+        )
+        .unwrap();
+        let d = dir.path();
+        let w = Worker::start(d, 1);
+        let all = wait_for(d, "the two drives appear", |a| a.len() == 2);
+        let names: Vec<String> = all
+            .iter()
+            .map(|x| x["drive"].as_str().unwrap().to_string())
+            .collect();
+        let intake = submit(d, &["intake", "--all-new"]);
+        wait_job(d, &intake);
+        // Drive 0 dies; drive 1 is kept out of the way so drive 0 meets the work.
+        let (code, v, err) = reel(
+            d,
+            &[
+                "drive",
+                "down",
+                &names[1],
+                "--reason",
+                "kept out of the test",
+            ],
+        );
+        assert_eq!(code, 0, "{v} {err}");
+        mail(
+            lib.path(),
+            0,
+            1,
+            r#"{"op":"fault","kind":"drive_dies","drive":0,"after_records":0}"#,
+        );
+        delivered(lib.path(), "drive_dies");
+        let src = tempfile::tempdir().unwrap();
+        let sum = write_random_file(&src.path().join("a.bin"), 300_000, 7);
+        let job = submit(
+            d,
+            &[
+                "archive",
+                src.path().to_str().unwrap(),
+                "--key-prefix",
+                "auto/",
+            ],
+        );
+        // [worker] drive_down_failures = 3 (the default) within the hour: its worker takes it
+        // down, with the last error as the reason.
+        let t0 = Instant::now();
+        let all = loop {
+            let all = drives(d);
+            if drive(&all, &names[0])["state"] == "down" {
+                break all;
+            }
+            assert!(
+                t0.elapsed() < BOUND,
+                "the dying drive was not taken down: {all:?}\n{}",
+                std::fs::read_to_string(d.join("worker-1.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let d0 = drive(&all, &names[0]);
+        assert_eq!(d0["automatic"], true, "{d0}");
+        assert!(d0["by"].as_str().unwrap().starts_with("worker:"), "{d0}");
+        let reason = d0["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("3 drive failures") && reason.contains("the last:"),
+            "{reason}"
+        );
+        // The operator brings the other drive back: the work is done there.
+        let (code, v, err) = reel(d, &["drive", "up", &names[1]]);
+        assert_eq!(code, 0, "{v} {err}");
+        wait_job(d, &job);
+        // The dead drive is replaced (the robot pulls its cartridge) and brought up; with the
+        // other one down it takes the next work.
+        mail(lib.path(), 0, 2, r#"{"op":"robot_recover","drive":0}"#);
+        let (code, v, err) = reel(
+            d,
+            &["drive", "down", &names[1], "--reason", "kept out again"],
+        );
+        assert_eq!(code, 0, "{v} {err}");
+        let (code, v, err) = reel(d, &["drive", "up", &names[0], "--reason", "drive replaced"]);
+        assert_eq!(code, 0, "{v} {err}");
+        assert_eq!(v["automatic"], false, "{v}");
+        let dst = tempfile::tempdir().unwrap();
+        let job = submit(
+            d,
+            &["recall", "auto/a.bin", "--to", dst.path().to_str().unwrap()],
+        );
+        wait_job(d, &job);
+        assert_eq!(sha256_file(&dst.path().join("auto/a.bin")), sum);
+        assert_eq!(w.stop(), 0);
+    }
+}
