@@ -12,6 +12,7 @@ use rand::{RngCore, SeedableRng};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use reel_engine::device::{DEFAULT_PLUGIN_DIR, find_plugin, plugin_dirs, plugin_file_name};
 use reel_queue::config::LoadedConfig;
 use reel_queue::error::{JobsError, Result};
 use reel_queue::job::{
@@ -29,24 +30,23 @@ fn io<'a>(doing: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) ->
     }
 }
 
-/// Where the simulator plugin is: next to the `reel` binary (a cargo build puts it there).
+/// Where the simulator plugin is: next to the `reel` binary first (a cargo build puts it
+/// there, the same build as the binary), then where the packages install plugins
+/// ([`DEFAULT_PLUGIN_DIR`], package reel-plugin-sim).
 pub fn sim_plugin_path() -> Result<PathBuf> {
     let exe = std::env::current_exe().map_err(io("locating", Path::new("the reel binary")))?;
     let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    for p in [
-        dir.join("libreel_plugin_sim.so"),
-        dir.join("deps/libreel_plugin_sim.so"),
-    ] {
-        if p.exists() {
-            return Ok(p);
-        }
-    }
-    Err(JobsError::NotFound {
+    let mut dirs = vec![dir.clone(), dir.join("deps")];
+    dirs.extend(plugin_dirs(DEFAULT_PLUGIN_DIR));
+    find_plugin("sim", &dirs).map_err(|_| JobsError::NotFound {
         what: format!(
-            "the simulator plugin libreel_plugin_sim.so is not next to {}",
+            "the simulator plugin {} is neither next to {} nor in {DEFAULT_PLUGIN_DIR}",
+            plugin_file_name("sim"),
             exe.display()
         ),
-        hint: "build it with `cargo build --release` (the whole workspace) or `cargo build -p reel-plugin-sim`".into(),
+        hint:
+            "install the package reel-plugin-sim, or build the workspace (`cargo build --release`)"
+                .into(),
     })
 }
 
