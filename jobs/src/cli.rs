@@ -63,6 +63,9 @@ pub enum Command {
     /// The drives of every host: list them, take one out of service and back.
     #[command(subcommand)]
     Drive(crate::drive_cmd::DriveCommand),
+    /// The cartridges: list them with their space and state, set a state with a reason.
+    #[command(subcommand)]
+    Cartridge(crate::cartridge_cmd::CartridgeCommand),
     /// Run a worker: job handlers and drive loops for this host.
     Worker,
     /// Run the whole thing on the simulator in the data dir: archive, recall, verify, summary.
@@ -421,6 +424,15 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
         }) => submit(loaded, JobSpec::Rebuild(RebuildJob { cartridges }), s, json).await,
         Command::Catalog(c) => catalog(loaded, c).await,
         Command::Library(l) => library(loaded, l).await,
+        Command::Cartridge(c) => {
+            ensure_data_dir(loaded).await?;
+            let p = crate::cartridge_cmd::run(loaded, c, &crate::drive_cmd::operator()).await?;
+            Ok(Output {
+                json: p.json,
+                text: p.text,
+                status: 0,
+            })
+        }
         Command::Drive(d) => {
             ensure_data_dir(loaded).await?;
             let p = crate::drive_cmd::run(loaded, d).await?;

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod cartridge_cmd;
 pub mod cli;
 pub mod demo;
 pub mod drive_cmd;

@@ -124,7 +124,7 @@ async fn a_drive_taken_down_takes_no_mount_until_it_is_up() {
         );
         let (code, _, err) = reel(d, &["drive", "down", &names[0], "--reason", "a\nb"]);
         assert_ne!(code, 0);
-        assert!(err.contains("control characters"), "{err}");
+        assert!(err.contains("control or invisible"), "{err}");
         let (code, _, err) = reel(d, &["drive", "down", "../etc", "--reason", "x"]);
         assert_ne!(code, 0);
         assert!(err.contains("is not a drive name"), "{err}");
@@ -365,4 +365,112 @@ async fn a_drive_that_keeps_failing_is_taken_down_by_its_worker() {
         assert_eq!(sha256_file(&dst.path().join("auto/a.bin")), sum);
         assert_eq!(w.stop(), 0);
     }
+}
+
+/// A drive taken down in the middle of a long batch stops it at a record boundary, gives the
+/// rest back, and the other drive finishes the job; nothing is lost. The simulator runs in
+/// real time here (20 MB/s), so the batch is long enough to be cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drive_taken_down_mid_batch_gives_the_rest_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), "sqlite:reel.db", lib.path(), 2, "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "sim.clock=instant",
+        "sim.clock=scaled\\nsim.time_scale=1\\nsim.stream_bytes_per_sec=20000000\\nsim.min_stream_bytes_per_sec=10000000\\nsim.robot_ms=200\\nsim.load_ms=300\\nsim.unload_ms=300\\nsim.rewind_min_ms=100\\nsim.rewind_max_ms=500\\nsim.locate_full_pass_ms=2000\\nsim.locate_settle_ms=50\\nsim.backhitch_ms=100\\nsim.reposition_ms=200",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let d = dir.path();
+    let w = Worker::start(d, 1);
+    wait_for(d, "the two drives appear", |a| a.len() == 2);
+    let intake = submit(d, &["intake", "--all-new"]);
+    wait_job(d, &intake);
+    let src = tempfile::tempdir().unwrap();
+    let mut sums = Vec::new();
+    for i in 0..100u64 {
+        sums.push(write_random_file(
+            &src.path().join(format!("m{i:03}.bin")),
+            1 << 20,
+            i,
+        ));
+    }
+    let job = submit(
+        d,
+        &[
+            "archive",
+            src.path().to_str().unwrap(),
+            "--key-prefix",
+            "mid/",
+        ],
+    );
+    // The drive running the batch: its write session's first line names it.
+    let names: Vec<String> = drives(d)
+        .iter()
+        .map(|x| x["drive"].as_str().unwrap().to_string())
+        .collect();
+    let t0 = Instant::now();
+    let index = loop {
+        let log = std::fs::read_to_string(d.join("worker-1.log")).unwrap();
+        if let Some(l) = log
+            .lines()
+            .find(|l| l.contains("write_session{") && l.contains("room on the cartridge"))
+        {
+            let i = l
+                .split("drive=")
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .unwrap();
+            break i.to_string();
+        }
+        assert!(t0.elapsed() < BOUND, "no write session: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let writer = names
+        .iter()
+        .find(|n| n.ends_with(&format!("-{index}")))
+        .unwrap()
+        .clone();
+    let (code, v, err) = reel(
+        d,
+        &["drive", "down", &writer, "--reason", "pulled mid-batch"],
+    );
+    assert_eq!(code, 0, "{v} {err}");
+    wait_job(d, &job);
+    let log = std::fs::read_to_string(d.join("worker-1.log")).unwrap();
+    assert!(
+        log.contains("stopping the batch at a record boundary"),
+        "{log}"
+    );
+    // The taken-down drive's session ended early: it did not write all 100.
+    let ended: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("ended=\"drive taken down\""))
+        .collect();
+    assert_eq!(ended.len(), 1, "{log}");
+    let files: u64 = ended[0]
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("files="))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(files < 100, "the batch was not cut: {}", ended[0]);
+    let dst = tempfile::tempdir().unwrap();
+    let rec = submit(
+        d,
+        &[
+            "recall",
+            "--prefix",
+            "mid/",
+            "--to",
+            dst.path().to_str().unwrap(),
+        ],
+    );
+    wait_job(d, &rec);
+    for (i, sum) in sums.iter().enumerate() {
+        assert_eq!(
+            &sha256_file(&dst.path().join(format!("mid/m{i:03}.bin"))),
+            sum,
+            "m{i:03}"
+        );
+    }
+    assert_eq!(w.stop(), 0);
 }

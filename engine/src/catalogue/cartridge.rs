@@ -107,6 +107,17 @@ pub struct Cartridge {
     pub label_epoch: u64,
     /// The UUID written in its label; None until labelled.
     pub cartridge_uuid: Option<Uuid>,
+    /// Why it is in its state (empty when no one said).
+    pub state_reason: String,
+    /// Who put it in its state: an operator, or `reel` for reel's own transitions (empty:
+    /// never changed, or changed before reel kept this).
+    pub state_by: String,
+    /// When its state last changed (unix seconds; 0: not recorded).
+    pub state_unix: i64,
+    /// When reel last mounted it (unix seconds; 0: never).
+    pub last_mounted_unix: i64,
+    /// When its end of data last moved: its last write (unix seconds; 0: never).
+    pub last_written_unix: i64,
 }
 
 impl Cartridge {
@@ -122,7 +133,8 @@ impl Cartridge {
 macro_rules! cartridge_columns {
     () => {
         "barcode, pool, state, worm, capacity_bytes, used_bytes, eod_block, next_file, \
-         calibrated, mount_count, label_epoch, cartridge_uuid"
+         calibrated, mount_count, label_epoch, cartridge_uuid, state_reason, state_by, \
+         state_unix, last_mounted_unix, last_written_unix"
     };
 }
 
@@ -141,6 +153,11 @@ struct CartridgeRow {
     mount_count: i64,
     label_epoch: i64,
     cartridge_uuid: Option<Uuid>,
+    state_reason: String,
+    state_by: String,
+    state_unix: i64,
+    last_mounted_unix: i64,
+    last_written_unix: i64,
 }
 
 impl TryFrom<CartridgeRow> for Cartridge {
@@ -161,6 +178,11 @@ impl TryFrom<CartridgeRow> for Cartridge {
             mount_count: from_db("cartridge mount_count", r.mount_count)?,
             label_epoch: from_db("cartridge label_epoch", r.label_epoch)?,
             cartridge_uuid: r.cartridge_uuid,
+            state_reason: r.state_reason,
+            state_by: r.state_by,
+            state_unix: r.state_unix,
+            last_mounted_unix: r.last_mounted_unix,
+            last_written_unix: r.last_written_unix,
             barcode: r.barcode,
         })
     }
@@ -263,6 +285,18 @@ impl Catalogue {
     /// Set the state of a cartridge. Refused: Active for a cartridge never labelled, New for
     /// one that holds live (not dead) containers.
     pub async fn set_cartridge_state(&self, barcode: &str, state: CartridgeState) -> Result<()> {
+        self.set_cartridge_state_noted(barcode, state, "", "reel")
+            .await
+    }
+
+    /// [`Self::set_cartridge_state`], recording why and who (kept until the next change).
+    pub async fn set_cartridge_state_noted(
+        &self,
+        barcode: &str,
+        state: CartridgeState,
+        reason: &str,
+        by: &str,
+    ) -> Result<()> {
         const OP: &str = "set_cartridge_state";
         let now = now_unix();
         in_write_tx!(&self.backend, OP, |tx| {
@@ -313,9 +347,15 @@ impl Catalogue {
                 }
                 _ => {}
             }
-            sqlx::query("UPDATE cartridges SET state = $1 WHERE barcode = $2")
+            sqlx::query(
+                "UPDATE cartridges SET state = $1, state_reason = $3, state_by = $4, state_unix = $5 \
+                 WHERE barcode = $2",
+            )
                 .bind(state.as_str())
                 .bind(barcode)
+                .bind(reason)
+                .bind(by)
+                .bind(now)
                 .execute(&mut *tx)
                 .await
                 .ctx(OP)?;
@@ -381,7 +421,8 @@ impl Catalogue {
     pub async fn add_mount(&self, barcode: &str) -> Result<()> {
         self.update_one(
             "add_mount",
-            "UPDATE cartridges SET mount_count = mount_count + 1, updated_unix = $1 WHERE barcode = $2",
+            "UPDATE cartridges SET mount_count = mount_count + 1, updated_unix = $1, \
+             last_mounted_unix = $1 WHERE barcode = $2",
             barcode,
         )
         .await
@@ -574,12 +615,15 @@ impl Catalogue {
                 ));
             }
             sqlx::query(
-                "UPDATE cartridges SET eod_block = $1, next_file = $2, used_bytes = $3 WHERE barcode = $4",
+                "UPDATE cartridges SET eod_block = $1, next_file = $2, used_bytes = $3, \
+                 last_written_unix = CASE WHEN eod_block <> $1 THEN $5 ELSE last_written_unix END \
+                 WHERE barcode = $4",
             )
             .bind(eod)
             .bind(file)
             .bind(used)
             .bind(barcode)
+            .bind(now_unix())
             .execute(&mut *tx)
             .await
             .ctx(OP)?;
@@ -754,6 +798,11 @@ mod tests {
                 mount_count: 0,
                 label_epoch: 0,
                 cartridge_uuid: None,
+                state_reason: String::new(),
+                state_by: String::new(),
+                state_unix: 0,
+                last_mounted_unix: 0,
+                last_written_unix: 0,
             }
         );
         assert!(c.cartridge("B00002L9").await?.ok_or("missing")?.worm);

@@ -23,8 +23,6 @@ use crate::db::{Db, now_ms};
 use crate::error::{JobsError, Result};
 use crate::on_db;
 
-/// Longest reason kept.
-pub const MAX_REASON: usize = 1000;
 /// Longest drive name accepted.
 const MAX_DRIVE_NAME: usize = 200;
 
@@ -102,26 +100,6 @@ fn check_drive_name(drive: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_reason(reason: &str) -> Result<String> {
-    let reason = reason.trim();
-    if reason.is_empty() {
-        return Err(refused(
-            "no reason given".into(),
-            "say why with --reason (it is shown to every operator and kept with the drive)",
-        ));
-    }
-    if reason.len() > MAX_REASON || reason.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(refused(
-            format!(
-                "the reason is {} bytes or holds control characters",
-                reason.len()
-            ),
-            "give one line of at most 1000 bytes",
-        ));
-    }
-    Ok(reason.to_string())
-}
-
 impl DriveStates {
     /// The states on this database.
     pub fn new(db: Db) -> DriveStates {
@@ -172,10 +150,11 @@ impl DriveStates {
     }
 
     /// Take `drive` out of service. Refused for a name no worker has seen, or without a
-    /// reason. Taking down a drive already down keeps the first time and replaces the reason.
+    /// reason ([`crate::reason::check`]). Taking down a drive already down replaces its reason,
+    /// who and when.
     pub async fn down(&self, drive: &str, reason: &str, by: &str) -> Result<DriveService> {
         check_drive_name(drive)?;
-        let reason = check_reason(reason)?;
+        let reason = crate::reason::check(reason)?;
         self.require_known(drive).await?;
         self.set(drive, Service::Down, &reason, by, false).await
     }
@@ -186,7 +165,7 @@ impl DriveStates {
         let note = if note.trim().is_empty() {
             String::new()
         } else {
-            check_reason(note)?
+            crate::reason::check(note)?
         };
         self.require_known(drive).await?;
         self.set(drive, Service::Up, &note, by, false).await
@@ -199,7 +178,10 @@ impl DriveStates {
         reason: &str,
         worker: &str,
     ) -> Result<DriveService> {
-        let reason: String = reason.chars().take(MAX_REASON).collect();
+        let mut reason = reason.to_string();
+        while reason.len() > crate::reason::MAX_REASON {
+            reason.pop();
+        }
         self.set(
             drive,
             Service::Down,
@@ -229,12 +211,12 @@ impl DriveStates {
         automatic: bool,
     ) -> Result<DriveService> {
         let now = now_ms();
-        // A repeated `down` keeps when the drive went down; any change of state restarts it.
+        // Every change (a new reason, a new who) restarts the time: what is shown is when
+        // the state as shown was set.
         let sql = "INSERT INTO reel_drive_states (drive, state, reason, by_whom, automatic, since_ms) \
                    VALUES ($1, $2, $3, $4, $5, $6) \
                    ON CONFLICT (drive) DO UPDATE SET \
-                     since_ms = CASE WHEN reel_drive_states.state = excluded.state \
-                                     THEN reel_drive_states.since_ms ELSE excluded.since_ms END, \
+                     since_ms = excluded.since_ms, \
                      state = excluded.state, reason = excluded.reason, \
                      by_whom = excluded.by_whom, automatic = excluded.automatic";
         on_db!(&self.db, |p| sqlx::query(sql)
@@ -350,9 +332,5 @@ mod tests {
         for bad in ["", "a b", "x;rm", "../x", &"d".repeat(201)] {
             assert!(check_drive_name(bad).is_err(), "{bad}");
         }
-        assert!(check_reason("  ").is_err());
-        assert!(check_reason("line\nbreak").is_err());
-        assert!(check_reason(&"r".repeat(1001)).is_err());
-        assert_eq!(check_reason(" worn heads ").unwrap(), "worn heads");
     }
 }

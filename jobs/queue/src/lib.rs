@@ -41,6 +41,7 @@ pub mod inventory;
 pub mod job;
 pub mod lease;
 pub mod mount;
+pub mod reason;
 pub mod request_detail;
 pub mod requests;
 pub mod store;

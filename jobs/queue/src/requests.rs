@@ -808,6 +808,13 @@ impl TapeRequests {
         .map_err(self.db.err("re-queueing orphaned claims"))
     }
 
+    /// The cartridges that queued read requests wait for.
+    pub async fn queued_read_barcodes(&self) -> Result<Vec<String>> {
+        let sql = "SELECT DISTINCT barcode FROM reel_tape_requests WHERE state = 'queued' AND mode = 'read' AND barcode IS NOT NULL";
+        crate::on_db!(&self.db, |p| sqlx::query_scalar(sql).fetch_all(p).await)
+            .map_err(self.db.err("listing the cartridges queued reads wait for"))
+    }
+
     /// Queued read requests of a cartridge (to re-route when it is disabled or broken).
     pub async fn queued_reads_of(&self, barcode: &str) -> Result<Vec<TapeRequest>> {
         let sql = format!(

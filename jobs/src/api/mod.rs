@@ -17,6 +17,8 @@
 //! | `PUT /v1/objects/{key}` | upload an object (streamed to the spool, then archived) |
 //! | `POST /v1/stage/{key}`, `GET /v1/objects/{key}` | recall an object to the staging area; download it (with `Range`) |
 //! | `GET /v1/library` | drives, slots, cartridges and tape queues, for the dashboard |
+//! | `GET /v1/cartridges?pool=&state=`, `GET /v1/cartridges/{barcode}` | cartridges: state and why, location, space, mounts |
+//! | `POST /v1/cartridges/{barcode}/state` | set a cartridge's state with a reason (`operate`) |
 //! | `GET /v1/drives`, `GET /v1/drives/{drive}` | drives, in service or not, and what they do |
 //! | `POST /v1/drives/{drive}/down`, `POST /v1/drives/{drive}/up` | take a drive out of service and back (`operate`) |
 //! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | health, Prometheus, OpenAPI |
@@ -28,6 +30,7 @@
 //! cost. docs/OPERATIONS.md says how to run it safely.
 
 pub mod auth;
+mod cartridges;
 mod catalog;
 mod connection;
 mod dashboard;
@@ -219,6 +222,9 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/stage/{*key}", post(objects::stage_object))
         .route("/v1/library", get(library::show))
+        .route("/v1/cartridges", get(cartridges::list))
+        .route("/v1/cartridges/{barcode}", get(cartridges::show))
+        .route("/v1/cartridges/{barcode}/state", post(cartridges::set))
         .route("/v1/drives", get(drives::list))
         .route("/v1/drives/{drive}", get(drives::show))
         .route("/v1/drives/{drive}/down", post(drives::down))

@@ -3,7 +3,7 @@
 use axum::response::Json;
 use utoipa::OpenApi;
 
-use super::{catalog, drives, jobs, library, metrics, objects};
+use super::{cartridges, catalog, drives, jobs, library, metrics, objects};
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
 #[derive(OpenApi)]
@@ -27,6 +27,9 @@ use super::{catalog, drives, jobs, library, metrics, objects};
         objects::stage_object,
         objects::get_object,
         library::show,
+        cartridges::list,
+        cartridges::show,
+        cartridges::set,
         drives::list,
         drives::show,
         drives::down,

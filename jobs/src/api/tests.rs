@@ -532,6 +532,9 @@ async fn api_openapi_names_every_route() {
         ("/v1/objects/{key}", "put"),
         ("/v1/stage/{key}", "post"),
         ("/v1/library", "get"),
+        ("/v1/cartridges", "get"),
+        ("/v1/cartridges/{barcode}", "get"),
+        ("/v1/cartridges/{barcode}/state", "post"),
         ("/v1/drives", "get"),
         ("/v1/drives/{drive}", "get"),
         ("/v1/drives/{drive}/down", "post"),
@@ -558,7 +561,8 @@ async fn api_openapi_names_every_route() {
         let uri = path
             .replace("{id}", "x")
             .replace("{key}", "k")
-            .replace("{drive}", "d-0");
+            .replace("{drive}", "d-0")
+            .replace("{barcode}", "B00001L9");
         let m = match method {
             "get" => Method::GET,
             "put" => Method::PUT,
@@ -1711,4 +1715,102 @@ async fn api_drive_requests_must_be_objects() {
         let (s, v) = call(&f, Method::POST, "/v1/drives/lib-0/up", Some(body.clone())).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
     }
+}
+
+/// Cartridges through the API: listed and shown with `read`, a state set with `operate` and a
+/// reason (recorded as the token), bad requests refused.
+#[tokio::test]
+async fn api_cartridge_states() {
+    let f = fixture().await;
+    let st = &f.state;
+    let cat = st.catalogue();
+    cat.add_cartridge("B00001L9", false, 0).await.unwrap();
+    let reader = token(st, "read", "/").await;
+    let (s, v) = call_as(st, Some(&reader), Method::GET, "/v1/cartridges", None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["cartridges"][0]["barcode"], "B00001L9", "{v}");
+    assert_eq!(v["cartridges"][0]["free_bytes"], Value::Null, "{v}");
+    let (s, v) = call_as(
+        st,
+        Some(&reader),
+        Method::GET,
+        "/v1/cartridges?state=nope",
+        None,
+    )
+    .await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "not a cartridge state");
+    let (s, v) = post(
+        st,
+        &reader,
+        "/v1/cartridges/B00001L9/state",
+        json!({"state": "broken", "reason": "x"}),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::FORBIDDEN, "operate");
+    let uri = "/v1/cartridges/B00001L9/state";
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        uri,
+        Some(json!({"state": "broken", "reason": ""})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "no reason given");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        uri,
+        Some(json!({"state": "exported", "reason": "x"})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "by hand");
+    // Never labelled: the catalogue refuses `active`.
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        uri,
+        Some(json!({"state": "active", "reason": "x"})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::CONFLICT, "never labelled");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/cartridges/NOPE01L9/state",
+        Some(json!({"state": "broken", "reason": "x"})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::NOT_FOUND, "NOPE01L9");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        uri,
+        Some(json!({"state": "broken", "reason": "dropped"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["state"].clone(), v["state_reason"].clone()),
+        (json!("broken"), json!("dropped")),
+        "{v}"
+    );
+    assert!(v["state_by"].as_str().unwrap().starts_with("token:"), "{v}");
+    let (s, v) = call(&f, Method::GET, "/v1/cartridges/B00001L9", None).await;
+    assert_eq!(
+        (s, v["state"].clone()),
+        (StatusCode::OK, json!("broken")),
+        "{v}"
+    );
+    let (s, v) = call(
+        &f,
+        Method::GET,
+        "/v1/cartridges?state=broken&pool=none",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, v["cartridges"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{v}"
+    );
 }

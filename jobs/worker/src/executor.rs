@@ -9,7 +9,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use reel_engine::catalogue::{CartridgeState, Catalogue, ContainerState, CopyLocation};
+use crate::reroute::Reroute;
+use reel_engine::catalogue::{Cartridge, CartridgeState, Catalogue, ContainerState, CopyLocation};
 use reel_engine::service::{
     HeldDrive, HeldWriteError, ServiceOptions, TapeService, recall_options,
 };
@@ -757,6 +758,26 @@ impl TapeExecutor for EngineExecutor {
                 flags: e.flags,
             })
             .collect())
+    }
+
+    async fn unmountable_among(&self, barcodes: Vec<String>) -> Result<Vec<Cartridge>> {
+        let mut out = Vec::new();
+        for b in barcodes {
+            if let Some(c) = self.catalogue().cartridge(&b).await?
+                && crate::reroute::unmountable(c.state)
+            {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn reroute(&self, r: &TapeRequest, cart: &Cartridge) -> Result<Reroute> {
+        let copies = match (CartridgeTask::of(r), request_detail::parse::<ReadDetail>(r)) {
+            (Ok(None), Ok(d)) => Some(self.catalogue().copies(&r.object_key, d.generation).await?),
+            _ => None,
+        };
+        Ok(crate::reroute::decide(r, cart, copies))
     }
 
     async fn held_elsewhere(&self) -> Result<Vec<String>> {

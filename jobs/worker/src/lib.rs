@@ -21,5 +21,6 @@ pub mod drive_metrics;
 pub mod embedded;
 pub mod executor;
 pub mod recall_copy;
+pub mod reroute;
 pub mod scheduler;
 pub mod worker;

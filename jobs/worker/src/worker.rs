@@ -26,7 +26,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::drive_metrics;
+use crate::reroute::Reroute;
 use crate::scheduler::{self, Decision, DriveState, MountTarget, Mounted, Policy};
+use reel_engine::catalogue::Cartridge;
 use reel_queue::apalis_bridge::ApalisDb;
 use reel_queue::config::Config;
 use reel_queue::db::now_ms;
@@ -123,6 +125,32 @@ pub trait TapeExecutor: Send + Sync + 'static {
     /// Default: none (this host is the library's only user).
     fn held_elsewhere(&self) -> impl Future<Output = Result<Vec<String>>> + Send {
         async { Ok(Vec::new()) }
+    }
+
+    /// Of `barcodes` (cartridges with queued reads), those no drive may mount now
+    /// ([`crate::reroute::unmountable`]). Default: none.
+    fn unmountable_among(
+        &self,
+        barcodes: Vec<String>,
+    ) -> impl Future<Output = Result<Vec<Cartridge>>> + Send {
+        async move {
+            let _ = barcodes;
+            Ok(Vec::new())
+        }
+    }
+
+    /// Where the queued read `r` of the unmountable `cart` goes instead
+    /// ([`crate::reroute::decide`]). Default: it fails with the cartridge's state.
+    fn reroute(
+        &self,
+        r: &TapeRequest,
+        cart: &Cartridge,
+    ) -> impl Future<Output = Result<Reroute>> + Send {
+        let fail = Reroute::Fail {
+            id: r.id,
+            reason: crate::reroute::why(cart),
+        };
+        async move { Ok(fail) }
     }
 
     /// The library's elements as its changer reports them now, for the dashboard
@@ -984,6 +1012,38 @@ async fn inventory_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
 }
 
 /// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs.
+/// Queued reads of cartridges no drive may mount now (disabled, broken, exported) go to another
+/// copy or fail with the cartridge's state and reason ([`crate::reroute`]).
+async fn reroute_unmountable<E: TapeExecutor>(rt: &Runtime<E>) -> Result<()> {
+    let barcodes = rt.requests.queued_read_barcodes().await?;
+    if barcodes.is_empty() {
+        return Ok(());
+    }
+    for cart in rt.executor.unmountable_among(barcodes).await? {
+        for r in rt.requests.queued_reads_of(&cart.barcode).await? {
+            match rt.executor.reroute(&r, &cart).await? {
+                Reroute::To {
+                    id,
+                    barcode,
+                    detail,
+                } => {
+                    if rt.requests.reroute(id, &barcode, None, &detail).await? {
+                        tracing::info!(request = id, key = %r.object_key, from = %cart.barcode,
+                            to = %barcode, state = %cart.state, "read re-routed to another copy");
+                    }
+                }
+                Reroute::Fail { id, reason } => {
+                    if rt.requests.fail_queued(id, &reason).await? {
+                        tracing::warn!(request = id, key = %r.object_key, %reason,
+                            "read failed: its cartridge cannot be mounted");
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
     let every = Duration::from_millis(rt.config.worker.heartbeat_ms);
     let retention = Duration::from_secs(rt.config.worker.retention_hours * 3600);
@@ -1005,6 +1065,9 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
         }
         if let Err(e) = rt.requests.release_due().await {
             tracing::warn!(error = %e, "queueing requests whose backoff passed failed");
+        }
+        if let Err(e) = reroute_unmountable(&rt).await {
+            tracing::warn!(error = %e, "re-routing reads of unmountable cartridges failed");
         }
         // Pruning is cheap but need not run every heartbeat.
         if ticks % 60 == 1 {
@@ -1514,7 +1577,8 @@ async fn drive_step<E: TapeExecutor>(
     let (progress, publisher) = batch_progress(rt, &batch);
     // A user's cancel of any job in the batch stops the batch at its next record boundary and
     // frees the drive; the cancelled job's unfinished requests are dropped, the other jobs'
-    // go back to the queue.
+    // go back to the queue. So does the drive being taken down (`reel drive down`): every
+    // unfinished request goes back to the queue, for the other drives.
     let batch_cancel = cancel.child_token();
     let jobs: std::collections::BTreeSet<String> = batch.iter().map(|r| r.job_id.clone()).collect();
     let watcher = {
@@ -1522,11 +1586,21 @@ async fn drive_step<E: TapeExecutor>(
         let jobs = jobs.clone();
         let bc = batch_cancel.clone();
         let every = rt.poll();
+        let states = rt.drive_states.clone();
+        let drive = drive.to_string();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = bc.cancelled() => return,
                     _ = tokio::time::sleep(every) => {}
+                }
+                if let Ok(s) = states.get(&drive).await
+                    && !s.is_up()
+                {
+                    tracing::info!(drive = %drive, reason = %s.reason,
+                        "the drive was taken down: stopping the batch at a record boundary");
+                    bc.cancel();
+                    return;
                 }
                 for j in &jobs {
                     if let Ok(true) = store.cancel_requested(j).await {

@@ -1,0 +1,330 @@
+//! `reel cartridge ls|show|state`: the cartridges of the catalogue as an operator reads them
+//! (pool, state and why, where the changer last saw it, used and free space, mounts, last
+//! mounted and last written), and an operator's state change with a reason. Works from the
+//! store alone, on any host, with no device plugin.
+//!
+//! An operator may set `active`, `disabled`, `broken` and `full`; `new`, `repacking` and
+//! `exported` belong to intake, repack and vaulting. A cartridge's state decides what work it
+//! gets (docs/OPERATIONS.md §2): writes pick only `active` ones; a recall that needs a
+//! `disabled`, `broken` or `exported` one reads another copy or fails with the reason
+//! (`reel_worker::reroute`, within a heartbeat of a running worker).
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use reel_engine::catalogue::{Cartridge, CartridgeState, Catalogue};
+use reel_queue::config::LoadedConfig;
+use reel_queue::error::{JobsError, Result};
+use reel_queue::{ElementView, Inventory};
+
+/// `reel cartridge …`
+#[derive(Debug, Subcommand)]
+pub enum CartridgeCommand {
+    /// Every cartridge the catalogue knows: pool, state, where it is, used and free, mounts.
+    Ls {
+        /// Only this pool's.
+        #[arg(long)]
+        pool: Option<String>,
+        /// Only cartridges in this state.
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// One cartridge, in full.
+    Show {
+        /// Its barcode.
+        barcode: String,
+    },
+    /// Set a cartridge's state: active, disabled, broken or full, with a reason.
+    State {
+        /// Its barcode.
+        barcode: String,
+        /// active, disabled, broken or full.
+        state: String,
+        /// Why (kept with the cartridge, shown to every operator and in the errors of the
+        /// recalls it stops).
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// What a cartridge command printed.
+pub struct Printed {
+    /// For `--json`.
+    pub json: Value,
+    /// For people.
+    pub text: String,
+}
+
+/// The states an operator may set.
+pub const OPERATOR_STATES: [CartridgeState; 4] = [
+    CartridgeState::Active,
+    CartridgeState::Disabled,
+    CartridgeState::Broken,
+    CartridgeState::Full,
+];
+
+fn refused(what: String, hint: &str) -> JobsError {
+    JobsError::Refused {
+        what,
+        hint: hint.into(),
+    }
+}
+
+/// The state an operator asked for, if one they may set.
+pub fn operator_state(s: &str) -> Result<CartridgeState> {
+    let state: CartridgeState = s.trim().parse().map_err(|_| {
+        refused(
+            format!("`{}` is not a cartridge state", s.escape_debug()),
+            "give one of active, disabled, broken, full",
+        )
+    })?;
+    if !OPERATOR_STATES.contains(&state) {
+        return Err(refused(
+            format!("a cartridge is not set to `{state}` by hand"),
+            "new is intake's, repacking repack's and exported the vaulting's; set active, disabled, broken or full",
+        ));
+    }
+    Ok(state)
+}
+
+/// Where the changer last saw `barcode`: `slot 3`, `drive 0`, `import_export 1`.
+fn location(elements: &[ElementView], barcode: &str) -> Option<String> {
+    elements
+        .iter()
+        .find(|e| e.barcode.as_deref() == Some(barcode))
+        .map(|e| format!("{} {}", e.kind, e.index))
+}
+
+/// A cartridge for `--json` and the API: the catalogue's record, where it is, and free space.
+pub fn view(c: &Cartridge, elements: &[ElementView]) -> Value {
+    let mut v = json!(c);
+    v["location"] = json!(location(elements, &c.barcode));
+    v["free_bytes"] = if c.capacity_bytes == 0 {
+        Value::Null
+    } else {
+        json!(c.capacity_bytes.saturating_sub(c.used_bytes))
+    };
+    v
+}
+
+fn when(unix: i64) -> String {
+    if unix == 0 {
+        return "never".into();
+    }
+    let ago = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+        - unix)
+        .max(0);
+    match ago {
+        0..60 => format!("{ago} s ago"),
+        60..3600 => format!("{} min ago", ago / 60),
+        3600..86400 => format!("{} h ago", ago / 3600),
+        _ => format!("{} d ago", ago / 86400),
+    }
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn line(c: &Cartridge, elements: &[ElementView]) -> String {
+    let free = if c.capacity_bytes == 0 {
+        "?".to_string()
+    } else {
+        gib(c.capacity_bytes.saturating_sub(c.used_bytes))
+    };
+    let mut s = format!(
+        "{:<10} {:<10} {:<9} {:<16} used {:>10} free {:>10} mounts {:>4} written {}",
+        c.barcode,
+        c.pool.as_deref().unwrap_or("-"),
+        c.state.as_str(),
+        location(elements, &c.barcode).unwrap_or_else(|| "not seen".into()),
+        gib(c.used_bytes),
+        free,
+        c.mount_count,
+        when(c.last_written_unix),
+    );
+    if !c.state_reason.is_empty() {
+        s.push_str(&format!("\n    {}: {}", c.state, c.state_reason));
+    }
+    s
+}
+
+fn detail(c: &Cartridge, elements: &[ElementView]) -> String {
+    let mut out = vec![
+        format!("barcode    {}", c.barcode),
+        format!("pool       {}", c.pool.as_deref().unwrap_or("none")),
+        format!("state      {}", c.state),
+    ];
+    if !c.state_by.is_empty() || !c.state_reason.is_empty() {
+        out.push(format!(
+            "           set by {}, {}{}",
+            if c.state_by.is_empty() {
+                "reel"
+            } else {
+                &c.state_by
+            },
+            when(c.state_unix),
+            if c.state_reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", c.state_reason)
+            }
+        ));
+    }
+    out.push(format!(
+        "location   {}",
+        location(elements, &c.barcode).unwrap_or_else(|| "not seen by the changer".into())
+    ));
+    out.push(format!(
+        "space      {} used of {}{}",
+        gib(c.used_bytes),
+        if c.capacity_bytes == 0 {
+            "an unknown capacity (read at its first mount)".to_string()
+        } else {
+            gib(c.capacity_bytes)
+        },
+        if c.worm { ", WORM" } else { "" }
+    ));
+    out.push(format!(
+        "mounts     {}, last {}",
+        c.mount_count,
+        when(c.last_mounted_unix)
+    ));
+    out.push(format!("written    {}", when(c.last_written_unix)));
+    out.push(format!(
+        "label      epoch {}{}",
+        c.label_epoch,
+        c.cartridge_uuid
+            .map(|u| format!(", uuid {u}"))
+            .unwrap_or_default()
+    ));
+    out.join("\n")
+}
+
+/// Run a cartridge command; `by` is who runs it (for the record).
+pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Result<Printed> {
+    let cat = Catalogue::open(&loaded.config.store.url).await?;
+    let db = reel_queue::db::Db::connect(&loaded.config.store.url).await?;
+    let elements = Inventory::new(db).read().await?.elements;
+    match cmd {
+        CartridgeCommand::Ls { pool, state } => {
+            let state = state
+                .map(|s| {
+                    s.trim().parse::<CartridgeState>().map_err(|_| {
+                        refused(
+                            format!("`{}` is not a cartridge state", s.escape_debug()),
+                            "new, active, disabled, full, broken, repacking, exported",
+                        )
+                    })
+                })
+                .transpose()?;
+            let all: Vec<Cartridge> = cat
+                .cartridges()
+                .await?
+                .into_iter()
+                .filter(|c| pool.is_none() || c.pool == pool)
+                .filter(|c| state.is_none_or(|s| c.state == s))
+                .collect();
+            let text = if all.is_empty() {
+                "no cartridges; take some in with `reel intake --all-new`".into()
+            } else {
+                all.iter()
+                    .map(|c| line(c, &elements))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Printed {
+                json: json!({"cartridges": all.iter().map(|c| view(c, &elements)).collect::<Vec<_>>()}),
+                text,
+            })
+        }
+        CartridgeCommand::Show { barcode } => {
+            let c = cat
+                .cartridge(&barcode)
+                .await?
+                .ok_or_else(|| unknown(&barcode))?;
+            Ok(Printed {
+                json: view(&c, &elements),
+                text: detail(&c, &elements),
+            })
+        }
+        CartridgeCommand::State {
+            barcode,
+            state,
+            reason: r,
+        } => {
+            let (before, c) = set_state(&cat, &barcode, &state, &r, by).await?;
+            let (state, r) = (c.state, c.state_reason.clone());
+            let effect = match state {
+                CartridgeState::Active => "it takes writes and reads again",
+                CartridgeState::Full => "it is read, never written again",
+                _ => {
+                    "no drive mounts it: its queued recalls read other copies or fail with this reason"
+                }
+            };
+            Ok(Printed {
+                json: view(&c, &elements),
+                text: format!("cartridge {barcode}: {before} -> {state} ({r}); {effect}"),
+            })
+        }
+    }
+}
+
+/// An operator sets `barcode`'s state (checked by [`operator_state`] and
+/// [`reel_queue::reason::check`]); returns its state before and the cartridge after.
+pub async fn set_state(
+    cat: &Catalogue,
+    barcode: &str,
+    state: &str,
+    reason: &str,
+    by: &str,
+) -> Result<(CartridgeState, Cartridge)> {
+    let state = operator_state(state)?;
+    let reason = reel_queue::reason::check(reason)?;
+    let before = cat
+        .cartridge(barcode)
+        .await?
+        .ok_or_else(|| unknown(barcode))?;
+    if before.state == CartridgeState::Exported {
+        return Err(refused(
+            format!("cartridge {barcode} is exported"),
+            "it comes back through the import/export slots, not by a state change",
+        ));
+    }
+    cat.set_cartridge_state_noted(barcode, state, &reason, by)
+        .await?;
+    let c = cat
+        .cartridge(barcode)
+        .await?
+        .ok_or_else(|| unknown(barcode))?;
+    Ok((before.state, c))
+}
+
+/// No cartridge `barcode` in the catalogue.
+pub fn unknown(barcode: &str) -> JobsError {
+    JobsError::NotFound {
+        what: format!(
+            "the catalogue has no cartridge `{}`",
+            barcode.escape_debug()
+        ),
+        hint: "`reel cartridge ls` lists them; `reel intake` takes new ones in".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operators_set_four_states() {
+        for s in ["active", "disabled", "broken", "full", " broken "] {
+            assert!(operator_state(s).is_ok(), "{s}");
+        }
+        for s in ["new", "repacking", "exported", "gone", ""] {
+            assert!(operator_state(s).is_err(), "{s}");
+        }
+    }
+}
