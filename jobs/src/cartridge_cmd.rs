@@ -228,8 +228,11 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 .filter(|c| pool.is_none() || c.pool == pool)
                 .filter(|c| state.is_none_or(|s| c.state == s))
                 .collect();
-            let text = if all.is_empty() {
-                "no cartridges; take some in with `reel intake --all-new`".into()
+            let filtered = pool.is_some() || state.is_some();
+            let text = if all.is_empty() && filtered {
+                "no cartridge matches (pools and states are matched exactly; `reel cartridge ls` lists all)".into()
+            } else if all.is_empty() {
+                "no cartridges; take some in with `reel intake`".into()
             } else {
                 all.iter()
                     .map(|c| line(c, &elements))
@@ -262,7 +265,9 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 CartridgeState::Active => "it takes writes and reads again",
                 CartridgeState::Full => "it is read, never written again",
                 _ => {
-                    "no drive mounts it: its queued recalls read other copies or fail with this reason"
+                    "a drive using it stops at the next record boundary and none mounts it for \
+                     recalls: its queued recalls read other copies or fail with this reason (a \
+                     verify of it still runs)"
                 }
             };
             Ok(Printed {

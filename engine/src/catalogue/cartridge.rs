@@ -192,6 +192,9 @@ fn rows_to_cartridges(rows: Vec<CartridgeRow>) -> Result<Vec<Cartridge>> {
     rows.into_iter().map(Cartridge::try_from).collect()
 }
 
+/// Who reel's own state changes are recorded as.
+pub const REEL: &str = "reel";
+
 /// Longest barcode accepted (LTO labels are 8 characters; some libraries report more).
 const MAX_BARCODE_LEN: usize = 32;
 
@@ -284,18 +287,36 @@ impl Catalogue {
 
     /// Set the state of a cartridge. Refused: Active for a cartridge never labelled, New for
     /// one that holds live (not dead) containers.
+    ///
+    /// This is reel's own change (by `reel`): marking a cartridge `full` (early warning, a
+    /// write error) leaves one that is `disabled`, `broken` or `exported` as it is, so an
+    /// operator's out-of-service state and its reason are never undone by a write that was
+    /// already running.
     pub async fn set_cartridge_state(&self, barcode: &str, state: CartridgeState) -> Result<()> {
-        self.set_cartridge_state_noted(barcode, state, "", "reel")
+        self.set_state_inner(barcode, state, "", REEL, state == CartridgeState::Full)
             .await
     }
 
-    /// [`Self::set_cartridge_state`], recording why and who (kept until the next change).
+    /// An operator's change of state, recording why and who (kept until the next change).
+    /// Checked as [`Self::set_cartridge_state`], and applied whatever the present state.
     pub async fn set_cartridge_state_noted(
         &self,
         barcode: &str,
         state: CartridgeState,
         reason: &str,
         by: &str,
+    ) -> Result<()> {
+        self.set_state_inner(barcode, state, reason, by, false)
+            .await
+    }
+
+    async fn set_state_inner(
+        &self,
+        barcode: &str,
+        state: CartridgeState,
+        reason: &str,
+        by: &str,
+        keep_out_of_service: bool,
     ) -> Result<()> {
         const OP: &str = "set_cartridge_state";
         let now = now_unix();
@@ -349,13 +370,14 @@ impl Catalogue {
             }
             sqlx::query(
                 "UPDATE cartridges SET state = $1, state_reason = $3, state_by = $4, state_unix = $5 \
-                 WHERE barcode = $2",
+                 WHERE barcode = $2 AND NOT ($6 AND state IN ('disabled', 'broken', 'exported'))",
             )
                 .bind(state.as_str())
                 .bind(barcode)
                 .bind(reason)
                 .bind(by)
                 .bind(now)
+                .bind(keep_out_of_service)
                 .execute(&mut *tx)
                 .await
                 .ctx(OP)?;
@@ -543,7 +565,8 @@ impl Catalogue {
                 }
                 sqlx::query(
                     "UPDATE cartridges SET pool = $1, cartridge_uuid = $2, label_epoch = $3, \
-                     state = 'active', eod_block = $4, next_file = $5, used_bytes = 0 \
+                     state = 'active', eod_block = $4, next_file = $5, used_bytes = 0, \
+                     state_reason = 'labelled', state_by = $7, state_unix = $8 \
                      WHERE barcode = $6",
                 )
                 .bind(pool)
@@ -552,6 +575,8 @@ impl Catalogue {
                 .bind(to_db("eod_block", LABELLED_EOD_BLOCK)?)
                 .bind(to_db("next_file", FIRST_CONTAINER_FILE)?)
                 .bind(barcode)
+                .bind(REEL)
+                .bind(now_unix())
                 .execute(&mut *tx)
                 .await
                 .ctx(OP)?;
@@ -942,6 +967,24 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("live containers"), "{e}");
+        // reel's own `full` (a write that hit early warning) leaves an operator's
+        // out-of-service state and reason alone; the operator's own change applies.
+        for out in [CartridgeState::Disabled, CartridgeState::Broken] {
+            c.set_cartridge_state_noted("S2", out, "leader pin", "ops")
+                .await?;
+            c.set_cartridge_state("S2", CartridgeState::Full).await?;
+            let now = c.cartridge("S2").await?.ok_or("missing")?;
+            assert_eq!(
+                (now.state, now.state_reason.as_str(), now.state_by.as_str()),
+                (out, "leader pin", "ops")
+            );
+        }
+        c.set_cartridge_state_noted("S2", CartridgeState::Full, "checked", "ops")
+            .await?;
+        assert_eq!(
+            c.cartridge("S2").await?.ok_or("missing")?.state,
+            CartridgeState::Full
+        );
         Ok(())
     }
 

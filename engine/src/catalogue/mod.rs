@@ -190,12 +190,13 @@ mod tests {
             }
             _ => return Err("no pool".into()),
         };
-        // 0001, 0003 (object metadata), 0004 (the writer lease table) and 0005 (the integrity
-        // log); PostgreSQL has one more: copies' references checked per statement (0002).
+        // 0001, 0003 (object metadata), 0004 (the writer lease table), 0005 (the integrity
+        // log) and 0006 (cartridge state notes); PostgreSQL has one more: copies' references
+        // checked per statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            5
+            6
         } else {
-            4
+            5
         };
         assert_eq!(applied, expected);
         again.close().await;

@@ -12,10 +12,31 @@ pub const MAX_REASON: usize = 1000;
 /// Whether `c` may not appear in a reason.
 fn unprintable(c: char) -> bool {
     c.is_control()
+        // Unicode's format characters (category Cf: invisible, or reordering text) and the
+        // line and paragraph separators.
         || matches!(
             c,
-            '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}' | '\u{feff}'
+            '\u{00ad}'
+                | '\u{0600}'..='\u{0605}'
+                | '\u{061c}'
+                | '\u{06dd}'
+                | '\u{070f}'
+                | '\u{0890}'..='\u{0891}'
+                | '\u{08e2}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206f}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{110bd}'
+                | '\u{110cd}'
+                | '\u{13430}'..='\u{1343f}'
+                | '\u{1bca0}'..='\u{1bca3}'
+                | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0001}'
+                | '\u{e0020}'..='\u{e007f}'
         )
 }
 
@@ -57,6 +78,12 @@ mod tests {
             "a\u{202e}b",
             "a\u{85}b",
             "a\u{1b}[31m",
+            "a\u{61c}b",
+            "a\u{200b}b",
+            "a\u{2060}b",
+            "a\u{ad}b",
+            "a\u{fff9}b",
+            "a\u{e0001}b",
         ] {
             assert!(check(bad).is_err(), "{bad:?}");
         }

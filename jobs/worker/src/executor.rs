@@ -523,11 +523,29 @@ impl TapeExecutor for EngineExecutor {
                 .best_copy(&key, obj.generation, &HashSet::new())
                 .await?
             else {
+                // Name each copy's cartridge, its state and why.
+                let mut why = Vec::new();
+                for c in self.catalogue().copies(&key, obj.generation).await? {
+                    match self.catalogue().cartridge(&c.barcode).await? {
+                        Some(k) if crate::reroute::unmountable(k.state) => {
+                            why.push(crate::reroute::why(&k))
+                        }
+                        _ => why.push(format!(
+                            "the copy on {} is {}",
+                            c.barcode,
+                            c.container_state.as_str()
+                        )),
+                    }
+                }
                 return Err(invalid(
                     "keys",
                     &key,
-                    "no readable copy: its cartridges are disabled, broken or exported; \
-                     import or enable one, then `reel jobs retry` this job",
+                    &format!(
+                        "has no readable copy ({}); bring a cartridge back into service \
+                         (`reel cartridge state BARCODE active --reason …`), then `reel jobs \
+                         retry` this job",
+                        why.join("; ")
+                    ),
                 ));
             };
             reqs.push(NewTapeRequest {
@@ -772,7 +790,7 @@ impl TapeExecutor for EngineExecutor {
         Ok(out)
     }
 
-    async fn reroute(&self, r: &TapeRequest, cart: &Cartridge) -> Result<Reroute> {
+    async fn reroute(&self, r: &TapeRequest, cart: &Cartridge) -> Result<Option<Reroute>> {
         let copies = match (CartridgeTask::of(r), request_detail::parse::<ReadDetail>(r)) {
             (Ok(None), Ok(d)) => Some(self.catalogue().copies(&r.object_key, d.generation).await?),
             _ => None,

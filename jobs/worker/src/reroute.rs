@@ -1,8 +1,9 @@
 //! Queued reads of a cartridge that cannot be mounted now (an operator disabled it or marked
 //! it broken, reel found it broken or disabled, or it was exported) are sent to another copy,
 //! or fail with the cartridge's state and reason: a recall never waits on a cartridge no drive
-//! will mount. The copy is chosen by the one policy of [`crate::recall_copy`]; a cartridge task
-//! (verify, label, rebuild) has no other copy and fails.
+//! will mount for it. The copy is chosen by the one policy of [`crate::recall_copy`]. A
+//! cartridge task (verify, label, rebuild) is about that cartridge: on a disabled or broken one
+//! it stays (a verify is how an operator checks one), on an exported one it fails.
 //!
 //! Each worker runs this pass with its maintenance (every heartbeat), so a state set by any
 //! host, the CLI or the API takes effect within a heartbeat of the next worker's.
@@ -53,26 +54,32 @@ pub fn why(cart: &Cartridge) -> String {
 }
 
 /// Decide for one queued read `r` of the unmountable `cart`, given the copies of its object
-/// in the catalogue's order (`copies`: `None` for a cartridge task, which has none).
+/// in the catalogue's order (`copies`: `None` for a cartridge task, which has none); `None`
+/// leaves it where it is.
 pub fn decide(
     r: &TapeRequest,
     cart: &Cartridge,
     copies: Option<Vec<reel_engine::catalogue::CopyLocation>>,
-) -> Reroute {
-    let fail = |extra: &str| Reroute::Fail {
-        id: r.id,
-        reason: format!("{}{extra}", why(cart)),
+) -> Option<Reroute> {
+    let fail = |extra: &str| {
+        Some(Reroute::Fail {
+            id: r.id,
+            reason: format!("{}{extra}", why(cart)),
+        })
     };
     if matches!(CartridgeTask::of(r), Ok(Some(_))) {
-        return fail("; a cartridge task runs on that cartridge only");
+        if cart.state == CartridgeState::Exported {
+            return fail("; bring it back into the library to run this task on it");
+        }
+        return None;
     }
     let detail: ReadDetail = match request_detail::parse(r) {
         Ok(d) => d,
         Err(e) => {
-            return Reroute::Fail {
+            return Some(Reroute::Fail {
                 id: r.id,
                 reason: e.to_string(),
-            };
+            });
         }
     };
     let mut bad: HashSet<String> = detail.bad_copies.iter().cloned().collect();
@@ -87,16 +94,148 @@ pub fn decide(
             );
             d.confine = detail.confine.clone();
             d.bad_copies = detail.bad_copies.clone();
-            Reroute::To {
+            Some(Reroute::To {
                 id: r.id,
                 barcode: c.barcode.clone(),
                 detail: request_detail::to_json(&d),
-            }
+            })
         }
         None => fail(&format!(
-            "and {} has no other readable copy; bring the cartridge back into service \
-             (`reel cartridge state {} active`) or restore the object from elsewhere",
+            ", and {} has no other readable copy; bring the cartridge back into service \
+             (`reel cartridge state {} active --reason …`) and retry the job, or restore the \
+             object from elsewhere",
             r.object_key, cart.barcode
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel_engine::catalogue::{ContainerState, CopyLocation};
+    use reel_engine::session::destination::Overwrite;
+    use reel_queue::mount::MountTarget;
+
+    fn cart(barcode: &str, state: CartridgeState, reason: &str) -> Cartridge {
+        Cartridge {
+            barcode: barcode.into(),
+            pool: Some("p1".into()),
+            state,
+            worm: false,
+            capacity_bytes: 0,
+            used_bytes: 0,
+            eod_block: 0,
+            next_file: 0,
+            calibrated: true,
+            mount_count: 0,
+            label_epoch: 1,
+            cartridge_uuid: None,
+            state_reason: reason.into(),
+            state_by: "ops".into(),
+            state_unix: 1,
+            last_mounted_unix: 0,
+            last_written_unix: 0,
+        }
+    }
+
+    fn copy(barcode: &str, cart: CartridgeState) -> CopyLocation {
+        CopyLocation {
+            key: "k".into(),
+            generation: 1,
+            barcode: barcode.into(),
+            cartridge_state: cart,
+            container_id: 1,
+            file_number: 1,
+            container_first_block: 2,
+            container_last_block: 3,
+            record_size: 1 << 20,
+            offset: 0,
+            length: 10,
+            sha256: [7; 32],
+            container_state: ContainerState::Verified,
+            meta: None,
+        }
+    }
+
+    fn read_of(c: &CopyLocation) -> TapeRequest {
+        let mut d = ReadDetail::of(c, "/r/k".into(), "/r".into(), Overwrite::Never);
+        d.confine = Some("/r".into());
+        TapeRequest {
+            id: 5,
+            job_id: "j".into(),
+            target: MountTarget::Read {
+                barcode: c.barcode.clone(),
+            },
+            pool: None,
+            object_key: "k".into(),
+            bytes: 10,
+            files: 1,
+            priority: 50,
+            detail: request_detail::to_json(&d),
+            state: "queued".into(),
+            claimed_by: None,
+            claim_epoch: None,
+            error: None,
+            attempts: 0,
+        }
+    }
+
+    #[test]
+    fn a_read_moves_to_the_other_copy_keeping_where_it_goes() {
+        let a = copy("A", CartridgeState::Broken);
+        let b = copy("B", CartridgeState::Full);
+        let r = read_of(&a);
+        let to = decide(
+            &r,
+            &cart("A", CartridgeState::Broken, "dropped"),
+            Some(vec![a, b]),
+        );
+        let Some(Reroute::To {
+            id,
+            barcode,
+            detail,
+        }) = to
+        else {
+            panic!("{to:?}");
+        };
+        assert_eq!((id, barcode.as_str()), (5, "B"));
+        let d: ReadDetail = serde_json::from_value(detail).unwrap();
+        assert_eq!(d.dest, std::path::PathBuf::from("/r/k"));
+        assert_eq!(d.confine, Some("/r".into()));
+        assert_eq!(d.overwrite, Overwrite::Never);
+    }
+
+    #[test]
+    fn with_no_readable_copy_it_fails_naming_the_state_and_reason() {
+        let a = copy("A", CartridgeState::Disabled);
+        let b = copy("B", CartridgeState::Exported);
+        let r = read_of(&a);
+        let out = decide(
+            &r,
+            &cart("A", CartridgeState::Disabled, "leader pin"),
+            Some(vec![a, b]),
+        );
+        let Some(Reroute::Fail { reason, .. }) = out else {
+            panic!("{out:?}");
+        };
+        assert!(
+            reason.contains("cartridge A is disabled (leader pin)"),
+            "{reason}"
+        );
+        assert!(reason.contains("no other readable copy"), "{reason}");
+        for s in [
+            CartridgeState::Disabled,
+            CartridgeState::Broken,
+            CartridgeState::Exported,
+        ] {
+            assert!(unmountable(s));
+        }
+        for s in [
+            CartridgeState::Active,
+            CartridgeState::Full,
+            CartridgeState::Repacking,
+        ] {
+            assert!(!unmountable(s));
+        }
     }
 }

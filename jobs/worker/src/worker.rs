@@ -139,18 +139,18 @@ pub trait TapeExecutor: Send + Sync + 'static {
         }
     }
 
-    /// Where the queued read `r` of the unmountable `cart` goes instead
-    /// ([`crate::reroute::decide`]). Default: it fails with the cartridge's state.
+    /// Where the queued read `r` of the unmountable `cart` goes instead, or `None` to leave
+    /// it ([`crate::reroute::decide`]). Default: it fails with the cartridge's state.
     fn reroute(
         &self,
         r: &TapeRequest,
         cart: &Cartridge,
-    ) -> impl Future<Output = Result<Reroute>> + Send {
+    ) -> impl Future<Output = Result<Option<Reroute>>> + Send {
         let fail = Reroute::Fail {
             id: r.id,
             reason: crate::reroute::why(cart),
         };
-        async move { Ok(fail) }
+        async move { Ok(Some(fail)) }
     }
 
     /// The library's elements as its changer reports them now, for the dashboard
@@ -1020,25 +1020,43 @@ async fn reroute_unmountable<E: TapeExecutor>(rt: &Runtime<E>) -> Result<()> {
         return Ok(());
     }
     for cart in rt.executor.unmountable_among(barcodes).await? {
-        for r in rt.requests.queued_reads_of(&cart.barcode).await? {
-            match rt.executor.reroute(&r, &cart).await? {
-                Reroute::To {
-                    id,
-                    barcode,
-                    detail,
-                } => {
-                    if rt.requests.reroute(id, &barcode, None, &detail).await? {
-                        tracing::info!(request = id, key = %r.object_key, from = %cart.barcode,
-                            to = %barcode, state = %cart.state, "read re-routed to another copy");
-                    }
-                }
-                Reroute::Fail { id, reason } => {
-                    if rt.requests.fail_queued(id, &reason).await? {
-                        tracing::warn!(request = id, key = %r.object_key, %reason,
-                            "read failed: its cartridge cannot be mounted");
-                    }
-                }
+        reroute_reads_off(rt, &cart).await?;
+    }
+    Ok(())
+}
+
+/// If `barcode` cannot be mounted for recalls now, move its queued recall reads off it
+/// ([`reroute_unmountable`] for one cartridge, run by a drive before it mounts or claims
+/// there). Returns whether it was unmountable.
+async fn off_unmountable<E: TapeExecutor>(rt: &Runtime<E>, barcode: &str) -> Result<bool> {
+    let out = rt
+        .executor
+        .unmountable_among(vec![barcode.to_string()])
+        .await?;
+    for cart in &out {
+        reroute_reads_off(rt, cart).await?;
+    }
+    Ok(!out.is_empty())
+}
+
+async fn reroute_reads_off<E: TapeExecutor>(rt: &Runtime<E>, cart: &Cartridge) -> Result<()> {
+    for r in rt.requests.queued_reads_of(&cart.barcode).await? {
+        match rt.executor.reroute(&r, cart).await? {
+            None => {}
+            Some(Reroute::To {
+                id,
+                barcode,
+                detail,
+            }) if rt.requests.reroute(id, &barcode, None, &detail).await? => {
+                tracing::info!(request = id, key = %r.object_key, from = %cart.barcode,
+                    to = %barcode, state = %cart.state, "read re-routed to another copy");
             }
+            Some(Reroute::Fail { id, reason }) if rt.requests.fail_queued(id, &reason).await? => {
+                tracing::warn!(request = id, key = %r.object_key, %reason,
+                    "read failed: its cartridge cannot be mounted");
+            }
+            // Claimed or changed meanwhile: left as it is.
+            Some(_) => {}
         }
     }
     Ok(())
@@ -1493,6 +1511,14 @@ async fn drive_step<E: TapeExecutor>(
                     "switching the mounted cartridge to the new mode without an unload"
                 );
             }
+            // A cartridge taken out of service since the queue was read: its recalls go to
+            // other copies first; a mount is left to what still wants it (a verify).
+            if let MountTarget::Read { barcode } = &target
+                && off_unmountable(rt, barcode).await?
+                && rt.requests.queued_reads_of(barcode).await?.is_empty()
+            {
+                return Ok(());
+            }
             tracing::info!(drive, ?target, reason, "mounting");
             drive_metrics::state(drive, "mounting");
             let mount_started = tokio::time::Instant::now();
@@ -1567,6 +1593,9 @@ async fn drive_step<E: TapeExecutor>(
     let Some(Held { barcode, .. }) = mounted.as_ref() else {
         return Ok(());
     };
+    if let MountTarget::Read { barcode } = &target {
+        off_unmountable(rt, barcode).await?;
+    }
     let batch = rt.requests.claim(&target, fence, limit).await?;
     if batch.is_empty() {
         // Another drive took the work first: wait a poll, never spin on the database.
@@ -1588,6 +1617,15 @@ async fn drive_step<E: TapeExecutor>(
         let every = rt.poll();
         let states = rt.drive_states.clone();
         let drive = drive.to_string();
+        let rt2 = Arc::clone(rt);
+        let cartridge = barcode.clone();
+        // A cartridge already out of service is read only by what still wants it (a verify);
+        // one taken out during the batch stops it, and what is left goes elsewhere.
+        let out_at_start = !rt
+            .executor
+            .unmountable_among(vec![cartridge.clone()])
+            .await?
+            .is_empty();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -1599,6 +1637,19 @@ async fn drive_step<E: TapeExecutor>(
                 {
                     tracing::info!(drive = %drive, reason = %s.reason,
                         "the drive was taken down: stopping the batch at a record boundary");
+                    bc.cancel();
+                    return;
+                }
+                if !out_at_start
+                    && let Ok(out) = rt2
+                        .executor
+                        .unmountable_among(vec![cartridge.clone()])
+                        .await
+                    && let Some(c) = out.first()
+                {
+                    tracing::info!(drive = %drive, barcode = %c.barcode, state = %c.state,
+                        reason = %c.state_reason,
+                        "the cartridge was taken out of service: stopping the batch at a record boundary");
                     bc.cancel();
                     return;
                 }
