@@ -72,7 +72,11 @@ impl Serve {
         };
         while t0.elapsed() < Duration::from_secs(60) {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            if let Some(rest) = text.split("listening on http://").nth(1) {
+            // Only a whole line: the log may be read while the line is half written (a read
+            // once gave `127.0.0.1` without its port).
+            if let Some(rest) = text.split("listening on http://").nth(1)
+                && rest.contains('\n')
+            {
                 serve.addr = rest
                     .split_whitespace()
                     .next()

@@ -132,6 +132,17 @@ impl ReadDetail {
     }
 }
 
+impl ReadDetail {
+    /// The same read from another copy (`copy`): where it goes, how it may overwrite and the
+    /// root it is confined to stay; `bad_copies` names the cartridges found bad so far.
+    pub fn from_other_copy(&self, copy: &CopyLocation, bad_copies: Vec<String>) -> ReadDetail {
+        let mut d = ReadDetail::of(copy, self.dest.clone(), self.root.clone(), self.overwrite);
+        d.confine = self.confine.clone();
+        d.bad_copies = bad_copies;
+        d
+    }
+}
+
 /// The detail of `r`, parsed whole; a detail this reel cannot read is a permanent failure of
 /// that request ([`JobsError::RequestDetail`]).
 pub fn parse<T: DeserializeOwned>(r: &TapeRequest) -> Result<T> {

@@ -1145,16 +1145,9 @@ impl TapeExecutor for EngineExecutor {
                         .await?
                     {
                         Some(c) => {
-                            let mut d = ReadDetail::of(
-                                &c,
-                                detail.dest.clone(),
-                                detail.root.clone(),
-                                detail.overwrite,
-                            );
-                            d.confine = detail.confine.clone();
-                            d.bad_copies = bad.iter().cloned().collect();
-                            d.bad_copies.sort();
-                            let d = request_detail::to_json(&d);
+                            let mut bad: Vec<String> = bad.iter().cloned().collect();
+                            bad.sort();
+                            let d = request_detail::to_json(&detail.from_other_copy(&c, bad));
                             out.reroute.push((r.id, c.barcode.clone(), None, d));
                         }
                         // No other copy: read this one again after the backoff (a new

@@ -30,10 +30,11 @@ pub fn choose(copies: Vec<CopyLocation>, bad: &HashSet<String>) -> Option<CopyLo
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn copy(barcode: &str, cart: CartridgeState, cont: ContainerState) -> CopyLocation {
+    /// A copy of `k` on `barcode` (also for the re-route tests).
+    pub(crate) fn copy(barcode: &str, cart: CartridgeState, cont: ContainerState) -> CopyLocation {
         CopyLocation {
             key: "k".into(),
             generation: 1,

@@ -86,14 +86,7 @@ pub fn decide(
     bad.insert(cart.barcode.clone());
     match copies.and_then(|c| crate::recall_copy::choose(c, &bad)) {
         Some(c) => {
-            let mut d = ReadDetail::of(
-                &c,
-                detail.dest.clone(),
-                detail.root.clone(),
-                detail.overwrite,
-            );
-            d.confine = detail.confine.clone();
-            d.bad_copies = detail.bad_copies.clone();
+            let d = detail.from_other_copy(&c, detail.bad_copies.clone());
             Some(Reroute::To {
                 id: r.id,
                 barcode: c.barcode.clone(),
@@ -139,22 +132,7 @@ mod tests {
     }
 
     fn copy(barcode: &str, cart: CartridgeState) -> CopyLocation {
-        CopyLocation {
-            key: "k".into(),
-            generation: 1,
-            barcode: barcode.into(),
-            cartridge_state: cart,
-            container_id: 1,
-            file_number: 1,
-            container_first_block: 2,
-            container_last_block: 3,
-            record_size: 1 << 20,
-            offset: 0,
-            length: 10,
-            sha256: [7; 32],
-            container_state: ContainerState::Verified,
-            meta: None,
-        }
+        crate::recall_copy::tests::copy(barcode, cart, ContainerState::Verified)
     }
 
     fn read_of(c: &CopyLocation) -> TapeRequest {

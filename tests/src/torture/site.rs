@@ -218,7 +218,10 @@ impl Site {
         let t0 = std::time::Instant::now();
         while t0.elapsed() < Duration::from_secs(60) {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            if let Some(rest) = text.split("listening on http://").nth(1) {
+            // Only a whole line (the log may be read while the line is half written).
+            if let Some(rest) = text.split("listening on http://").nth(1)
+                && rest.contains('\n')
+            {
                 let addr = rest
                     .split_whitespace()
                     .next()
