@@ -10,7 +10,9 @@
 //! (`reel_worker::reroute`, within a heartbeat of a running worker).
 
 use clap::Subcommand;
+use serde::Serialize;
 use serde_json::{Value, json};
+use utoipa::ToSchema;
 
 use reel_engine::catalogue::{Cartridge, CartridgeState, Catalogue};
 use reel_queue::config::LoadedConfig;
@@ -88,7 +90,7 @@ pub fn operator_state(s: &str) -> Result<CartridgeState> {
 }
 
 /// Where the changer last saw `barcode`: `slot 3`, `drive 0`, `import_export 1`.
-fn location(elements: &[ElementView], barcode: &str) -> Option<String> {
+pub fn location(elements: &[ElementView], barcode: &str) -> Option<String> {
     elements
         .iter()
         .find(|e| e.barcode.as_deref() == Some(barcode))
@@ -96,44 +98,71 @@ fn location(elements: &[ElementView], barcode: &str) -> Option<String> {
 }
 
 /// A cartridge for `--json` and the API: the catalogue's record, where it is, and free space.
-pub fn view(c: &Cartridge, elements: &[ElementView]) -> Value {
-    let mut v = json!(c);
-    v["location"] = json!(location(elements, &c.barcode));
-    v["free_bytes"] = if c.capacity_bytes == 0 {
-        Value::Null
-    } else {
-        json!(c.capacity_bytes.saturating_sub(c.used_bytes))
-    };
-    v
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct CartridgeDetail {
+    /// Barcode.
+    pub barcode: String,
+    /// Pool (none until labelled into one).
+    pub pool: Option<String>,
+    /// new, active, disabled, full, broken, repacking or exported.
+    pub state: String,
+    /// Why it is in its state (empty when no one said).
+    pub state_reason: String,
+    /// Who set it: an OS user, `token:ID (NAME)`, or `reel`.
+    pub state_by: String,
+    /// When (unix seconds; 0: not recorded).
+    pub state_unix: i64,
+    /// Where the changer last saw it (`slot 3`, `drive 0`), or none.
+    pub location: Option<String>,
+    /// Bytes written.
+    pub used_bytes: u64,
+    /// Capacity as the drive reported it (0: not known yet).
+    pub capacity_bytes: u64,
+    /// Capacity less used; none while the capacity is not known.
+    pub free_bytes: Option<u64>,
+    /// Write-once.
+    pub worm: bool,
+    /// Times reel mounted it.
+    pub mount_count: u64,
+    /// Last mounted (unix seconds; 0: never).
+    pub last_mounted_unix: i64,
+    /// Last written (unix seconds; 0: never).
+    pub last_written_unix: i64,
 }
 
+impl CartridgeDetail {
+    /// `c` as the catalogue has it, with where the changer last saw it.
+    pub fn of(c: Cartridge, elements: &[ElementView]) -> CartridgeDetail {
+        CartridgeDetail {
+            location: location(elements, &c.barcode),
+            free_bytes: (c.capacity_bytes > 0)
+                .then(|| c.capacity_bytes.saturating_sub(c.used_bytes)),
+            barcode: c.barcode,
+            pool: c.pool,
+            state: c.state.as_str().into(),
+            state_reason: c.state_reason,
+            state_by: c.state_by,
+            state_unix: c.state_unix,
+            used_bytes: c.used_bytes,
+            capacity_bytes: c.capacity_bytes,
+            worm: c.worm,
+            mount_count: c.mount_count,
+            last_mounted_unix: c.last_mounted_unix,
+            last_written_unix: c.last_written_unix,
+        }
+    }
+}
+
+/// How long ago a unix time in seconds was (`never` for 0).
 fn when(unix: i64) -> String {
-    if unix == 0 {
-        return "never".into();
-    }
-    let ago = (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-        - unix)
-        .max(0);
-    match ago {
-        0..60 => format!("{ago} s ago"),
-        60..3600 => format!("{} min ago", ago / 60),
-        3600..86400 => format!("{} h ago", ago / 3600),
-        _ => format!("{} d ago", ago / 86400),
-    }
-}
-
-fn gib(b: u64) -> String {
-    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    crate::text::ago_ms(unix.saturating_mul(1000))
 }
 
 fn line(c: &Cartridge, elements: &[ElementView]) -> String {
     let free = if c.capacity_bytes == 0 {
         "?".to_string()
     } else {
-        gib(c.capacity_bytes.saturating_sub(c.used_bytes))
+        crate::text::human_bytes(c.capacity_bytes.saturating_sub(c.used_bytes))
     };
     let mut s = format!(
         "{:<10} {:<10} {:<9} {:<16} used {:>10} free {:>10} mounts {:>4} written {}",
@@ -141,7 +170,7 @@ fn line(c: &Cartridge, elements: &[ElementView]) -> String {
         c.pool.as_deref().unwrap_or("-"),
         c.state.as_str(),
         location(elements, &c.barcode).unwrap_or_else(|| "not seen".into()),
-        gib(c.used_bytes),
+        crate::text::human_bytes(c.used_bytes),
         free,
         c.mount_count,
         when(c.last_written_unix),
@@ -180,11 +209,11 @@ fn detail(c: &Cartridge, elements: &[ElementView]) -> String {
     ));
     out.push(format!(
         "space      {} used of {}{}",
-        gib(c.used_bytes),
+        crate::text::human_bytes(c.used_bytes),
         if c.capacity_bytes == 0 {
             "an unknown capacity (read at its first mount)".to_string()
         } else {
-            gib(c.capacity_bytes)
+            crate::text::human_bytes(c.capacity_bytes)
         },
         if c.worm { ", WORM" } else { "" }
     ));
@@ -240,7 +269,7 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                     .join("\n")
             };
             Ok(Printed {
-                json: json!({"cartridges": all.iter().map(|c| view(c, &elements)).collect::<Vec<_>>()}),
+                json: json!({"cartridges": all.iter().map(|c| json!(CartridgeDetail::of(c.clone(), &elements))).collect::<Vec<_>>()}),
                 text,
             })
         }
@@ -250,7 +279,7 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 .await?
                 .ok_or_else(|| unknown(&barcode))?;
             Ok(Printed {
-                json: view(&c, &elements),
+                json: json!(CartridgeDetail::of(c.clone(), &elements)),
                 text: detail(&c, &elements),
             })
         }
@@ -271,7 +300,7 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 }
             };
             Ok(Printed {
-                json: view(&c, &elements),
+                json: json!(CartridgeDetail::of(c.clone(), &elements)),
                 text: format!("cartridge {barcode}: {before} -> {state} ({r}); {effect}"),
             })
         }

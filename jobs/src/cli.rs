@@ -6,6 +6,8 @@
 use reel_engine::session::destination::Overwrite;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use crate::text::human_bytes;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -931,21 +933,6 @@ async fn submit(
         ),
         status: 0,
     })
-}
-
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 fn job_line(r: &JobRecord) -> String {

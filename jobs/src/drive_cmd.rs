@@ -162,16 +162,12 @@ pub async fn views(db: &Db) -> Result<Vec<DriveView>> {
         .collect())
 }
 
+/// When a state was set; nothing for a drive never set.
 fn since(ms: i64) -> String {
     if ms == 0 {
-        return String::new();
-    }
-    let ago = (reel_queue::db::now_ms() - ms).max(0) / 1000;
-    match ago {
-        0..60 => format!("{ago} s ago"),
-        60..3600 => format!("{} min ago", ago / 60),
-        3600..86400 => format!("{} h ago", ago / 3600),
-        _ => format!("{} d ago", ago / 86400),
+        String::new()
+    } else {
+        crate::text::ago_ms(ms)
     }
 }
 

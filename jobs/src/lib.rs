@@ -22,5 +22,6 @@ pub mod drive_cmd;
 pub mod logging;
 pub mod manpage;
 pub mod plugin_cmd;
+pub mod text;
 
 pub use reel_queue::{JobsError, Result};

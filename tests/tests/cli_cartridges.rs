@@ -291,20 +291,22 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
             d,
             &["recall", "c/f0.bin", "--to", dst.path().to_str().unwrap()],
         );
-        if code == 0 {
-            let id = job_id(&v);
-            let (code, v, err) = reel(d, &["jobs", "wait", &id, "--timeout", "120"]);
-            assert_ne!(code, 0, "a recall with no readable copy succeeded: {v}");
-            let text = format!("{v} {err} {}", show_job(d, &id));
-            assert!(
-                text.contains("no readable copy")
-                    || text.contains("is broken")
-                    || text.contains("is disabled"),
-                "{text}"
-            );
-        } else {
-            assert!(err.contains("copy") || err.contains("broken"), "{err}");
-        }
+        // Submitted (planning is the worker's), then failed by the planner naming each copy's
+        // cartridge, its state and its reason.
+        assert_eq!(code, 0, "{v} {err}");
+        let id = job_id(&v);
+        let (code, v, err) = reel(d, &["jobs", "wait", &id, "--timeout", "120"]);
+        assert_ne!(code, 0, "a recall with no readable copy succeeded: {v}");
+        let text = format!("{v} {err} {}", show_job(d, &id));
+        assert!(text.contains("no readable copy"), "{text}");
+        assert!(
+            text.contains(&format!("cartridge {p1} is disabled (leader pin loose)")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("cartridge {p2} is broken (tape snapped)")),
+            "{text}"
+        );
         // And the other object recalls from the new p1 cartridge.
         let (code, v) = run_job(
             d,

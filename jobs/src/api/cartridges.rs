@@ -12,69 +12,11 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
-use crate::cartridge_cmd::{set_state, unknown};
-use reel_engine::catalogue::{Cartridge, CartridgeState};
+use crate::cartridge_cmd::{CartridgeDetail, set_state, unknown};
+use reel_engine::catalogue::CartridgeState;
 use reel_queue::error::JobsError;
 use reel_queue::token::Scope;
 use reel_queue::{ElementView, Inventory};
-
-/// A cartridge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct CartridgeDetail {
-    /// Barcode.
-    pub barcode: String,
-    /// Pool (none until labelled into one).
-    pub pool: Option<String>,
-    /// new, active, disabled, full, broken, repacking or exported.
-    pub state: String,
-    /// Why it is in its state (empty when no one said).
-    pub state_reason: String,
-    /// Who set it: an OS user, `token:ID (NAME)`, or `reel`.
-    pub state_by: String,
-    /// When (unix seconds; 0: not recorded).
-    pub state_unix: i64,
-    /// Where the changer last saw it (`slot 3`, `drive 0`), or none.
-    pub location: Option<String>,
-    /// Bytes written.
-    pub used_bytes: u64,
-    /// Capacity as the drive reported it (0: not known yet).
-    pub capacity_bytes: u64,
-    /// Capacity less used; none while the capacity is not known.
-    pub free_bytes: Option<u64>,
-    /// Write-once.
-    pub worm: bool,
-    /// Times reel mounted it.
-    pub mount_count: u64,
-    /// Last mounted (unix seconds; 0: never).
-    pub last_mounted_unix: i64,
-    /// Last written (unix seconds; 0: never).
-    pub last_written_unix: i64,
-}
-
-impl CartridgeDetail {
-    fn of(c: Cartridge, elements: &[ElementView]) -> CartridgeDetail {
-        CartridgeDetail {
-            location: elements
-                .iter()
-                .find(|e| e.barcode.as_deref() == Some(c.barcode.as_str()))
-                .map(|e| format!("{} {}", e.kind, e.index)),
-            free_bytes: (c.capacity_bytes > 0)
-                .then(|| c.capacity_bytes.saturating_sub(c.used_bytes)),
-            barcode: c.barcode,
-            pool: c.pool,
-            state: c.state.as_str().into(),
-            state_reason: c.state_reason,
-            state_by: c.state_by,
-            state_unix: c.state_unix,
-            used_bytes: c.used_bytes,
-            capacity_bytes: c.capacity_bytes,
-            worm: c.worm,
-            mount_count: c.mount_count,
-            last_mounted_unix: c.last_mounted_unix,
-            last_written_unix: c.last_written_unix,
-        }
-    }
-}
 
 /// The cartridges, by barcode.
 #[derive(Debug, Clone, Serialize, ToSchema)]

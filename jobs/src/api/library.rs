@@ -195,13 +195,7 @@ pub(super) async fn show(
             d.down = Some(format!("{} (by {})", s.reason, s.by));
         }
     }
-    let location = |barcode: &str| {
-        inventory
-            .elements
-            .iter()
-            .find(|e| e.barcode.as_deref() == Some(barcode))
-            .map(|e| format!("{} {}", e.kind, e.index))
-    };
+    let location = |barcode: &str| crate::cartridge_cmd::location(&inventory.elements, barcode);
     let mut cartridges: Vec<CartridgeView> = cartridges
         .into_iter()
         .map(|c| CartridgeView {

@@ -1593,9 +1593,9 @@ async fn drive_step<E: TapeExecutor>(
     let Some(Held { barcode, .. }) = mounted.as_ref() else {
         return Ok(());
     };
-    if let MountTarget::Read { barcode } = &target {
-        off_unmountable(rt, barcode).await?;
-    }
+    // The cartridge's recalls leave it if it was taken out of service (also since the mount
+    // above); a batch on one already out of service (a verify) is not stopped for it.
+    let out_at_start = off_unmountable(rt, barcode).await?;
     let batch = rt.requests.claim(&target, fence, limit).await?;
     if batch.is_empty() {
         // Another drive took the work first: wait a poll, never spin on the database.
@@ -1619,13 +1619,8 @@ async fn drive_step<E: TapeExecutor>(
         let drive = drive.to_string();
         let rt2 = Arc::clone(rt);
         let cartridge = barcode.clone();
-        // A cartridge already out of service is read only by what still wants it (a verify);
-        // one taken out during the batch stops it, and what is left goes elsewhere.
-        let out_at_start = !rt
-            .executor
-            .unmountable_among(vec![cartridge.clone()])
-            .await?
-            .is_empty();
+        // A cartridge taken out of service during the batch stops it; what is left goes
+        // elsewhere.
         tokio::spawn(async move {
             loop {
                 tokio::select! {
