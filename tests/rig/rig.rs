@@ -222,6 +222,30 @@ impl Rig {
         );
     }
 
+    /// Give drive LUN `lun` (1 or 2) the serial number `serial` (VPD 80h, and the changer's
+    /// identifier of its element), as a library whose serials are ambiguous would have.
+    pub fn set_drive_serial(&self, lun: u32, serial: &str) {
+        let out = Command::new("tgtadm")
+            .args(["-C", &self.cn, "--lld", "iscsi", "--mode", "logicalunit"])
+            .args([
+                "--op",
+                "update",
+                "--tid",
+                "1",
+                "--lun",
+                &lun.to_string(),
+                "--params",
+            ])
+            .arg(format!("scsi_sn={serial}"))
+            .output()
+            .expect("run tgtadm");
+        assert!(
+            out.status.success(),
+            "tgtadm scsi_sn {lun}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The directory holding tgtd's log and the cartridge images.
     pub fn dir(&self) -> &Path {
         self.dir.path()

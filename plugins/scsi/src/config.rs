@@ -12,6 +12,11 @@
 //! Device addresses: `iscsi://HOST:PORT/TARGET-IQN/LUN`, `sg:/dev/sgN` (or `/dev/sgN`), or
 //! `serial=SERIAL`: the `/dev/sg*` node whose VPD page 80h carries that serial number, found
 //! when the library is opened. `drives=` lists the drives, drive 0 first.
+//!
+//! Each configured drive is tied to the changer's drive element that reports its serial
+//! number. Where the changer's identifiers cannot tell the drives apart (tgt copies only the
+//! first 10 bytes of a serial into the element's device identifier), `drive_elements=E,E` ties
+//! them explicitly: the changer element address of each `drives=` entry, in the same order.
 
 use std::time::Duration;
 
@@ -36,6 +41,9 @@ pub struct Config {
     pub changer: Option<String>,
     /// Drive addresses.
     pub drives: Vec<String>,
+    /// The changer's drive element address of each entry of `drives`, in the same order,
+    /// when given (`drive_elements=`): ties them without matching serials.
+    pub drive_elements: Vec<u16>,
     /// Timeout overrides, seconds.
     pub timeouts: Vec<(Class, u64)>,
     /// LBP mode set on every drive at open and after each load.
@@ -55,6 +63,7 @@ impl Default for Config {
         Config {
             changer: None,
             drives: Vec::new(),
+            drive_elements: Vec::new(),
             timeouts: Vec::new(),
             lbp: LbpMode::Off,
             initiator: "iqn.2026-11.org.reel:initiator".to_string(),
@@ -129,6 +138,21 @@ impl Config {
                         .map(|d| check_address(entry, d))
                         .collect::<Result<_, _>>()?;
                 }
+                "drive_elements" => {
+                    c.drive_elements = config::list(value)
+                        .map(|e| {
+                            e.trim().parse::<u16>().map_err(|_| {
+                                err(
+                                    entry,
+                                    format!(
+                                        "`{}` is not an element address; give the changer's drive element address (0..65535) of each drives= entry, in the same order",
+                                        e.trim()
+                                    ),
+                                )
+                            })
+                        })
+                        .collect::<Result<_, _>>()?;
+                }
                 "drive" => {
                     return Err(err(
                         entry,
@@ -185,12 +209,46 @@ impl Config {
                         return Err(err(
                             entry,
                             format!(
-                                "unknown key; known: changer, drives, lbp, initiator, unit_attention_retries, not_ready_wait, poll_ms, initialize_element_status, lto, timeout.{{{}}}",
+                                "unknown key; known: changer, drives, drive_elements, lbp, initiator, unit_attention_retries, not_ready_wait, poll_ms, initialize_element_status, lto, timeout.{{{}}}",
                                 keys.join(",")
                             ),
                         ));
                     }
                 },
+            }
+        }
+        if !c.drive_elements.is_empty() {
+            let entry = format!(
+                "drive_elements={}",
+                c.drive_elements
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            if c.changer.is_none() {
+                return Err(err(
+                    &entry,
+                    "drive elements are a changer's: give changer=ADDRESS too, or drop drive_elements=",
+                ));
+            }
+            if c.drive_elements.len() != c.drives.len() {
+                return Err(err(
+                    &entry,
+                    format!(
+                        "{} element(s) for {} drive(s): give one element address per drives= entry, in the same order",
+                        c.drive_elements.len(),
+                        c.drives.len()
+                    ),
+                ));
+            }
+            let mut seen = c.drive_elements.clone();
+            seen.sort_unstable();
+            if seen.windows(2).any(|w| w[0] == w[1]) {
+                return Err(err(
+                    &entry,
+                    "an element is named twice: each drive has its own element",
+                ));
             }
         }
         if c.changer.is_none() && c.drives.is_empty() {
@@ -247,6 +305,22 @@ mod tests {
             ("drives=serial=", "not a device address"),
             ("drives=serial:DRV1", "serial=SERIAL"),
             ("drive=/dev/sg1", "drives=ADDRESS,ADDRESS"),
+            (
+                "drives=sg:/dev/sg1\ndrive_elements=256",
+                "give changer=ADDRESS too",
+            ),
+            (
+                "changer=sg:/dev/sg0\ndrives=sg:/dev/sg1,sg:/dev/sg2\ndrive_elements=256",
+                "one element address per drives= entry",
+            ),
+            (
+                "changer=sg:/dev/sg0\ndrives=sg:/dev/sg1,sg:/dev/sg2\ndrive_elements=256,256",
+                "named twice",
+            ),
+            (
+                "changer=sg:/dev/sg0\ndrives=sg:/dev/sg1\ndrive_elements=0x100",
+                "not an element address",
+            ),
         ] {
             let e = Config::parse(bad).unwrap_err().to_string();
             assert!(e.contains(hint), "{bad}: {e}");

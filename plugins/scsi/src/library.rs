@@ -31,6 +31,8 @@ pub struct DriveEntry {
     pub address: Option<String>,
     /// Serial number (VPD 80h), when known.
     pub serial: Option<String>,
+    /// Why no device is tied to the element, when none is.
+    pub unmatched: Option<String>,
 }
 
 /// A library: optional changer plus drives.
@@ -86,6 +88,51 @@ pub fn assign_drives(elements: &[ElementStatus], serials: &[String]) -> Vec<Opti
     out
 }
 
+/// Tie drive elements to configured drives as `drive_elements=` says: `wanted[i]` is the
+/// element of drive `i`. Every named element must be one of the changer's drive elements.
+pub fn tie_drives(elements: &[ElementStatus], wanted: &[u16]) -> Result<Vec<Option<usize>>, Fault> {
+    for w in wanted {
+        if !elements.iter().any(|e| e.address == *w) {
+            return Err(Fault::invalid(format!(
+                "drive_elements= names element {w}, which is not a drive element of the changer; its drive elements are {}",
+                elements
+                    .iter()
+                    .map(|e| e.address.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    Ok(elements
+        .iter()
+        .map(|e| wanted.iter().position(|w| *w == e.address))
+        .collect())
+}
+
+/// Why the drive element `e` got no configured drive, and what to do.
+fn unmatched_reason(e: &ElementStatus, serials: &[String]) -> String {
+    match e.drive_serial() {
+        None => "the changer reports no identifier for it; add its address to drives= and tie it with drive_elements= (one element address per drives= entry, same order)".to_string(),
+        Some(id) => {
+            let matching: Vec<&str> = serials
+                .iter()
+                .filter(|s| s.starts_with(id.as_str()))
+                .map(String::as_str)
+                .collect();
+            match matching.len() {
+                0 => format!(
+                    "the changer reports serial `{id}` for it and no configured drive has it (configured: {}); add its address to drives=, or tie drives to elements with drive_elements=",
+                    if serials.is_empty() { "none".to_string() } else { serials.join(", ") }
+                ),
+                _ => format!(
+                    "the changer reports `{id}` for it, which does not tell apart the configured drives {}; tie each drive to its element with drive_elements= (one element address per drives= entry, same order)",
+                    matching.join(", ")
+                ),
+            }
+        }
+    }
+}
+
 impl ScsiLibrary {
     /// The drives in index order.
     pub fn drives(&self) -> &[DriveEntry] {
@@ -127,12 +174,18 @@ impl ScsiLibrary {
         match lib.changer.as_mut() {
             Some(c) => {
                 let elements = c.status(element::TYPE_DATA_TRANSFER)?;
-                let map = assign_drives(&elements, &serials);
+                let map = if lib.cfg.drive_elements.is_empty() {
+                    assign_drives(&elements, &serials)
+                } else {
+                    tie_drives(&elements, &lib.cfg.drive_elements)?
+                };
                 for (e, d) in elements.iter().zip(&map) {
+                    let unmatched = d.is_none().then(|| unmatched_reason(e, &serials));
                     lib.drives.push(DriveEntry {
                         element: Some(e.address),
                         address: d.map(|d| probed[d].0.clone()),
                         serial: d.map(|d| probed[d].1.clone()),
+                        unmatched,
                     });
                     if d.is_none() {
                         tracing::warn!(element = e.address, id = %e.device_id, "drive element has no configured drive (or its serial cannot be matched)");
@@ -145,6 +198,7 @@ impl ScsiLibrary {
                             element: None,
                             address: Some(addr.clone()),
                             serial: Some(serial.clone()),
+                            unmatched: None,
                         });
                     }
                 }
@@ -156,6 +210,7 @@ impl ScsiLibrary {
                         element: None,
                         address: Some(a),
                         serial: Some(s),
+                        unmatched: None,
                     })
                     .collect();
             }
@@ -317,8 +372,11 @@ impl Library for ScsiLibrary {
         })?;
         let Some(address) = entry.address else {
             return Err(Fault::invalid(format!(
-                "drive {index} (element {}) has no device: add its address to drives= in the plugin config, or check that the changer's DVCID serial matches a configured drive",
-                entry.element.map_or("?".to_string(), |e| e.to_string())
+                "drive {index} (element {}) has no device: {}",
+                entry.element.map_or("?".to_string(), |e| e.to_string()),
+                entry.unmatched.as_deref().unwrap_or(
+                    "add its address to drives= in the plugin config, and tie it with drive_elements="
+                )
             )));
         };
         let dev = ScsiDevice::open(&self.cfg, &address)?;
@@ -387,6 +445,28 @@ mod tests {
             assign_drives(&e, &s(&["DRV0000001", "DRV0000002", "XYZ"])),
             vec![Some(0), Some(1)]
         );
+    }
+
+    #[test]
+    fn drive_elements_tie_what_serials_cannot() {
+        // tgt: serials sharing their first 10 bytes leave the changer's ids identical.
+        let e = [drive_el(256, "SIMDRV0000"), drive_el(257, "SIMDRV0000")];
+        let serials = s(&["SIMDRV0000A", "SIMDRV0000B"]);
+        assert_eq!(assign_drives(&e, &serials), vec![None, None]);
+        let why = unmatched_reason(&e[0], &serials);
+        assert!(
+            why.contains("does not tell apart") && why.contains("drive_elements="),
+            "{why}"
+        );
+        // Configured in the other order: drive 0 is element 257.
+        assert_eq!(tie_drives(&e, &[257, 256]).unwrap(), vec![Some(1), Some(0)]);
+        let bad = tie_drives(&e, &[256, 300]).unwrap_err().to_string();
+        assert!(
+            bad.contains("element 300") && bad.contains("256, 257"),
+            "{bad}"
+        );
+        let none = unmatched_reason(&drive_el(258, "OTHER00001"), &serials);
+        assert!(none.contains("no configured drive has it"), "{none}");
     }
 
     #[test]

@@ -262,4 +262,41 @@ fn tgt_library() {
     changer_inventory_and_moves(&rig, &p);
     records_on_drive_two(&rig, &p);
     contract_kit(&rig, &p);
+    ambiguous_serials_need_drive_elements(&rig, &p);
+}
+
+/// tgt copies only the first 10 bytes of a drive's serial into the changer's identifier of
+/// its element: drives whose serials share them cannot be told apart. The plugin refuses to
+/// guess, says so, and `drive_elements=` ties them.
+fn ambiguous_serials_need_drive_elements(rig: &Rig, p: &Arc<Plugin>) {
+    rig.set_drive_serial(1, "SAMEPREFIX01");
+    rig.set_drive_serial(2, "SAMEPREFIX02");
+    let mut lib = LibraryHandle::open(p, &rig.config()).expect("library_open");
+    let e = lib.open_drive(0).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("does not tell apart") && e.contains("drive_elements="),
+        "{e}"
+    );
+    drop(lib);
+    // Tied explicitly: drive 0 is element 256, which the rig serves as LUN 1.
+    let config = format!("{}\ndrive_elements=256,257", rig.config());
+    let mut lib = LibraryHandle::open(p, &config).expect("library_open with drive_elements");
+    let drives: serde_json::Value =
+        serde_json::from_str(&lib.control(r#"{"op":"drives"}"#).expect("control drives"))
+            .expect("json");
+    assert_eq!(drives[0]["element"], 256);
+    assert_eq!(drives[0]["serial"], "SAMEPREFIX01");
+    assert_eq!(drives[1]["serial"], "SAMEPREFIX02");
+    let mut d0 = lib.open_drive(0).expect("open drive 0");
+    assert_eq!(d0.info().expect("info").serial, "SAMEPREFIX01");
+    drop(d0);
+    // An element the changer does not have is refused when the library is opened.
+    let wrong = format!("{}\ndrive_elements=256,999", rig.config());
+    let e = LibraryHandle::open(p, &wrong)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("element 999") && e.contains("256, 257"), "{e}");
+    rig.set_drive_serial(1, "DRV0000001");
+    rig.set_drive_serial(2, "DRV0000002");
 }
