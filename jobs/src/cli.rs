@@ -37,6 +37,10 @@ pub struct Cli {
     /// Machine-readable output (one JSON document on stdout).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Log more on stderr: -v info, -vv debug, -vvv trace (commands log warnings and errors
+    /// only by default; `REEL_LOG` overrides both).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -68,6 +72,9 @@ pub enum Command {
     /// The cartridges: list them with their space and state, set a state with a reason.
     #[command(subcommand)]
     Cartridge(crate::cartridge_cmd::CartridgeCommand),
+    /// The tape queues: what waits for each cartridge and pool, and why.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Run a worker: job handlers and drive loops for this host.
     Worker,
     /// Run the whole thing on the simulator in the data dir: archive, recall, verify, summary.
@@ -85,6 +92,32 @@ pub enum Command {
     Man {
         /// Where to write them.
         dir: PathBuf,
+    },
+}
+
+/// `reel queue …`
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Every queue (one cartridge's reads, one pool's writes, over all jobs): files, bytes,
+    /// oldest age, priority, and the rule that holds it (mount threshold, drive cap, a drive
+    /// down, a cartridge out of service…) or the drives serving it.
+    Ls,
+}
+
+/// `reel jobs failed …`
+#[derive(Debug, Subcommand)]
+pub enum FailedCommand {
+    /// Queue a failed job's failed requests again (as `reel jobs retry`).
+    Retry {
+        /// Job ids (or their first characters).
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Drop a failed job's failures from this list: they stay with the job (`reel jobs show`).
+    Drop {
+        /// Job ids (or their first characters).
+        #[arg(required = true)]
+        ids: Vec<String>,
     },
 }
 
@@ -130,6 +163,17 @@ impl Command {
         match self {
             Command::Worker | Command::Serve(_) => "warn,reel_jobs=info,reel_engine=info",
             _ => "warn",
+        }
+    }
+
+    /// The log filter for `-v` given `verbose` times: the command's default, then info, debug
+    /// and trace for reel's own crates (`REEL_LOG` still overrides it).
+    pub fn log_filter(&self, verbose: u8) -> &'static str {
+        match verbose {
+            0 => self.default_log_filter(),
+            1 => "warn,reel_jobs=info,reel_engine=info,reel_worker=info,reel_queue=info",
+            2 => "info,reel_jobs=debug,reel_engine=debug,reel_worker=debug,reel_queue=debug",
+            _ => "debug,reel_jobs=trace,reel_engine=trace,reel_worker=trace,reel_queue=trace",
         }
     }
 }
@@ -243,10 +287,24 @@ pub enum JobsCommand {
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
-    /// Show one job in full.
+    /// Show one job in full: progress, where its requests are and why they wait, its failed
+    /// requests with their reasons.
     Show {
-        /// Job id.
+        /// Job id (or its first characters, as `jobs list` shows it).
         id: String,
+    },
+    /// The failed requests of every failed or running job, newest first, with their reasons;
+    /// `retry` or `drop` them.
+    Failed {
+        /// What to do with them (default: list).
+        #[command(subcommand)]
+        action: Option<FailedCommand>,
+        /// Only this job's.
+        #[arg(long)]
+        job: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
     },
     /// Wait for jobs to finish (exit 1 if any failed or was cancelled).
     Wait {
@@ -432,6 +490,17 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             Ok(Output {
                 json: p.json,
                 text: p.text,
+                status: 0,
+            })
+        }
+        Command::Queue(QueueCommand::Ls) => {
+            ensure_data_dir(loaded).await?;
+            let db = reel_queue::db::Db::connect(&loaded.config.store.url).await?;
+            let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+            let queues = crate::queue_cmd::queues(&db, &cat, &loaded.config).await?;
+            Ok(Output {
+                json: crate::queue_cmd::json(&queues),
+                text: crate::queue_cmd::text(&queues),
                 status: 0,
             })
         }
@@ -935,14 +1004,38 @@ async fn submit(
     })
 }
 
+/// A job id as the CLI shows it: its first [`reel_queue::store::SHORT_ID`] characters, which
+/// every command taking an id accepts back.
+fn short_id(id: &str) -> &str {
+    id.get(..reel_queue::store::SHORT_ID).unwrap_or(id)
+}
+
+/// How long a job has run (to its end, or to now while it runs); empty while queued.
+fn took(r: &JobRecord) -> String {
+    match (r.state, r.finished_ms) {
+        (JobState::Queued, _) => String::new(),
+        (_, Some(end)) => {
+            crate::text::span(Duration::from_millis((end - r.created_ms).max(0) as u64))
+        }
+        (_, None) => format!(
+            "{} so far",
+            crate::text::span(Duration::from_millis(
+                (reel_queue::db::now_ms() - r.created_ms).max(0) as u64
+            ))
+        ),
+    }
+}
+
 fn job_line(r: &JobRecord) -> String {
     let p = &r.progress;
     format!(
-        "{}  {:<8} {:<9} prio {:>3}  {}/{} objects  {}/{}{}",
-        r.id,
+        "{}  {:<8} {:<9} prio {:>3}  {:>13}  {:>13}  {}/{} objects  {}/{}{}",
+        short_id(&r.id),
         r.kind.as_str(),
         r.state.as_str(),
         r.priority,
+        crate::text::ago_ms(r.created_ms),
+        took(r),
         p.objects_done,
         p.objects_total,
         human_bytes(p.bytes_done),
@@ -954,6 +1047,125 @@ fn job_line(r: &JobRecord) -> String {
     )
 }
 
+/// `reel jobs show` for people.
+fn job_text(
+    r: &JobRecord,
+    counts: &reel_queue::requests::JobRequestCounts,
+    waits: &[crate::queue_cmd::WaitView],
+    failures: &[reel_queue::failed::FailedRequest],
+) -> String {
+    use crate::text::when_ms;
+    let p = &r.progress;
+    let mut out = vec![
+        format!("job       {} ({})", r.id, short_id(&r.id)),
+        format!(
+            "          {} {}, priority {}{}",
+            r.state.as_str(),
+            r.kind.as_str(),
+            r.priority,
+            if r.cancel_requested && !r.state.is_final() {
+                ", cancel requested"
+            } else {
+                ""
+            }
+        ),
+        format!("created   {}", when_ms(r.created_ms)),
+    ];
+    if let Some(f) = r.finished_ms {
+        out.push(format!("finished  {}, after {}", when_ms(f), took(r)));
+    } else if r.state == JobState::Running {
+        out.push(format!(
+            "running   for {}",
+            crate::text::span(Duration::from_millis(
+                (reel_queue::db::now_ms() - r.created_ms).max(0) as u64
+            ))
+        ));
+    }
+    out.push(format!(
+        "attempts  {} of {}{}",
+        r.attempts,
+        r.max_attempts,
+        r.worker
+            .as_deref()
+            .map(|w| format!(", worker {w}"))
+            .unwrap_or_default()
+    ));
+    out.push(format!(
+        "progress  {}/{} objects, {} of {}",
+        p.objects_done,
+        p.objects_total,
+        human_bytes(p.bytes_done),
+        human_bytes(p.bytes_total)
+    ));
+    if counts.total > 0 {
+        out.push(format!(
+            "requests  {}: {} done, {} on drives, {} failed, {} to do",
+            counts.total,
+            counts.done,
+            counts.claimed,
+            counts.failed,
+            counts
+                .total
+                .saturating_sub(counts.done + counts.claimed + counts.failed)
+        ));
+    }
+    for (i, w) in waits.iter().enumerate() {
+        let what = match (w.state.as_str(), &w.cartridge, &w.pool) {
+            ("job", _, _) => "the job".to_string(),
+            (_, Some(c), _) => format!("{} for cartridge {c}", w.files),
+            (_, None, Some(pool)) => format!("{} for pool {pool}", w.files),
+            _ => w.files.to_string(),
+        };
+        out.push(format!(
+            "{}{} ({}): {}",
+            if i == 0 { "waiting   " } else { "          " },
+            what,
+            w.state,
+            w.message
+        ));
+    }
+    if !failures.is_empty() {
+        out.push(format!(
+            "failed    {} request{}{}:",
+            counts.failed,
+            if counts.failed == 1 { "" } else { "s" },
+            if (failures.len() as u64) < counts.failed {
+                format!(", the last {}", failures.len())
+            } else {
+                String::new()
+            }
+        ));
+        for f in failures {
+            out.push(format!("            {}: {}", f.key, f.reason));
+        }
+    }
+    if let Some(e) = &r.error {
+        out.push(format!("error     {e}"));
+    }
+    out.join("\n")
+}
+
+/// `reel jobs failed` for people.
+fn failed_text(list: &[reel_queue::failed::FailedRequest]) -> String {
+    if list.is_empty() {
+        return "no failed requests to review".into();
+    }
+    list.iter()
+        .map(|f| {
+            format!(
+                "{}  {:<8} {:<8} {:>11}  {}: {}",
+                short_id(&f.job),
+                f.kind,
+                f.job_state,
+                crate::text::ago_ms(f.failed_ms),
+                f.key,
+                f.reason
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Output> {
     let queue = open_queue(loaded).await?;
     match cmd {
@@ -962,7 +1174,13 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
             let text = if list.is_empty() {
                 "no jobs".to_string()
             } else {
-                list.iter().map(job_line).collect::<Vec<_>>().join("\n")
+                std::iter::once(format!(
+                    "{:<8}  {:<8} {:<9} {:>8}  {:>13}  {:>13}  PROGRESS",
+                    "ID", "KIND", "STATE", "PRIORITY", "CREATED", "TOOK"
+                ))
+                .chain(list.iter().map(job_line))
+                .collect::<Vec<_>>()
+                .join("\n")
             };
             Ok(Output {
                 json: json!(list),
@@ -971,19 +1189,88 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
             })
         }
         JobsCommand::Show { id } => {
+            let id = queue.store().resolve(&id).await?;
             let r = queue.store().require(&id).await?;
-            let text = serde_json::to_string_pretty(&r).unwrap_or_default();
+            let db = queue.store().db().clone();
+            let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+            let counts = reel_queue::TapeRequests::new(db.clone())
+                .counts(&id)
+                .await?;
+            let waits = crate::queue_cmd::job_waits(&db, &cat, &loaded.config, &r).await?;
+            let failures = reel_queue::failed::of_job(&db, &id, 20).await?;
+            let text = job_text(&r, &counts, &waits, &failures);
+            let mut v = json!(r);
+            v["requests"] = json!(counts);
+            v["waits"] = json!(waits);
+            v["failures"] = json!(failures);
             Ok(Output {
-                json: json!(r),
+                json: v,
                 text,
                 status: 0,
             })
         }
+        JobsCommand::Failed { action, job, limit } => {
+            let db = queue.store().db().clone();
+            match action {
+                None => {
+                    let job = match job {
+                        Some(j) => Some(queue.store().resolve(&j).await?),
+                        None => None,
+                    };
+                    let list = reel_queue::failed::list(&db, job.as_deref(), limit).await?;
+                    Ok(Output {
+                        text: failed_text(&list),
+                        json: json!({ "failed": list }),
+                        status: 0,
+                    })
+                }
+                Some(FailedCommand::Retry { ids }) => {
+                    let mut lines = Vec::new();
+                    let mut done = Vec::new();
+                    for id in ids {
+                        let r = retry(loaded, &queue, &id).await?;
+                        lines.push(format!("{} queued again", short_id(&r.id)));
+                        done.push(r);
+                    }
+                    Ok(Output {
+                        json: json!(done),
+                        text: lines.join("\n"),
+                        status: 0,
+                    })
+                }
+                Some(FailedCommand::Drop { ids }) => {
+                    let mut lines = Vec::new();
+                    let mut dropped = Vec::new();
+                    for id in ids {
+                        let id = queue.store().resolve(&id).await?;
+                        let n = reel_queue::failed::drop_failures(&db, &id).await?;
+                        lines.push(format!(
+                            "{}: {n} failed request{} dropped from the list (`reel jobs show {}` still has them)",
+                            short_id(&id),
+                            if n == 1 { "" } else { "s" },
+                            short_id(&id)
+                        ));
+                        dropped.push(json!({"job": id, "failed": n}));
+                    }
+                    Ok(Output {
+                        json: json!({ "dropped": dropped }),
+                        text: lines.join("\n"),
+                        status: 0,
+                    })
+                }
+            }
+        }
         JobsCommand::Wait { ids, timeout } => {
-            wait(&queue, &ids, timeout.map(Duration::from_secs), json).await
+            let mut whole = Vec::with_capacity(ids.len());
+            for id in &ids {
+                whole.push(queue.store().resolve(id).await?);
+            }
+            wait(&queue, &whole, timeout.map(Duration::from_secs), json).await
         }
         JobsCommand::Cancel { id } => {
+            let id = queue.store().resolve(&id).await?;
             let r = queue.cancel(&id).await?;
+            let id = short_id(&id);
             let text = match r.state {
                 JobState::Cancelled => format!("{id} cancelled"),
                 _ => format!("{id} will stop at its next record boundary (cancel requested)"),
@@ -995,18 +1282,23 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
             })
         }
         JobsCommand::Retry { id } => {
-            let catalogue =
-                reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
-            reel_queue::submission::check_retry(queue.store(), &id, &loaded.config, &catalogue)
-                .await?;
-            let r = queue.retry(&id).await?;
+            let r = retry(loaded, &queue, &id).await?;
             Ok(Output {
+                text: format!("{} queued again", short_id(&r.id)),
                 json: json!(r),
-                text: format!("{id} queued again"),
                 status: 0,
             })
         }
     }
+}
+
+/// Run the failed or cancelled job `id` (whole or short) again, once its sources or
+/// destination pass the submission checks again.
+async fn retry(loaded: &LoadedConfig, queue: &JobQueue, id: &str) -> Result<JobRecord> {
+    let id = queue.store().resolve(id).await?;
+    let catalogue = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+    reel_queue::submission::check_retry(queue.store(), &id, &loaded.config, &catalogue).await?;
+    queue.retry(&id).await
 }
 
 /// Wait for jobs, with one progress bar each (hidden under --json or without a terminal).

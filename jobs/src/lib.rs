@@ -22,6 +22,7 @@ pub mod drive_cmd;
 pub mod logging;
 pub mod manpage;
 pub mod plugin_cmd;
+pub mod queue_cmd;
 pub mod text;
 
 pub use reel_queue::{JobsError, Result};

@@ -10,7 +10,7 @@ use reel_jobs::logging;
 
 fn main() -> std::process::ExitCode {
     let cli = reel_jobs::cli::Cli::parse();
-    logging::init(cli.command.default_log_filter());
+    logging::init(cli.command.log_filter(cli.verbose));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -840,6 +840,42 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// docs/OPERATIONS.md §10 has a row `| `[section]` | `key` | `default` |` for every key of
+    /// every section (a table-valued key: its row, whatever the default cell says).
+    #[test]
+    fn operations_lists_every_key() {
+        let doc = include_str!("../../../docs/OPERATIONS.md");
+        let mut missing = Vec::new();
+        let mut check = |section: &str, table: &toml::Table| {
+            for (key, value) in table {
+                let row = format!("| `[{section}]` | `{key}` | `");
+                let found = match value {
+                    toml::Value::Table(_) => doc.contains(&row),
+                    v => doc.contains(&format!("{row}{v}` |")),
+                };
+                if !found {
+                    missing.push(format!("[{section}] {key} = {value}"));
+                }
+            }
+        };
+        let Ok(toml::Value::Table(all)) = toml::Value::try_from(Config::default()) else {
+            panic!("the default config is not a table");
+        };
+        for (section, keys) in &all {
+            if let toml::Value::Table(keys) = keys {
+                check(section, keys);
+            }
+        }
+        let Ok(toml::Value::Table(group)) = toml::Value::try_from(GroupConfig::default()) else {
+            panic!("a group is not a table");
+        };
+        check("scheduler.groups.NAME", &group);
+        assert!(
+            missing.is_empty(),
+            "docs/OPERATIONS.md §10 lacks these keys or has another default: {missing:#?}"
+        );
+    }
+
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()

@@ -18,7 +18,8 @@
 //!   walk the planner shares.
 //! - [`db`]: the pool on reel's own tables and their migrations.
 //! - [`store`]: job records; [`apalis_bridge`]: the apalis queue and [`JobQueue`] over both.
-//! - [`requests`]: tape requests, claims and progress; [`mount`]: what a mount is for.
+//! - [`requests`]: tape requests, claims and progress; [`mount`]: what a mount is for;
+//!   [`outstanding`]: a job's requests not done yet; [`failed`]: failed requests to review.
 //! - [`lease`]: leases and fencing epochs; [`backoff`]: the retry policy.
 //! - [`drives`]: the drive board every host publishes to; [`inventory`]: the changer's view.
 //! - [`cartridge_task`]: verify, intake and rebuild work queued on a cartridge;
@@ -37,15 +38,18 @@ pub mod db;
 pub mod drive_state;
 pub mod drives;
 pub mod error;
+pub mod failed;
 pub mod inventory;
 pub mod job;
 pub mod lease;
 pub mod mount;
+pub mod outstanding;
 pub mod reason;
 pub mod request_detail;
 pub mod requests;
 pub mod store;
 pub mod submission;
+pub mod text;
 pub mod token;
 
 pub use apalis_bridge::{ApalisDb, JobQueue, Ticket};

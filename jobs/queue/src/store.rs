@@ -131,6 +131,9 @@ pub enum FailOutcome {
     Cancelled,
 }
 
+/// How many characters of a job id the CLI shows; [`JobStore::resolve`] takes them back.
+pub const SHORT_ID: usize = 8;
+
 const COLUMNS: &str = "id, kind, spec, state, priority, attempts, max_attempts, not_before, worker, apalis_task_id, \
     objects_done, objects_total, bytes_done, bytes_total, checkpoint, cancel_requested, result, error, \
     created_ms, updated_ms, finished_ms, token_id";
@@ -266,6 +269,34 @@ impl JobStore {
         self.get(id)
             .await?
             .ok_or_else(|| JobsError::NoSuchJob(id.to_string()))
+    }
+
+    /// The whole id of the job `id` names: the id itself, or the one job whose id starts with
+    /// it (as the CLI shows ids: their first [`SHORT_ID`] characters). Refused when several
+    /// jobs start with it; [`JobsError::NoSuchJob`] when none does.
+    pub async fn resolve(&self, id: &str) -> Result<String> {
+        if self.get(id).await?.is_some() {
+            return Ok(id.to_string());
+        }
+        // Only what ids are made of: no LIKE wildcard can reach the pattern.
+        if id.len() < 4 || id.len() > 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            return Err(JobsError::NoSuchJob(id.to_string()));
+        }
+        let sql = "SELECT id FROM reel_jobs WHERE id LIKE $1 ORDER BY id LIMIT 2";
+        let pattern = format!("{}%", id.to_ascii_lowercase());
+        let ids: Vec<String> = on_db!(&self.db, |p| sqlx::query_scalar(sql)
+            .bind(&pattern)
+            .fetch_all(p)
+            .await)
+        .map_err(self.db.err("finding a job by the start of its id"))?;
+        match ids.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(JobsError::NoSuchJob(id.to_string())),
+            _ => Err(JobsError::Refused {
+                what: format!("several jobs have ids starting with {id}"),
+                hint: "give more of the id (`reel jobs list --json` shows them whole)".into(),
+            }),
+        }
     }
 
     /// Jobs, newest first, optionally of one state.
@@ -704,7 +735,7 @@ impl JobStore {
             .exec(
                 "re-queueing a job",
                 "UPDATE reel_jobs SET state = 'queued', attempts = 0, cancel_requested = 0, not_before = $2, \
-                 apalis_task_id = NULL, finished_ms = NULL, updated_ms = $2 WHERE id = $1 AND state IN ('failed','cancelled')",
+                 apalis_task_id = NULL, finished_ms = NULL, failures_dropped_ms = NULL, updated_ms = $2 WHERE id = $1 AND state IN ('failed','cancelled')",
                 id,
                 |q| q.bind_i64(now),
             )

@@ -1,4 +1,5 @@
-//! How the commands print sizes and times for people: `1.5 GiB`, `3 min ago`.
+//! How reel prints sizes and times for people: `1.5 GiB`, `3 min ago`, `in 4 min`. One place,
+//! for the CLI, the API's messages and the worker's explanations.
 
 /// `b` bytes in binary units, one decimal (`512 B`, `1.5 GiB`).
 pub fn human_bytes(b: u64) -> String {
@@ -22,12 +23,18 @@ pub fn ago_ms(unix_ms: i64) -> String {
     if unix_ms == 0 {
         return "never".into();
     }
-    let ago = (reel_queue::db::now_ms() - unix_ms).max(0) / 1000;
-    match ago {
-        0..60 => format!("{ago} s ago"),
-        60..3600 => format!("{} min ago", ago / 60),
-        3600..86400 => format!("{} h ago", ago / 3600),
-        _ => format!("{} d ago", ago / 86400),
+    let ago = (crate::db::now_ms() - unix_ms).max(0) as u64;
+    format!("{} ago", span(std::time::Duration::from_millis(ago)))
+}
+
+/// A span of time, coarsely (`42 s`, `3 min`, `2 h`, `5 d`): for ages and waits.
+pub fn span(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86400 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86400),
     }
 }
 
@@ -40,9 +47,10 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(3 << 29), "1.5 GiB");
         assert_eq!(ago_ms(0), "never");
-        let now = reel_queue::db::now_ms();
+        let now = crate::db::now_ms();
         assert_eq!(ago_ms(now - 5_000), "5 s ago");
         assert_eq!(ago_ms(now - 180_000), "3 min ago");
         assert_eq!(ago_ms(now - 2 * 86_400_000), "2 d ago");
+        assert_eq!(span(std::time::Duration::from_secs(7200)), "2 h");
     }
 }

@@ -202,6 +202,14 @@ pub struct JobView {
     /// Its tape requests (only on `GET /v1/jobs/{id}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestCountsView>,
+    /// Where its outstanding requests are and why each group waits (only on
+    /// `GET /v1/jobs/{id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<Vec<crate::queue_cmd::WaitView>>,
+    /// Its last failed requests with their reasons, at most 20 (only on `GET /v1/jobs/{id}`;
+    /// `requests.failed` counts them all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<Vec<reel_queue::failed::FailedRequest>>,
 }
 
 impl From<JobRecord> for JobView {
@@ -225,6 +233,8 @@ impl From<JobRecord> for JobView {
             finished_ms: r.finished_ms,
             token: r.token_id,
             requests: None,
+            waits: None,
+            failures: None,
         }
     }
 }
@@ -657,7 +667,8 @@ async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> ApiResult<J
     Ok(rec)
 }
 
-/// One job in full, with progress and its tape requests.
+/// One job in full, with progress, its tape requests, why its outstanding ones wait, and its
+/// last failed requests with their reasons.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{id}",
@@ -676,11 +687,14 @@ pub(super) async fn show(
 ) -> ApiResult<Json<JobView>> {
     let UrlPath(id) = id?;
     let rec = visible_job(&state, &caller, &id).await?;
-    let counts = TapeRequests::new(state.queue().store().db().clone())
-        .counts(&id)
-        .await?;
+    let db = state.queue().store().db();
+    let counts = TapeRequests::new(db.clone()).counts(&id).await?;
+    let waits = crate::queue_cmd::job_waits(db, state.catalogue(), state.config(), &rec).await?;
+    let failures = reel_queue::failed::of_job(db, &id, 20).await?;
     let mut view = JobView::from(rec);
     view.requests = Some(counts.into());
+    view.waits = Some(waits);
+    view.failures = Some(failures);
     Ok(Json(view))
 }
 

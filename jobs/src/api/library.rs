@@ -67,23 +67,6 @@ pub struct CartridgeView {
     pub location: Option<String>,
 }
 
-/// Queued tape work for one cartridge (reads) or pool (writes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct QueueView {
-    /// `read` or `write`.
-    pub mode: String,
-    /// The cartridge (reads) or the pool (writes).
-    pub target: String,
-    /// The pool.
-    pub pool: Option<String>,
-    /// Requests queued.
-    pub files: u64,
-    /// Bytes queued.
-    pub bytes: u64,
-    /// Age of the oldest, seconds.
-    pub oldest_seconds: u64,
-}
-
 /// The library in one answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct LibraryView {
@@ -95,8 +78,9 @@ pub struct LibraryView {
     pub seen_ms: i64,
     /// Cartridges by pool, then barcode.
     pub cartridges: Vec<CartridgeView>,
-    /// Queued tape work, oldest first.
-    pub queues: Vec<QueueView>,
+    /// Queued tape work and why each queue waits, highest priority then oldest first (as
+    /// `GET /v1/queues`).
+    pub queues: Vec<crate::queue_cmd::QueueView>,
     /// Now, by the server's clock (unix ms), to age the times above.
     pub now_ms: i64,
 }
@@ -122,7 +106,7 @@ pub(super) async fn show(
     let board = DriveBoard::new(db.clone()).live().await?;
     let work = requests.by_drive().await?;
     let inventory = Inventory::new(db.clone()).read().await?;
-    let summaries = requests.summaries().await?;
+    let queues = crate::queue_cmd::queues(&db, state.catalogue(), state.config()).await?;
     let cartridges = state
         .catalogue()
         .cartridges()
@@ -210,24 +194,6 @@ pub(super) async fn show(
         })
         .collect();
     cartridges.sort_by(|a, b| (&a.pool, &a.barcode).cmp(&(&b.pool, &b.barcode)));
-    let mut queues: Vec<QueueView> = summaries
-        .into_iter()
-        .map(|q| {
-            let (mode, target) = match q.target {
-                MountTarget::Read { barcode } => ("read", barcode),
-                MountTarget::Write { pool } => ("write", pool),
-            };
-            QueueView {
-                mode: mode.into(),
-                target,
-                pool: q.pool,
-                files: q.files,
-                bytes: q.bytes,
-                oldest_seconds: q.oldest_age.as_secs(),
-            }
-        })
-        .collect();
-    queues.sort_by_key(|q| std::cmp::Reverse(q.oldest_seconds));
     Ok(Json(LibraryView {
         drives: drives.into_values().collect(),
         elements: inventory.elements,

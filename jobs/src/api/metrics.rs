@@ -6,13 +6,14 @@
 //! | --- | --- | --- |
 //! | `reel_jobs` | gauge | `kind`, `state` |
 //! | `reel_tape_queue_bytes`, `reel_tape_queue_files`, `reel_tape_queue_oldest_seconds` | gauge | `mode` (read/write), `target` (barcode or pool), `pool` |
+//! | `reel_tape_queue_held` | gauge | `mode`, `target`, `pool`, `rule`: 1 for the rule holding the queue now ([`crate::queue_cmd`]), 0 for the rules that held it before |
 //! | `reel_store_up` | gauge | none: 1 when the last scrape could read the store |
 //! | `reel_http_requests_total` | counter | `route`, `method`, `status` |
 //! | `reel_http_request_duration_seconds` | summary | `route`, `method` |
 //!
 //! The job and tape-queue gauges are read from the store at each scrape (one `GROUP BY` over
-//! the jobs and the per-target queue summary the scheduler uses), so every `reel serve` of a
-//! fleet reports the same figures.
+//! the jobs, the per-target queue summary the scheduler uses, and what `reel queue ls` reads to
+//! say why each queue waits), so every `reel serve` of a fleet reports the same figures.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -29,9 +30,7 @@ use super::AppState;
 use super::auth::Caller;
 use reel_queue::error::Result;
 use reel_queue::job::{JobKind, JobState};
-use reel_queue::requests::TapeRequests;
 use reel_queue::token::Scope;
-use reel_worker::scheduler::MountTarget;
 
 const STATES: [JobState; 5] = [
     JobState::Queued,
@@ -44,12 +43,17 @@ const STATES: [JobState; 5] = [
 /// Labels of one tape queue: mode, target, pool.
 type QueueLabels = (String, String, String);
 
+/// Labels of one tape queue's hold: mode, target, pool, rule.
+type HoldLabels = (String, String, String, String);
+
 /// The server's recorder and what it has reported.
 pub(super) struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
     /// Tape queues reported at the last scrape, so that a queue that emptied reads 0.
     queues: Mutex<BTreeSet<QueueLabels>>,
+    /// Holds reported at the last scrape, so that a rule that stopped holding reads 0.
+    holds: Mutex<BTreeSet<HoldLabels>>,
 }
 
 impl Metrics {
@@ -71,6 +75,10 @@ impl Metrics {
                 "reel_tape_queue_oldest_seconds",
                 metrics::Unit::Seconds,
                 "Age of the oldest queued tape request per cartridge (reads) or pool (writes)"
+            );
+            metrics::describe_gauge!(
+                "reel_tape_queue_held",
+                "1 for the rule holding a tape queue now (served, due, below_threshold, drive_cap, drives_busy, cartridge_in_drive, cartridge_out, no_writable_cartridge, no_drive_up, no_worker)"
             );
             metrics::describe_gauge!(
                 "reel_serve_area_bytes",
@@ -100,6 +108,7 @@ impl Metrics {
             recorder,
             handle,
             queues: Mutex::new(BTreeSet::new()),
+            holds: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -119,11 +128,16 @@ impl Metrics {
     /// Read the job and queue figures from the store into the gauges.
     async fn refresh(&self, state: &AppState) -> Result<()> {
         let counts = job_counts(state).await?;
-        let summaries = TapeRequests::new(state.queue().store().db().clone())
-            .summaries()
-            .await?;
+        let summaries = crate::queue_cmd::queues(
+            state.queue().store().db(),
+            state.catalogue(),
+            state.config(),
+        )
+        .await?;
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
         let mut now = BTreeSet::new();
+        let mut held = BTreeSet::new();
         self.with(|| {
             for (area, q) in [
                 ("spool", state.spool().quota()),
@@ -144,11 +158,11 @@ impl Metrics {
                 }
             }
             for q in &summaries {
-                let (mode, target) = match &q.target {
-                    MountTarget::Read { barcode } => ("read", barcode.clone()),
-                    MountTarget::Write { pool } => ("write", pool.clone()),
+                let target = match (&q.cartridge, &q.pool) {
+                    (Some(barcode), _) => barcode.clone(),
+                    (None, pool) => pool.clone().unwrap_or_default(),
                 };
-                let labels = (mode.to_string(), target, q.pool.clone().unwrap_or_default());
+                let labels = (q.mode.clone(), target, q.pool.clone().unwrap_or_default());
                 let l = [
                     ("mode", labels.0.clone()),
                     ("target", labels.1.clone()),
@@ -157,8 +171,19 @@ impl Metrics {
                 metrics::gauge!("reel_tape_queue_bytes", &l).set(q.bytes as f64);
                 metrics::gauge!("reel_tape_queue_files", &l).set(q.files as f64);
                 metrics::gauge!("reel_tape_queue_oldest_seconds", &l)
-                    .set(q.oldest_age.as_secs_f64());
+                    .set(q.oldest_age_ms as f64 / 1000.0);
+                let h = (
+                    labels.0.clone(),
+                    labels.1.clone(),
+                    labels.2.clone(),
+                    q.rule.clone(),
+                );
+                metrics::gauge!("reel_tape_queue_held", &hold_labels(&h)).set(1.0);
+                held.insert(h);
                 now.insert(labels);
+            }
+            for gone in holds.difference(&held) {
+                metrics::gauge!("reel_tape_queue_held", &hold_labels(gone)).set(0.0);
             }
             for gone in queues.difference(&now) {
                 let l = [
@@ -172,8 +197,18 @@ impl Metrics {
             }
         });
         *queues = now;
+        *holds = held;
         Ok(())
     }
+}
+
+fn hold_labels(h: &HoldLabels) -> [(&'static str, String); 4] {
+    [
+        ("mode", h.0.clone()),
+        ("target", h.1.clone()),
+        ("pool", h.2.clone()),
+        ("rule", h.3.clone()),
+    ]
 }
 
 /// `(kind, state, count)` over all jobs.

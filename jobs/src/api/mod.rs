@@ -42,6 +42,7 @@ pub mod limits;
 mod metrics;
 mod objects;
 mod openapi;
+mod queues;
 mod quota;
 mod range;
 mod spool;
@@ -211,6 +212,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(jobs::show))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/retry", post(jobs::retry))
+        .route("/v1/jobs/{id}/drop-failures", post(queues::drop_failures))
+        .route("/v1/failed-requests", get(queues::failed))
+        .route("/v1/queues", get(queues::list))
         .route("/v1/catalog/objects", get(catalog::list))
         .route("/v1/catalog/objects/{*key}", get(catalog::find))
         // Bodies of any size, streamed to the spool under [serve] max_object_bytes.

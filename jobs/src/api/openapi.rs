@@ -3,7 +3,7 @@
 use axum::response::Json;
 use utoipa::OpenApi;
 
-use super::{cartridges, catalog, drives, jobs, library, metrics, objects};
+use super::{cartridges, catalog, drives, jobs, library, metrics, objects, queues};
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
 #[derive(OpenApi)]
@@ -21,6 +21,9 @@ use super::{cartridges, catalog, drives, jobs, library, metrics, objects};
         jobs::show,
         jobs::cancel,
         jobs::retry,
+        queues::drop_failures,
+        queues::failed,
+        queues::list,
         catalog::list,
         catalog::find,
         objects::put_object,

@@ -526,6 +526,9 @@ async fn api_openapi_names_every_route() {
         ("/v1/jobs/{id}", "get"),
         ("/v1/jobs/{id}/cancel", "post"),
         ("/v1/jobs/{id}/retry", "post"),
+        ("/v1/jobs/{id}/drop-failures", "post"),
+        ("/v1/failed-requests", "get"),
+        ("/v1/queues", "get"),
         ("/v1/catalog/objects", "get"),
         ("/v1/catalog/objects/{key}", "get"),
         ("/v1/objects/{key}", "get"),
@@ -1813,4 +1816,112 @@ async fn api_cartridge_states() {
         (StatusCode::OK, Some(0)),
         "{v}"
     );
+}
+
+#[tokio::test]
+async fn api_queues_and_failed_requests() {
+    use reel_queue::job::{JobSpec, VerifyJob, VerifyTarget};
+    use reel_queue::mount::MountTarget;
+    use reel_queue::{NewTapeRequest, TapeRequests};
+    let f = fixture().await;
+    let st = &f.state;
+    let job = st
+        .queue()
+        .submit(
+            JobSpec::Verify(VerifyJob {
+                target: VerifyTarget::Cartridge("A00001L9".into()),
+            }),
+            None,
+        )
+        .await
+        .unwrap();
+    let id = job.id.clone();
+    let task = st
+        .queue()
+        .store()
+        .require(&id)
+        .await
+        .unwrap()
+        .apalis_task_id;
+    let started = st
+        .queue()
+        .store()
+        .start(&id, "w1", task.as_deref().unwrap_or("t1"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(started, reel_queue::StartOutcome::Run { .. }),
+        "{started:?}"
+    );
+    let reqs = TapeRequests::new(st.queue().store().db().clone());
+    let read = |key: &str| NewTapeRequest {
+        target: MountTarget::Read {
+            barcode: "A00001L9".into(),
+        },
+        pool: Some("p1".into()),
+        object_key: key.into(),
+        bytes: 10,
+        files: 1,
+        priority: 10,
+        detail: json!({}),
+    };
+    reqs.add(&id, &[read("k1"), read("k2")]).await.unwrap();
+    let reader = token(st, "read", "/").await;
+    let (s, v) = call_as(st, Some(&reader), Method::GET, "/v1/queues", None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["queues"][0]["cartridge"], "A00001L9", "{v}");
+    assert_eq!(v["queues"][0]["files"], 2, "{v}");
+    assert_eq!(v["queues"][0]["rule"], "no_worker", "{v}");
+    let (s, v) = call(&f, Method::GET, &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["waits"][0]["rule"], "no_worker", "{v}");
+    assert_eq!(v["waits"][0]["files"], 2, "{v}");
+    assert_eq!(v["failures"], json!([]), "{v}");
+    let (_, metrics) = call(&f, Method::GET, "/metrics", None).await;
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("reel_tape_queue_held{mode=\"read\",target=\"A00001L9\",pool=\"p1\",rule=\"no_worker\"} 1"),
+        "{metrics}"
+    );
+
+    // One request fails, then the job: listed with its reason until an operator drops it.
+    let queued = reqs.queued_reads_of("A00001L9").await.unwrap();
+    assert!(
+        reqs.fail_queued(queued[1].id, "disk on fire")
+            .await
+            .unwrap()
+    );
+    st.queue()
+        .store()
+        .fail_attempt(
+            &id,
+            "1 of 2 objects failed",
+            false,
+            true,
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    let (s, v) = call_as(st, Some(&reader), Method::GET, "/v1/failed-requests", None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["failed"][0]["reason"], "disk on fire", "{v}");
+    assert_eq!(v["failed"][0]["job"], id.as_str(), "{v}");
+    for bad in ["limit=0", "limit=5000", "bogus=1"] {
+        let (s, v) = call(&f, Method::GET, &format!("/v1/failed-requests?{bad}"), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+    let drop = format!("/v1/jobs/{id}/drop-failures");
+    let (s, v) = post(st, &reader, &drop, json!({})).await;
+    assert_error(s, &v, StatusCode::FORBIDDEN, "operate");
+    let (s, v) = call(&f, Method::POST, "/v1/jobs/nope/drop-failures", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    let (s, v) = call(&f, Method::POST, &drop, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["failed"], 1, "{v}");
+    let (_, v) = call(&f, Method::GET, "/v1/failed-requests", None).await;
+    assert_eq!(v["failed"], json!([]), "{v}");
+    let (_, v) = call(&f, Method::GET, &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(v["failures"][0]["reason"], "disk on fire", "{v}");
 }

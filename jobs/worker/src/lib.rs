@@ -12,6 +12,7 @@
 //! - [`worker`]: the worker process, its drive loops and the [`worker::TapeExecutor`] trait.
 //! - [`executor`]: the tape executor, built on the engine's service and sessions.
 //! - [`recall_copy`]: which copy of an object a recall reads.
+//! - [`hold`]: why queued work waits, for the operator's views.
 //! - [`drive_metrics`]: the drive loops' metrics.
 //! - [`embedded`]: a worker inside another process (`reel demo`, tests, the benchmark).
 
@@ -20,6 +21,7 @@
 pub mod drive_metrics;
 pub mod embedded;
 pub mod executor;
+pub mod hold;
 pub mod recall_copy;
 pub mod reroute;
 pub mod scheduler;

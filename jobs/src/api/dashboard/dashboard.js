@@ -83,12 +83,14 @@ function drawLibrary(lib) {
     cell(tr, d.worker || "no worker");
   }, "no drive seen yet: is a worker running?");
   fill("queues", lib.queues, (tr, q) => {
+    tr.dataset.rule = q.rule;
     cell(tr, q.mode);
-    cell(tr, q.target);
+    cell(tr, q.cartridge || q.pool || "");
     cell(tr, q.pool || "");
     cell(tr, q.files);
     cell(tr, bytes(q.bytes));
-    cell(tr, age(q.oldest_seconds * 1000));
+    cell(tr, age(q.oldest_age_ms));
+    cell(tr, q.message, "why rule-" + q.rule);
   }, "nothing queued");
   fill("cartridges", lib.cartridges, (tr, c) => {
     tr.dataset.barcode = c.barcode;
