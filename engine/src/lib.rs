@@ -8,6 +8,7 @@
 //! - [`format`](mod@format): the on-tape format (label, containers, footers) and its decoders.
 //! - [`catalogue`]: what is where, on SQLite or PostgreSQL.
 //! - [`integrity`]: what reel's checks caught (LBP, SHA-256, medium errors), kept by cartridge.
+//! - [`health`]: what drives report at each unmount (TapeAlert flags, error statistics).
 //! - [`session`]: what one drive does with one mounted cartridge (write, verify, recall,
 //!   intake, recovery, rebuild).
 //! - [`service`]: one host's tape service: the mechanisms the jobs layer builds every tape
@@ -19,6 +20,7 @@ pub mod catalogue;
 pub mod database;
 pub mod device;
 pub mod format;
+pub mod health;
 pub mod integrity;
 pub mod service;
 pub mod session;

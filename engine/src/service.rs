@@ -79,6 +79,9 @@ pub struct ServiceOptions {
     pub default_capacity_bytes: u64,
     /// Pool new cartridges are labelled into when a write needs one and none is labelled.
     pub auto_label: bool,
+    /// Unmounts whose drive reported a medium TapeAlert flag after which a cartridge takes
+    /// no more writes (state full, with the flags as the reason); 0: never.
+    pub media_alert_limit: u32,
 }
 
 impl Default for ServiceOptions {
@@ -88,6 +91,7 @@ impl Default for ServiceOptions {
             session: SessionConfig::default(),
             default_capacity_bytes: 0,
             auto_label: true,
+            media_alert_limit: 1,
         }
     }
 }
@@ -137,6 +141,59 @@ pub fn check_record_size(
 /// Attempts to record one catch while the store is away (about a minute in all).
 const CATCH_ATTEMPTS: u32 = 12;
 
+/// A health log whose readings a task appends to the catalogue (`reel cartridge show`, `reel
+/// drive show`), once each (a reading lost to a store that is away is logged, not retried: the
+/// next unmount reads the drive again). A cartridge whose unmounts reported a medium TapeAlert
+/// flag `limit` times (0: never) takes no more writes: reel makes an active one full, with the
+/// flags as the reason (an operator's disabled or broken stays).
+fn keep_health(catalogue: &Catalogue, limit: u32) -> crate::health::HealthLog {
+    let (log, mut rx) = crate::health::HealthLog::channel();
+    let catalogue = catalogue.clone();
+    tokio::spawn(async move {
+        while let Some(r) = rx.recv().await {
+            if let Err(e) = catalogue.record_health(&r).await {
+                warn!(error = %e, barcode = %r.barcode, "a drive's health reading is not recorded");
+                continue;
+            }
+            let medium = crate::health::flags_of(r.tape_alerts, crate::health::Concern::Medium);
+            if limit == 0 || medium.is_empty() {
+                continue;
+            }
+            let retire = match catalogue.medium_alerts(&r.barcode).await {
+                Ok(n) if n >= u64::from(limit) => Some(n),
+                Ok(_) => None,
+                Err(e) => {
+                    warn!(error = %e, barcode = %r.barcode, "cannot count the cartridge's medium alerts");
+                    None
+                }
+            };
+            if let Some(n) = retire {
+                let reason = format!(
+                    "drive {} (serial {}) reported TapeAlert {} at unmount ({n} such unmount{}):                      no more writes; read it and repack it",
+                    r.drive,
+                    r.drive_serial,
+                    medium
+                        .iter()
+                        .map(|f| format!("{f} {}", crate::health::flag_name(*f)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if n == 1 { "" } else { "s" }
+                );
+                match catalogue.retire_from_writes(&r.barcode, &reason).await {
+                    Ok(true) => {
+                        warn!(barcode = %r.barcode, %reason, "cartridge takes no more writes")
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        warn!(error = %e, barcode = %r.barcode, "cannot stop writes to a failing cartridge")
+                    }
+                }
+            }
+        }
+    });
+    log
+}
+
 /// An integrity log whose catches a task appends to the catalogue (`reel library integrity`),
 /// each retried with backoff for about a minute if the store is away (a busy SQLite file, a
 /// PostgreSQL restart); the task ends with the last drive.
@@ -185,6 +242,7 @@ impl TapeService {
         let wanted = options.drives.clone().unwrap_or_else(|| all.clone());
         let foreign_drives = all.iter().any(|i| !wanted.contains(i));
         let integrity = keep_catches(&catalogue);
+        let health = keep_health(&catalogue, options.media_alert_limit);
         let mut drives = Vec::new();
         for i in wanted {
             if !all.contains(&i) {
@@ -194,6 +252,7 @@ impl TapeService {
             }
             let drive = library.open_drive(i).await?;
             drive.set_integrity_log(integrity.clone());
+            drive.set_health_log(health.clone());
             check_record_size(i, &drive.info().await?, options.session.record_size)?;
             drives.push(DriveSlot {
                 drive,

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use reel_engine::catalogue::{Cartridge, CartridgeState, Catalogue};
+use reel_engine::catalogue::{Cartridge, CartridgeState, Catalogue, HealthRecord};
 use reel_queue::config::LoadedConfig;
 use reel_queue::error::{JobsError, Result};
 use reel_queue::{ElementView, Inventory};
@@ -128,6 +128,11 @@ pub struct CartridgeDetail {
     pub last_mounted_unix: i64,
     /// Last written (unix seconds; 0: never).
     pub last_written_unix: i64,
+    /// What drives reported at its last unmounts, newest first (TapeAlert flags, bytes,
+    /// repositions); only on one cartridge's view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub health: Option<Vec<HealthRecord>>,
 }
 
 impl CartridgeDetail {
@@ -149,8 +154,44 @@ impl CartridgeDetail {
             mount_count: c.mount_count,
             last_mounted_unix: c.last_mounted_unix,
             last_written_unix: c.last_written_unix,
+            health: None,
         }
     }
+
+    /// The same with its last [`HEALTH_SHOWN`] health readings.
+    pub async fn with_health(mut self, cat: &Catalogue) -> Result<CartridgeDetail> {
+        self.health = Some(cat.health_of_cartridge(&self.barcode, HEALTH_SHOWN).await?);
+        Ok(self)
+    }
+}
+
+/// How many unmount readings one cartridge's or drive's view shows.
+pub const HEALTH_SHOWN: u32 = 20;
+
+/// One unmount's reading for people: when, which drive, its TapeAlert flags, what moved.
+pub fn health_line(h: &HealthRecord) -> String {
+    let n = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
+    let b = |v: Option<u64>| v.map_or("-".to_string(), crate::text::human_bytes);
+    format!(
+        "{:>12}  {} drive {} ({})  written {} read {} repositions {} backhitches {}{}",
+        when(h.at_unix),
+        h.barcode,
+        h.drive,
+        if h.drive_serial.is_empty() {
+            "?"
+        } else {
+            &h.drive_serial
+        },
+        b(h.bytes_written),
+        b(h.bytes_read),
+        n(h.repositions),
+        n(h.backhitches),
+        if h.alerts.is_empty() {
+            String::new()
+        } else {
+            format!("  TapeAlert: {}", h.alerts)
+        }
+    )
 }
 
 /// How long ago a unix time in seconds was (`never` for 0).
@@ -181,7 +222,7 @@ fn line(c: &Cartridge, elements: &[ElementView]) -> String {
     s
 }
 
-fn detail(c: &Cartridge, elements: &[ElementView]) -> String {
+fn detail(c: &Cartridge, elements: &[ElementView], health: &[HealthRecord]) -> String {
     let mut out = vec![
         format!("barcode    {}", c.barcode),
         format!("pool       {}", c.pool.as_deref().unwrap_or("none")),
@@ -230,6 +271,17 @@ fn detail(c: &Cartridge, elements: &[ElementView]) -> String {
             .map(|u| format!(", uuid {u}"))
             .unwrap_or_default()
     ));
+    if health.is_empty() {
+        out.push("health     no unmount recorded yet".into());
+    } else {
+        let alerted = health.iter().filter(|h| h.tape_alerts != 0).count();
+        out.push(format!(
+            "health     last {} unmount{}, {alerted} with TapeAlert flags:",
+            health.len(),
+            if health.len() == 1 { "" } else { "s" }
+        ));
+        out.extend(health.iter().map(|h| format!("  {}", health_line(h))));
+    }
     out.join("\n")
 }
 
@@ -278,9 +330,13 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 .cartridge(&barcode)
                 .await?
                 .ok_or_else(|| unknown(&barcode))?;
+            let view = CartridgeDetail::of(c.clone(), &elements)
+                .with_health(&cat)
+                .await?;
+            let text = detail(&c, &elements, view.health.as_deref().unwrap_or_default());
             Ok(Printed {
-                json: json!(CartridgeDetail::of(c.clone(), &elements)),
-                text: detail(&c, &elements),
+                json: json!(view),
+                text,
             })
         }
         CartridgeCommand::State {

@@ -302,8 +302,8 @@ pub enum JobsCommand {
         /// Only this job's.
         #[arg(long)]
         job: Option<String>,
-        /// At most this many.
-        #[arg(long, default_value_t = 50)]
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
     },
     /// Wait for jobs to finish (exit 1 if any failed or was cancelled).
@@ -1111,16 +1111,14 @@ fn job_text(
     }
     for (i, w) in waits.iter().enumerate() {
         let what = match (w.state.as_str(), &w.cartridge, &w.pool) {
-            ("job", _, _) => "the job".to_string(),
-            (_, Some(c), _) => format!("{} for cartridge {c}", w.files),
-            (_, None, Some(pool)) => format!("{} for pool {pool}", w.files),
-            _ => w.files.to_string(),
+            ("job", _, _) => String::new(),
+            (_, Some(c), _) => format!("{} for cartridge {c} ({}): ", w.files, w.state),
+            (_, None, Some(pool)) => format!("{} for pool {pool} ({}): ", w.files, w.state),
+            _ => format!("{} ({}): ", w.files, w.state),
         };
         out.push(format!(
-            "{}{} ({}): {}",
+            "{}{what}{}",
             if i == 0 { "waiting   " } else { "          " },
-            what,
-            w.state,
             w.message
         ));
     }
@@ -1225,9 +1223,23 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
                     })
                 }
                 Some(FailedCommand::Retry { ids }) => {
+                    // Every id checked before any is acted on: one bad id changes nothing.
+                    let mut whole = Vec::with_capacity(ids.len());
+                    for id in &ids {
+                        let id = queue.store().resolve(id).await?;
+                        let rec = queue.store().require(&id).await?;
+                        if !matches!(rec.state, JobState::Failed | JobState::Cancelled) {
+                            return Err(JobsError::BadJobState {
+                                id,
+                                state: rec.state.to_string(),
+                                hint: "only failed or cancelled jobs can be retried; nothing was retried".into(),
+                            });
+                        }
+                        whole.push(id);
+                    }
                     let mut lines = Vec::new();
                     let mut done = Vec::new();
-                    for id in ids {
+                    for id in whole {
                         let r = retry(loaded, &queue, &id).await?;
                         lines.push(format!("{} queued again", short_id(&r.id)));
                         done.push(r);
@@ -1239,10 +1251,22 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
                     })
                 }
                 Some(FailedCommand::Drop { ids }) => {
+                    let mut whole = Vec::with_capacity(ids.len());
+                    for id in &ids {
+                        let id = queue.store().resolve(id).await?;
+                        let rec = queue.store().require(&id).await?;
+                        if rec.state != JobState::Failed {
+                            return Err(JobsError::BadJobState {
+                                id,
+                                state: rec.state.to_string(),
+                                hint: "only a failed job's failures can be dropped; nothing was dropped".into(),
+                            });
+                        }
+                        whole.push(id);
+                    }
                     let mut lines = Vec::new();
                     let mut dropped = Vec::new();
-                    for id in ids {
-                        let id = queue.store().resolve(&id).await?;
+                    for id in whole {
                         let n = reel_queue::failed::drop_failures(&db, &id).await?;
                         lines.push(format!(
                             "{}: {n} failed request{} dropped from the list (`reel jobs show {}` still has them)",

@@ -196,7 +196,7 @@ fn line(v: &DriveView) -> String {
     out
 }
 
-fn detail(v: &DriveView) -> String {
+fn detail(v: &DriveView, health: &[reel_engine::catalogue::HealthRecord]) -> String {
     let s = &v.service;
     let mut out = vec![
         format!("drive      {}", s.drive),
@@ -225,7 +225,34 @@ fn detail(v: &DriveView) -> String {
         "cartridge  {}",
         v.loaded.as_deref().unwrap_or("none")
     ));
+    match health.iter().find(|h| h.tape_alerts != 0) {
+        Some(h) => out.push(format!(
+            "TapeAlert  last at an unmount {}: {}",
+            crate::text::ago_ms(h.at_unix.saturating_mul(1000)),
+            h.alerts
+        )),
+        None if !health.is_empty() => out.push(format!(
+            "TapeAlert  none at its last {} unmounts",
+            health.len()
+        )),
+        None => {}
+    }
+    if health.is_empty() {
+        out.push("unmounts   none recorded yet".into());
+    } else {
+        out.push("unmounts   newest first:".into());
+        out.extend(
+            health
+                .iter()
+                .map(|h| format!("  {}", crate::cartridge_cmd::health_line(h))),
+        );
+    }
     out.join("\n")
+}
+
+/// The drive's index in its library, from its name (`LIBRARY-INDEX`).
+fn index_of(drive: &str) -> Option<u32> {
+    drive.rsplit('-').next().and_then(|i| i.parse().ok())
 }
 
 /// Run a drive command.
@@ -257,9 +284,20 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
                     });
                 }
             };
+            let health = match index_of(&drive) {
+                Some(i) => {
+                    reel_engine::catalogue::Catalogue::open(&loaded.config.store.url)
+                        .await?
+                        .health_of_drive_index(i, crate::cartridge_cmd::HEALTH_SHOWN)
+                        .await?
+                }
+                None => Vec::new(),
+            };
+            let mut json = view.to_json();
+            json["health"] = json!(health);
             Ok(Printed {
-                json: view.to_json(),
-                text: detail(&view),
+                json,
+                text: detail(&view, &health),
             })
         }
         DriveCommand::Down { drive, reason } => {

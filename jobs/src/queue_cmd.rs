@@ -111,7 +111,9 @@ pub async fn library(db: &Db, cat: &Catalogue) -> Result<Library> {
     let cartridges = cat.cartridges().await?;
     let out_of_service = cartridges
         .iter()
-        .filter(|c| reel_worker::reroute::unmountable(c.state))
+        // Exported only: a disabled or broken cartridge's recalls move off it within a poll
+        // (the drives check before mounting), and what stays is its verify work, which runs.
+        .filter(|c| c.state == reel_engine::catalogue::CartridgeState::Exported)
         .map(|c| {
             (
                 c.barcode.clone(),

@@ -92,11 +92,13 @@ async fn a_drive_taken_down_takes_no_mount_until_it_is_up() {
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
         let cfg = write_config(dir.path(), &store.url(), lib.path(), 2, "");
-        // A drive with nothing to do keeps its cartridge (so taking it down has one to unload).
+        // A drive with nothing to do keeps its cartridge (so taking it down has one to unload);
+        // shared mode: a fault reaches the worker's drives through their mailboxes.
         let text = std::fs::read_to_string(&cfg).unwrap();
         std::fs::write(
             &cfg,
-            text.replace("min_mount_seconds = 0", "min_mount_seconds = 600"),
+            text.replace("min_mount_seconds = 0", "min_mount_seconds = 600")
+                .replace("sim.cartridges=10", "sim.cartridges=10\\nsim.shared=true"),
         )
         .unwrap();
         let d = dir.path();
@@ -219,7 +221,24 @@ async fn a_drive_taken_down_takes_no_mount_until_it_is_up() {
             &log[mark..]
         );
 
-        // Taken down while it holds the cartridge: it unloads it.
+        // Taken down while it holds the cartridge: it unloads it. Its medium reported failing
+        // (TapeAlert 4) at that unmount: reel records it and writes no more to it.
+        // The changer's view of drive 1 (the worker records it between its steps).
+        let all = wait_for(d, "drive 1 shows the cartridge it wrote", |a| {
+            drive(a, &names[1])["cartridge"].is_string()
+        });
+        let held = drive(&all, &names[1])["cartridge"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let index: u32 = names[1].rsplit('-').next().unwrap().parse().unwrap();
+        mail(
+            lib.path(),
+            index,
+            1,
+            &format!(r#"{{"op":"fault","kind":"media_alert","drive":{index}}}"#),
+        );
+        delivered(lib.path(), "media_alert");
         let mark = log.len();
         let (code, v, err) = reel(
             d,
@@ -239,6 +258,40 @@ async fn a_drive_taken_down_takes_no_mount_until_it_is_up() {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+        let t0 = Instant::now();
+        let c = loop {
+            let (_, c, _) = reel(d, &["cartridge", "show", &held]);
+            if c["state"] == "full" {
+                break c;
+            }
+            assert!(
+                t0.elapsed() < BOUND,
+                "no write stop after a media alert: {c}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let reason = c["state_reason"].as_str().unwrap();
+        assert!(
+            reason.contains("TapeAlert 4 media") && reason.contains("repack"),
+            "{reason}"
+        );
+        assert_eq!(c["state_by"], "reel", "{c}");
+        assert_eq!(c["health"][0]["alerts"], "4 media", "{c}");
+        assert!(c["health"][0]["bytes_written"].as_u64().unwrap() > 0, "{c}");
+        let (_, v, _) = reel(d, &["drive", "show", &names[1]]);
+        assert_eq!(v["health"][0]["barcode"], held.as_str(), "{v}");
+        let out = std::process::Command::new(binary_path("reel"))
+            .arg("--data-dir")
+            .arg(d)
+            .args(["drive", "show", &names[1]])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("TapeAlert  last at an unmount") && text.contains("4 media"),
+            "{text}"
+        );
+
         // Both up; what was archived recalls whole.
         for n in &names {
             let (code, v, err) = reel(d, &["drive", "up", n]);

@@ -297,6 +297,29 @@ impl Catalogue {
             .await
     }
 
+    /// reel stops writing to an active cartridge (state full, with `reason`, by reel): its
+    /// medium reported failing. Any other state is left as it is (an operator's disabled or
+    /// broken, a full one, a new one); returns whether it changed.
+    pub async fn retire_from_writes(&self, barcode: &str, reason: &str) -> Result<bool> {
+        const OP: &str = "retire_from_writes";
+        let now = now_unix();
+        let n = on_pool!(&self.backend, |pool| {
+            sqlx::query(
+                "UPDATE cartridges SET state = 'full', state_reason = $2, state_by = $3, \
+                 state_unix = $4, updated_unix = $4 WHERE barcode = $1 AND state = 'active'",
+            )
+            .bind(barcode)
+            .bind(reason)
+            .bind(REEL)
+            .bind(now)
+            .execute(pool)
+            .await
+            .ctx(OP)?
+            .rows_affected()
+        });
+        Ok(n > 0)
+    }
+
     /// An operator's change of state, recording why and who (kept until the next change).
     /// Checked as [`Self::set_cartridge_state`], and applied whatever the present state.
     pub async fn set_cartridge_state_noted(

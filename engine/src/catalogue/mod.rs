@@ -29,6 +29,7 @@ mod close;
 mod container;
 mod dump;
 mod error;
+mod health;
 mod integrity;
 mod object;
 mod pool;
@@ -43,6 +44,7 @@ pub use backend::MIGRATIONS_TABLE;
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result, StoreFault};
+pub use health::HealthRecord;
 pub use integrity::CatchRecord;
 pub use object::{
     CopiedObject, CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT,
@@ -191,12 +193,12 @@ mod tests {
             _ => return Err("no pool".into()),
         };
         // 0001, 0003 (object metadata), 0004 (the writer lease table), 0005 (the integrity
-        // log) and 0006 (cartridge state notes); PostgreSQL has one more: copies' references
+        // log), 0006 (cartridge state notes) and 0007 (cartridge health); PostgreSQL has one more: copies' references
         // checked per statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            6
+            7
         } else {
-            5
+            6
         };
         assert_eq!(applied, expected);
         again.close().await;

@@ -34,6 +34,10 @@ pub struct Drive {
     timings: std::sync::Arc<std::sync::Mutex<super::DriveTimings>>,
     /// Where this drive's sessions report what their checks caught.
     integrity: std::sync::Arc<std::sync::Mutex<crate::integrity::IntegrityLog>>,
+    /// Where this drive reports its health at each unmount.
+    health: std::sync::Arc<std::sync::Mutex<crate::health::HealthLog>>,
+    /// The drive's statistics when its cartridge was loaded, to report the change at unload.
+    at_load: std::sync::Arc<std::sync::Mutex<Option<ReelDriveStats>>>,
 }
 
 impl std::fmt::Debug for Drive {
@@ -55,7 +59,76 @@ impl Drive {
             lbp: Default::default(),
             timings: Default::default(),
             integrity: Default::default(),
+            health: Default::default(),
+            at_load: Default::default(),
         })
+    }
+
+    /// Send this drive's health readings to `log` (the host keeps them in the catalogue).
+    pub fn set_health_log(&self, log: crate::health::HealthLog) {
+        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = log;
+    }
+
+    /// Note the drive's statistics as a cartridge is loaded (best effort: a drive that keeps
+    /// none reports no change at unload).
+    pub async fn note_loaded(&self) {
+        let stats = self.statistics().await.ok();
+        *self.at_load.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+    }
+
+    /// Read the drive's TapeAlert flags and the change in its statistics since the load, and
+    /// report them for `barcode`, which is about to leave the drive. Best effort: what the
+    /// drive cannot tell is left out; a drive that answers nothing reports nothing.
+    pub async fn report_unmount(&self, barcode: &str) {
+        let alerts = if self.caps & reel_plugin_abi::REEL_CAP_TAPE_ALERTS != 0 {
+            self.tape_alerts().await.ok()
+        } else {
+            None
+        };
+        let now = self.statistics().await.ok();
+        let before = self
+            .at_load
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let serial = self.info().await.map(|i| i.serial.trim().to_string());
+        if alerts.is_none() && now.is_none() && serial.is_err() {
+            tracing::debug!(
+                drive = self.index,
+                barcode,
+                "the drive reports no health at unmount"
+            );
+            return;
+        }
+        // A field the drive keeps (its `valid` bit), changed since the load.
+        let delta = |bit: u32, f: fn(&ReelDriveStats) -> u64| -> Option<u64> {
+            let (now, before) = (now?, before?);
+            (now.valid & (1 << bit) != 0).then(|| f(&now).saturating_sub(f(&before)))
+        };
+        let reading = crate::health::Reading {
+            barcode: barcode.to_string(),
+            drive: self.index,
+            drive_serial: serial.unwrap_or_default(),
+            unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0),
+            tape_alerts: alerts.unwrap_or(0),
+            bytes_written: delta(4, |s| s.bytes_written),
+            bytes_read: delta(5, |s| s.bytes_read),
+            repositions: delta(12, |s| s.repositions),
+            backhitches: match (
+                delta(10, |s| s.backhitch_underrun),
+                delta(11, |s| s.backhitch_sync),
+            ) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            },
+        };
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .report(reading);
     }
 
     /// Send what this drive's checks catch to `log` (the host drains it into the catalogue).
@@ -225,6 +298,12 @@ impl Drive {
     /// WRITE ATTRIBUTE: set one MAM attribute.
     pub async fn mam_write(&self, attr: u16, data: Vec<u8>) -> Result<(), DeviceError> {
         self.call("drive_mam_write", move |h| typed(h.mam_write(attr, &data)))
+            .await
+    }
+
+    /// The TapeAlert flags set now (flag n in bit n − 1; see [`crate::health`]).
+    pub async fn tape_alerts(&self) -> Result<u64, DeviceError> {
+        self.call("drive_tape_alerts", |h| typed(h.tape_alerts()))
             .await
     }
 

@@ -109,6 +109,7 @@ pub async fn mount(library: &Library, drive: &Drive, barcode: &str) -> Result<Mo
         }
     };
     let mount_s = secs(move_ns) + secs(load_ns);
+    drive.note_loaded().await;
     info!(barcode, drive = drive.index(), mount_s, "mounted");
     Ok(Mount {
         barcode: barcode.to_string(),
@@ -157,6 +158,10 @@ pub async fn unmount(
     let de = drive_element(&inv, drive.index())?.clone();
     if de.flags & REEL_ELEMENT_FULL == 0 {
         return Ok(0.0);
+    }
+    // What the drive says about itself and this cartridge, before it lets go of it.
+    if !de.barcode.is_empty() {
+        drive.report_unmount(&de.barcode).await;
     }
     let mut unload = drive.unload().await;
     if matches!(unload, Err(DeviceError::UnitAttention { .. })) {

@@ -223,6 +223,10 @@ pub struct ArchiveConfig {
     pub default_class: String,
     /// Storage classes: name → pools (copy i goes to pools[i]).
     pub storage_classes: BTreeMap<String, Vec<String>>,
+    /// Unmounts at which a drive reported a medium TapeAlert flag (media, read or write
+    /// failure, media life, a cartridge memory or mechanical failure…) after which a cartridge
+    /// takes no more writes: reel makes it full with the flags as the reason. 0: never.
+    pub media_alert_limit: u32,
 }
 
 impl Default for ArchiveConfig {
@@ -237,6 +241,7 @@ impl Default for ArchiveConfig {
             sample_every: 10,
             default_class: "default".into(),
             storage_classes: BTreeMap::from([("default".to_string(), vec!["default".to_string()])]),
+            media_alert_limit: 1,
         }
     }
 }

@@ -99,7 +99,9 @@ async fn select(
 /// requests it had. Refused for a job that has not failed (a running job's failures may still
 /// be joined by others; a done or cancelled one has none to review).
 pub async fn drop_failures(db: &Db, job: &str) -> Result<u64> {
-    let sql = "UPDATE reel_jobs SET failures_dropped_ms = $2 WHERE id = $1 AND state = 'failed'";
+    // Dropping again keeps the first time.
+    let sql = "UPDATE reel_jobs SET failures_dropped_ms = COALESCE(failures_dropped_ms, $2) \
+               WHERE id = $1 AND state = 'failed'";
     let n = on_db!(db, |p| sqlx::query(sql)
         .bind(job)
         .bind(now_ms())

@@ -279,8 +279,14 @@ impl JobStore {
             return Ok(id.to_string());
         }
         // Only what ids are made of: no LIKE wildcard can reach the pattern.
-        if id.len() < 4 || id.len() > 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        if id.len() > 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
             return Err(JobsError::NoSuchJob(id.to_string()));
+        }
+        if id.len() < 4 {
+            return Err(JobsError::Refused {
+                what: format!("`{id}` is too short to name a job"),
+                hint: "give at least 4 characters of its id (`reel jobs list` shows 8)".into(),
+            });
         }
         let sql = "SELECT id FROM reel_jobs WHERE id LIKE $1 ORDER BY id LIMIT 2";
         let pattern = format!("{}%", id.to_ascii_lowercase());

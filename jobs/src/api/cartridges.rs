@@ -96,7 +96,8 @@ pub(super) async fn list(
     Ok(Json(CartridgeList { cartridges }))
 }
 
-/// One cartridge.
+/// One cartridge, with what drives reported at its last unmounts (TapeAlert flags, bytes,
+/// repositions).
 #[utoipa::path(
     get,
     path = "/v1/cartridges/{barcode}",
@@ -122,7 +123,11 @@ pub(super) async fn show(
         .await
         .map_err(JobsError::Catalogue)?
         .ok_or_else(|| unknown(&barcode))?;
-    Ok(Json(CartridgeDetail::of(c, &elements(&state).await?)))
+    Ok(Json(
+        CartridgeDetail::of(c, &elements(&state).await?)
+            .with_health(state.catalogue())
+            .await?,
+    ))
 }
 
 /// Set a cartridge's state, with a reason: `disabled` and `broken` stop its mounts (its queued

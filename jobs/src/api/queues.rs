@@ -56,7 +56,7 @@ const MAX_FAILED: u32 = 1000;
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct FailedQuery {
-    /// Only this job's.
+    /// Only this job's: its id, or its first characters (at least 4) as the CLI shows them.
     pub job: Option<String>,
     /// At most this many (1 to 1000, default 50).
     pub limit: Option<u32>,
@@ -78,8 +78,9 @@ pub struct FailedList {
     params(FailedQuery),
     responses(
         (status = 200, description = "failed requests, newest first", body = FailedList),
-        (status = 400, description = "bad limit", body = ErrorBody),
+        (status = 400, description = "bad limit, or a job id too short or ambiguous", body = ErrorBody),
         (status = 403, description = "the token lacks `read`", body = ErrorBody),
+        (status = 404, description = "no job has that id", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]
@@ -97,8 +98,12 @@ pub(super) async fn failed(
             format!("give a limit from 1 to {MAX_FAILED}"),
         ));
     }
-    let job = q.job.as_deref().filter(|j| !j.is_empty());
-    let failed = failed::list(state.queue().store().db(), job, limit).await?;
+    // A job named as the CLI shows it (its first characters) or whole; unknown: 404.
+    let job = match q.job.as_deref().filter(|j| !j.is_empty()) {
+        Some(j) => Some(state.queue().store().resolve(j).await?),
+        None => None,
+    };
+    let failed = failed::list(state.queue().store().db(), job.as_deref(), limit).await?;
     Ok(Json(FailedList { failed }))
 }
 

@@ -134,6 +134,7 @@ pub async fn open_service(config: &Config) -> Result<TapeService> {
     let options = ServiceOptions {
         drives,
         session: session_config(config),
+        media_alert_limit: config.archive.media_alert_limit,
         ..ServiceOptions::default()
     };
     TapeService::open(catalogue, &plugin, &config.library.plugin_config, options)
@@ -507,6 +508,8 @@ impl TapeExecutor for EngineExecutor {
         }
         let mut reqs = Vec::new();
         let mut missing = Vec::new();
+        // Each read carries its cartridge's pool: the scheduler's group caps count by it.
+        let mut pools: std::collections::HashMap<String, Option<String>> = Default::default();
         for key in keys {
             let dest = destination::safe_join(root, &key).map_err(|e| {
                 reel_queue::submission::SubmissionError::Invalid {
@@ -548,11 +551,23 @@ impl TapeExecutor for EngineExecutor {
                     ),
                 ));
             };
+            let pool = match pools.get(&c.barcode) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = self
+                        .catalogue()
+                        .cartridge(&c.barcode)
+                        .await?
+                        .and_then(|k| k.pool);
+                    pools.insert(c.barcode.clone(), p.clone());
+                    p
+                }
+            };
             reqs.push(NewTapeRequest {
                 target: MountTarget::Read {
                     barcode: c.barcode.clone(),
                 },
-                pool: None,
+                pool,
                 object_key: key.clone(),
                 bytes: c.length,
                 files: 1,

@@ -53,7 +53,9 @@ pub struct OutOfService {
 pub struct Library {
     /// Every drive known to the store.
     pub drives: Vec<DriveSeen>,
-    /// Cartridges out of service, by barcode.
+    /// Cartridges no drive mounts for this queue's work, by barcode: exported ones (a
+    /// disabled or broken cartridge's recalls leave it within a poll, and its verify work
+    /// runs, so such a queue is held by the other rules).
     pub out_of_service: BTreeMap<String, OutOfService>,
     /// Pools with an active, labelled cartridge that has room (or a capacity not known yet):
     /// a write queue of any other pool waits for cartridges.
@@ -69,8 +71,8 @@ pub enum Hold {
         /// The drives serving it.
         drives: Vec<String>,
     },
-    /// The cartridge is out of service; the workers' maintenance pass moves its reads to
-    /// another copy or fails them with the reason.
+    /// The cartridge is out of the library (exported); the workers' maintenance pass moves
+    /// its reads to another copy or fails them with the reason.
     CartridgeOut {
         /// Barcode.
         barcode: String,

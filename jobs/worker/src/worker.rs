@@ -535,16 +535,21 @@ impl<E: TapeExecutor> Runtime<E> {
         })
     }
 
-    /// The job's tape requests, as its kind's planner makes them.
+    /// The job's tape requests, as its kind's planner makes them, each with the job's
+    /// priority (a queue's priority is its highest request's: the scheduler serves it first).
     async fn plan(&self, rec: &JobRecord) -> Result<Vec<NewTapeRequest>> {
         let (ex, id) = (&self.executor, &rec.id);
-        match &rec.spec {
+        let mut reqs = match &rec.spec {
             JobSpec::Archive(a) => ex.plan_archive(id, a).await,
             JobSpec::Recall(r) => ex.plan_recall(id, r).await,
             JobSpec::Verify(v) => ex.plan_verify(id, v).await,
             JobSpec::Intake(i) => ex.plan_intake(id, i).await,
             JobSpec::Rebuild(r) => ex.plan_rebuild(id, r).await,
+        }?;
+        for r in &mut reqs {
+            r.priority = rec.priority;
         }
+        Ok(reqs)
     }
 
     async fn execute(

@@ -253,6 +253,7 @@ fn fault(s: &Shared, req: &Value) -> Result<Value, Fault> {
         }
         "drive_fault" => s.drive(drive_of(s, req, op)?)?.faults.drive_fault = true,
         "cleaning_required" => s.drive(drive_of(s, req, op)?)?.faults.cleaning_required = true,
+        "media_alert" => s.drive(drive_of(s, req, op)?)?.media_alert = true,
         "worm_overwrite" => s.drive(drive_of(s, req, op)?)?.faults.worm_overwrite = true,
         "unit_attention" => {
             let mut st = s.drive(drive_of(s, req, op)?)?;

@@ -767,6 +767,7 @@ impl Drive for SimDrive {
                     .map_err(|e| sense::io("sync on unload", e))?;
             }
             st.loaded = false;
+            st.media_alert = false;
             st.pos = 0;
             st.pos_unknown = false;
             st.ew_abs = None;
@@ -941,6 +942,9 @@ impl Drive for SimDrive {
             let mut a = 0u64;
             if st.clean_alert {
                 a |= 1 << 19; // flag 20: clean now
+            }
+            if st.media_alert {
+                a |= 1 << 3; // flag 4: media
             }
             if st.dead {
                 a |= 1 << 29; // flag 30: hardware A
