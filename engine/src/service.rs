@@ -169,7 +169,8 @@ fn keep_health(catalogue: &Catalogue, limit: u32) -> crate::health::HealthLog {
             };
             if let Some(n) = retire {
                 let reason = format!(
-                    "drive {} (serial {}) reported TapeAlert {} at unmount ({n} such unmount{}):                      no more writes; read it and repack it",
+                    "drive {} (serial {}) reported TapeAlert {} at unmount ({n} such unmount{}): \
+                     no more writes; read it and repack it",
                     r.drive,
                     r.drive_serial,
                     medium
@@ -868,6 +869,21 @@ impl TapeService {
             d.state.lock().await.mounted = None;
             self.set_mounted(index, None);
         }
+    }
+
+    /// Recover what drive `index` holds through the changer ([`mount::pull`]) and forget it
+    /// was mounted: `reel drive reset`, for a drive taken out of service.
+    pub async fn reset_drive(&self, index: u32) -> Result<Option<mount::Pulled>, SessionError> {
+        let Some(d) = self.drives.iter().find(|d| d.drive.index() == index) else {
+            return Err(SessionError::Config(format!(
+                "drive {index} is not one of this host's drives"
+            )));
+        };
+        let mut g = d.state.lock().await;
+        let pulled = mount::pull(&self.library, &d.drive).await;
+        g.mounted = None;
+        self.set_mounted(index, None);
+        pulled
     }
 
     /// Put every mounted cartridge back in its slot.

@@ -34,6 +34,16 @@ pub enum DriveCommand {
         #[arg(long)]
         reason: String,
     },
+    /// Recover what a drive that is down holds through the changer: the worker holding the
+    /// drive unloads the cartridge and puts it back in a slot, or, when the drive does not
+    /// answer, has the robot pull it. Then the cartridge can be read in another drive.
+    Reset {
+        /// The drive (it must be down: `reel drive down DRIVE --reason …`).
+        drive: String,
+        /// Seconds to wait for the worker to do it (it stays asked for after that).
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
     /// Put a drive back in service.
     Up {
         /// The drive.
@@ -310,6 +320,38 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
                     s.drive, s.drive
                 ),
             })
+        }
+        DriveCommand::Reset { drive, timeout } => {
+            let resets = reel_queue::drive_reset::DriveResets::new(db.clone());
+            let asked = resets.request(&drive, &operator()).await?;
+            let t0 = std::time::Instant::now();
+            loop {
+                let now = resets.get(&drive).await?;
+                if let Some(r) = now.filter(|r| r.requested_ms == asked.requested_ms && r.is_done())
+                {
+                    return Ok(Printed {
+                        text: format!("drive {drive} reset: {}", r.result),
+                        json: json!({"reset": r, "done": true}),
+                    });
+                }
+                if t0.elapsed() >= std::time::Duration::from_secs(timeout) {
+                    let held = views(&db)
+                        .await?
+                        .into_iter()
+                        .find(|v| v.service.drive == drive)
+                        .and_then(|v| v.board.map(|b| b.holder));
+                    return Ok(Printed {
+                        text: format!(
+                            "drive {drive}: the reset is asked for; {} does it at its next poll",
+                            held.map(|w| format!("worker {w}")).unwrap_or_else(|| {
+                                "no worker holds the drive now; the worker that next does".into()
+                            })
+                        ),
+                        json: json!({"reset": asked, "done": false}),
+                    });
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
         }
         DriveCommand::Up { drive, reason } => {
             let s = states.up(&drive, &reason, &operator()).await?;

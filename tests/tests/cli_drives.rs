@@ -357,7 +357,7 @@ async fn a_drive_that_keeps_failing_is_taken_down_by_its_worker() {
             lib.path(),
             0,
             1,
-            r#"{"op":"fault","kind":"drive_dies","drive":0,"after_records":0}"#,
+            r#"{"op":"fault","kind":"drive_dies","drive":0,"after_records":2}"#,
         );
         delivered(lib.path(), "drive_dies");
         let src = tempfile::tempdir().unwrap();
@@ -398,8 +398,34 @@ async fn a_drive_that_keeps_failing_is_taken_down_by_its_worker() {
         let (code, v, err) = reel(d, &["drive", "up", &names[1]]);
         assert_eq!(code, 0, "{v} {err}");
         wait_job(d, &job);
-        // The dead drive is replaced (the robot pulls its cartridge) and brought up; with the
-        // other one down it takes the next work.
+        // The dead drive still holds the cartridge it was writing; a reset has the robot pull it
+        // (the drive does not unload), so it is in a slot again. A drive in service is refused.
+        let (code, _, err) = reel(d, &["drive", "reset", &names[1]]);
+        assert_ne!(code, 0);
+        assert!(err.contains("take it down first"), "{err}");
+        let (code, v, err) = reel(d, &["drive", "reset", &names[0], "--timeout", "60"]);
+        assert_eq!(code, 0, "{v} {err}");
+        assert_eq!(v["done"], true, "{v}");
+        let result = v["reset"]["result"].as_str().unwrap();
+        assert!(
+            result.contains("pulled from drive") && result.contains("slot element"),
+            "{result}"
+        );
+        let stuck = result.split_whitespace().next().unwrap().to_string();
+        let t0 = Instant::now();
+        loop {
+            let (_, c, _) = reel(d, &["cartridge", "show", &stuck]);
+            if c["location"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("slot"))
+            {
+                break;
+            }
+            assert!(t0.elapsed() < BOUND, "{stuck} is not back in a slot: {c}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // The dead drive is replaced and brought up; with the other one down it takes the next
+        // work.
         mail(lib.path(), 0, 2, r#"{"op":"robot_recover","drive":0}"#);
         let (code, v, err) = reel(
             d,

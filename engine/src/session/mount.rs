@@ -5,7 +5,7 @@ use reel_plugin_abi::sdk::Element;
 use reel_plugin_abi::{
     REEL_ELEMENT_DRIVE, REEL_ELEMENT_FULL, REEL_ELEMENT_LOADED, REEL_ELEMENT_SLOT, asc, sense_key,
 };
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{SessionError, secs};
 use crate::device::lbp::{Checked, ReadTime, read_checked};
@@ -206,6 +206,81 @@ pub async fn unmount(
     };
     info!(barcode = %de.barcode, drive = drive.index(), slot = target, "unmounted");
     Ok(secs(unload_ns) + secs(move_ns))
+}
+
+/// Where [`pull`] put a drive's cartridge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    /// The cartridge.
+    pub barcode: String,
+    /// The slot it is in now.
+    pub slot: u32,
+    /// Whether the drive unloaded it first; `false`: the drive did not answer and the robot
+    /// pulled it as it was.
+    pub unloaded: bool,
+}
+
+/// Recover what `drive` holds through the changer (`reel drive reset`): unload it and put it
+/// back as [`unmount`] does; when the drive cannot unload (it died), have the robot pull the
+/// cartridge from it anyway, to its source slot or the first empty one. `None`: the drive was
+/// empty.
+pub async fn pull(library: &Library, drive: &Drive) -> Result<Option<Pulled>, SessionError> {
+    let inv = library.inventory().await?;
+    let de = drive_element(&inv, drive.index())?.clone();
+    if de.flags & REEL_ELEMENT_FULL == 0 {
+        return Ok(None);
+    }
+    let slot_of = |inv: &[Element], barcode: &str| {
+        find_cartridge(inv, barcode)
+            .filter(|e| e.kind == REEL_ELEMENT_SLOT)
+            .map(|e| e.address)
+    };
+    let unload_error = match unmount(library, drive, None).await {
+        Ok(_) => {
+            let inv = library.inventory().await?;
+            return Ok(slot_of(&inv, &de.barcode).map(|slot| Pulled {
+                barcode: de.barcode.clone(),
+                slot,
+                unloaded: true,
+            }));
+        }
+        Err(e) => e,
+    };
+    warn!(drive = drive.index(), barcode = %de.barcode, error = %unload_error,
+        "the drive does not unload; the robot pulls the cartridge as it is");
+    let empty = |addr: u32| {
+        inv.iter().any(|e| {
+            e.address == addr && e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0
+        })
+    };
+    let target = (de.source_address != 0 && empty(de.source_address))
+        .then_some(de.source_address)
+        .or_else(|| {
+            inv.iter()
+                .find(|e| e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0)
+                .map(|e| e.address)
+        })
+        .ok_or_else(|| {
+            SessionError::Other(format!(
+                "no empty slot to pull {} into from drive {}; export a cartridge first",
+                de.barcode,
+                drive.index()
+            ))
+        })?;
+    library.move_medium(de.address, target).await.map_err(|e| {
+        SessionError::Other(format!(
+            "drive {} did not unload {} ({unload_error}) and the robot could not pull it \
+                 ({e}): it needs hands",
+            drive.index(),
+            de.barcode
+        ))
+    })?;
+    info!(barcode = %de.barcode, drive = drive.index(), slot = target, "pulled from the drive by the robot");
+    Ok(Some(Pulled {
+        barcode: de.barcode,
+        slot: target,
+        unloaded: false,
+    }))
 }
 
 /// Which cartridge the drive holds, if any.

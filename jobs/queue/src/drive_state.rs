@@ -214,6 +214,13 @@ impl DriveStates {
         .await
     }
 
+    /// The state of `drive`, refused for a malformed name or one no worker has seen.
+    pub async fn get_known(&self, drive: &str) -> Result<DriveService> {
+        check_drive_name(drive)?;
+        self.require_known(drive).await?;
+        self.get(drive).await
+    }
+
     async fn require_known(&self, drive: &str) -> Result<()> {
         if self.known_drives().await?.iter().any(|d| d == drive) {
             return Ok(());

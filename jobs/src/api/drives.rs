@@ -1,4 +1,4 @@
-//! `GET /v1/drives`, `GET /v1/drives/{drive}`, `POST /v1/drives/{drive}/down|up`: the
+//! `GET /v1/drives`, `GET /v1/drives/{drive}`, `POST /v1/drives/{drive}/down|up|reset`: the
 //! drives of every host and their service state, as `reel drive` shows and sets them
 //! ([`crate::drive_cmd`], [`reel_queue::drive_state`]). Reading needs `read`; taking a drive
 //! down or up needs `operate`, and is recorded as done by the token.
@@ -13,6 +13,7 @@ use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
 use crate::drive_cmd::{DriveStatus, views};
 use reel_queue::DriveStates;
+use reel_queue::drive_reset::{DriveReset, DriveResets};
 use reel_queue::error::JobsError;
 use reel_queue::token::Scope;
 
@@ -181,4 +182,67 @@ pub(super) async fn up(
         .up(&drive, &req.reason, &by(&caller))
         .await?;
     Ok(Json(one(&state, &drive).await?))
+}
+
+/// Ask the worker holding a drive that is down to recover its cartridge through the changer
+/// (unload and put back, or have the robot pull it from a drive that does not answer). The
+/// answer comes at once; `GET /v1/drives/{drive}/reset` says when it is done and what was done.
+#[utoipa::path(
+    post,
+    path = "/v1/drives/{drive}/reset",
+    tag = "library",
+    params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
+    responses(
+        (status = 202, description = "asked for; the worker holding the drive does it at its next poll", body = DriveReset),
+        (status = 400, description = "the drive is in service (take it down first), or a malformed name", body = ErrorBody),
+        (status = 403, description = "the token lacks `operate`", body = ErrorBody),
+        (status = 404, description = "no worker has seen that drive", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn reset(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    drive: std::result::Result<UrlPath<String>, PathRejection>,
+) -> Result<(axum::http::StatusCode, Json<DriveReset>), ApiError> {
+    caller.require(Scope::Operate, "reset a drive")?;
+    let UrlPath(drive) = drive?;
+    let r = DriveResets::new(state.queue().store().db().clone())
+        .request(&drive, &by(&caller))
+        .await?;
+    tracing::info!(%drive, token = %caller.token().id, "drive reset asked for over HTTP");
+    Ok((axum::http::StatusCode::ACCEPTED, Json(r)))
+}
+
+/// A drive's last reset: when it was asked for, by whom, and what the worker did.
+#[utoipa::path(
+    get,
+    path = "/v1/drives/{drive}/reset",
+    tag = "library",
+    params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
+    responses(
+        (status = 200, description = "the last reset", body = DriveReset),
+        (status = 403, description = "the token lacks `read`", body = ErrorBody),
+        (status = 404, description = "the drive was never reset", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn reset_status(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    drive: std::result::Result<UrlPath<String>, PathRejection>,
+) -> Result<Json<DriveReset>, ApiError> {
+    caller.require(Scope::Read, "see the drives")?;
+    let UrlPath(drive) = drive?;
+    DriveResets::new(state.queue().store().db().clone())
+        .get(&drive)
+        .await?
+        .map(Json)
+        .ok_or_else(|| {
+            JobsError::NotFound {
+                what: format!("drive `{}` was never reset", drive.escape_debug()),
+                hint: "POST /v1/drives/{drive}/reset asks for one".into(),
+            }
+            .into()
+        })
 }

@@ -233,6 +233,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/drives/{drive}", get(drives::show))
         .route("/v1/drives/{drive}/down", post(drives::down))
         .route("/v1/drives/{drive}/up", post(drives::up))
+        .route(
+            "/v1/drives/{drive}/reset",
+            post(drives::reset).get(drives::reset_status),
+        )
         .route("/", get(dashboard::page))
         .route("/dashboard", get(dashboard::page))
         .route("/dashboard/dashboard.js", get(dashboard::script))

@@ -37,6 +37,8 @@ use super::{cartridges, catalog, drives, jobs, library, metrics, objects, queues
         drives::show,
         drives::down,
         drives::up,
+        drives::reset,
+        drives::reset_status,
         super::health,
         metrics::render,
         document,

@@ -542,6 +542,8 @@ async fn api_openapi_names_every_route() {
         ("/v1/drives/{drive}", "get"),
         ("/v1/drives/{drive}/down", "post"),
         ("/v1/drives/{drive}/up", "post"),
+        ("/v1/drives/{drive}/reset", "post"),
+        ("/v1/drives/{drive}/reset", "get"),
         ("/healthz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
@@ -1705,6 +1707,30 @@ async fn api_drives_down_and_up() {
         (StatusCode::OK, json!("down"), json!("cleaning")),
         "{v}"
     );
+    // A reset is asked for (operate), seen (read), and refused for a drive in service.
+    let (s, v) = call(&f, Method::GET, "/v1/drives/lib-0/reset", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    let (s, v) = post(st, &reader, "/v1/drives/lib-0/reset", json!({})).await;
+    assert_error(s, &v, StatusCode::FORBIDDEN, "operate");
+    let (s, v) = call(&f, Method::POST, "/v1/drives/lib-0/reset", None).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["done_ms"], 0, "{v}");
+    let (s, v) = call_as(
+        st,
+        Some(&reader),
+        Method::GET,
+        "/v1/drives/lib-0/reset",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(
+        v["requested_by"].as_str().unwrap().starts_with("token:"),
+        "{v}"
+    );
+    call(&f, Method::POST, "/v1/drives/lib-0/up", Some(json!({}))).await;
+    let (s, v) = call(&f, Method::POST, "/v1/drives/lib-0/reset", None).await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "take it down first");
 }
 
 #[tokio::test]

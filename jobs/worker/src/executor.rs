@@ -858,6 +858,22 @@ impl TapeExecutor for EngineExecutor {
         Ok(r?)
     }
 
+    async fn reset_drive(&self, drive: &str) -> Result<String> {
+        let index = Self::drive_index(drive)?;
+        Ok(match self.service.reset_drive(index).await? {
+            None => format!("drive {drive} was empty; nothing was moved"),
+            Some(p) if p.unloaded => format!(
+                "{} unloaded from drive {drive} and put back in slot element {}",
+                p.barcode, p.slot
+            ),
+            Some(p) => format!(
+                "{} pulled from drive {drive} by the robot (the drive did not unload) into slot \
+                 element {}",
+                p.barcode, p.slot
+            ),
+        })
+    }
+
     async fn write_batch(
         &self,
         drive: &str,

@@ -109,6 +109,13 @@ pub trait TapeExecutor: Send + Sync + 'static {
     /// Unload whatever is in `drive`.
     fn unmount(&self, drive: &str, fence: &Fence) -> impl Future<Output = Result<()>> + Send;
 
+    /// Recover what `drive` holds through the changer, even from a drive that no longer
+    /// answers (`reel drive reset`); says what was done. Default: nothing to recover.
+    fn reset_drive(&self, drive: &str) -> impl Future<Output = Result<String>> + Send {
+        let said = format!("drive {drive}: this executor has no changer; nothing was moved");
+        async move { Ok(said) }
+    }
+
     /// What this executor has mounted in `drive`: the barcode, and the cartridge's pool if it
     /// has one. A drive loop that (re)acquires its drive's lease starts from this, so the
     /// scheduler and the drive board see the cartridge. Default: nothing.
@@ -291,6 +298,8 @@ pub struct Runtime<E> {
     pub board: DriveBoard,
     /// Which drives are in service, for every host.
     pub drive_states: DriveStates,
+    /// Operators' requests to recover a drive's cartridge (`reel drive reset`).
+    pub resets: reel_queue::drive_reset::DriveResets,
     /// The library's elements as this worker last saw them, for the dashboard.
     pub inventory: Inventory,
     /// The tape side.
@@ -331,6 +340,7 @@ impl<E: TapeExecutor> Runtime<E> {
             requests: TapeRequests::new(db.clone()),
             board: DriveBoard::new(db.clone()),
             drive_states: DriveStates::new(db.clone()),
+            resets: reel_queue::drive_reset::DriveResets::new(db.clone()),
             inventory: Inventory::new(db.clone()),
             leases: LeaseManager::new(db),
             config,
@@ -977,6 +987,33 @@ pub fn cancel_on_signals(
     })
 }
 
+/// Do an operator's pending `reel drive reset` of `drive` (which is down, so no batch runs on
+/// it), and record what was done; the changer's view is recorded again at once.
+async fn reset_if_asked<E: TapeExecutor>(rt: &Runtime<E>, drive: &str) {
+    let req = match rt.resets.pending(drive).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(drive = %drive, error = %e, "cannot read whether a reset was asked for");
+            return;
+        }
+    };
+    let result = match rt.executor.reset_drive(drive).await {
+        Ok(done) => done,
+        Err(e) => format!("not done: {e}"),
+    };
+    tracing::warn!(drive = %drive, by = %req.requested_by, %result, "drive reset");
+    if let Err(e) = rt.resets.finish(drive, req.requested_ms, &result).await {
+        tracing::warn!(drive = %drive, error = %e, "cannot record the drive reset; it is done again at the next poll");
+    }
+    if let Ok(elements) = rt.executor.inventory().await
+        && let Some(first) = elements.first()
+    {
+        let library = first.library.clone();
+        let _ = rt.inventory.publish(&rt.name, &library, &elements).await;
+    }
+}
+
 /// How often a worker records the library's elements for the dashboard.
 pub const INVENTORY_EVERY: Duration = Duration::from_secs(5);
 
@@ -1220,9 +1257,14 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                         }
                     }
                 }
+                reset_if_asked(&rt, &drive).await;
                 drive_metrics::state(&drive, "down");
                 let _ = rt.board.publish(&fence, None).await;
-                idle(&rt, Duration::from_millis(rt.config.worker.heartbeat_ms)).await;
+                idle(
+                    &rt,
+                    Duration::from_millis(rt.config.worker.poll_interval_ms.max(100)),
+                )
+                .await;
                 continue;
             }
             Ok(_) if was_down => {
