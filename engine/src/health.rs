@@ -16,6 +16,9 @@ use tokio::sync::mpsc;
 pub struct Reading {
     /// The cartridge that left the drive.
     pub barcode: String,
+    /// The library's name, as the host names its drives (`LIBRARY-INDEX`); empty until the
+    /// host has named it ([`crate::service::TapeService::name_library`]).
+    pub library: String,
     /// The drive's index in its library.
     pub drive: u32,
     /// The drive's serial number (its identity across re-cabling and renumbering).

@@ -113,6 +113,8 @@ pub struct TapeService {
     foreign_drives: bool,
     /// Where this host's drives report what their checks catch.
     integrity: crate::integrity::IntegrityLog,
+    /// The library's name in health readings, once the host has named it.
+    health_library: Arc<std::sync::RwLock<String>>,
 }
 
 /// Refuse a record size above what drive `index` accepts (its READ BLOCK LIMITS, reported by
@@ -146,11 +148,16 @@ const CATCH_ATTEMPTS: u32 = 12;
 /// next unmount reads the drive again). A cartridge whose unmounts reported a medium TapeAlert
 /// flag `limit` times (0: never) takes no more writes: reel makes an active one full, with the
 /// flags as the reason (an operator's disabled or broken stays).
-fn keep_health(catalogue: &Catalogue, limit: u32) -> crate::health::HealthLog {
+fn keep_health(
+    catalogue: &Catalogue,
+    limit: u32,
+    library: Arc<std::sync::RwLock<String>>,
+) -> crate::health::HealthLog {
     let (log, mut rx) = crate::health::HealthLog::channel();
     let catalogue = catalogue.clone();
     tokio::spawn(async move {
-        while let Some(r) = rx.recv().await {
+        while let Some(mut r) = rx.recv().await {
+            r.library = library.read().unwrap_or_else(|p| p.into_inner()).clone();
             if let Err(e) = catalogue.record_health(&r).await {
                 warn!(error = %e, barcode = %r.barcode, "a drive's health reading is not recorded");
                 continue;
@@ -243,7 +250,12 @@ impl TapeService {
         let wanted = options.drives.clone().unwrap_or_else(|| all.clone());
         let foreign_drives = all.iter().any(|i| !wanted.contains(i));
         let integrity = keep_catches(&catalogue);
-        let health = keep_health(&catalogue, options.media_alert_limit);
+        let health_library: Arc<std::sync::RwLock<String>> = Default::default();
+        let health = keep_health(
+            &catalogue,
+            options.media_alert_limit,
+            health_library.clone(),
+        );
         let mut drives = Vec::new();
         for i in wanted {
             if !all.contains(&i) {
@@ -281,6 +293,7 @@ impl TapeService {
             mounting: Default::default(),
             foreign_drives,
             integrity,
+            health_library,
         };
         svc.sync_inventory().await?;
         Ok(svc)
@@ -869,6 +882,15 @@ impl TapeService {
             d.state.lock().await.mounted = None;
             self.set_mounted(index, None);
         }
+    }
+
+    /// Name the library as the host names its drives (`LIBRARY-INDEX`), so the health
+    /// readings of its drives say which library they are of.
+    pub fn name_library(&self, name: &str) {
+        *self
+            .health_library
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = name.to_string();
     }
 
     /// Recover what drive `index` holds through the changer ([`mount::pull`]) and forget it

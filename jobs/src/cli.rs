@@ -1223,20 +1223,13 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
                     })
                 }
                 Some(FailedCommand::Retry { ids }) => {
-                    // Every id checked before any is acted on: one bad id changes nothing.
-                    let mut whole = Vec::with_capacity(ids.len());
-                    for id in &ids {
-                        let id = queue.store().resolve(id).await?;
-                        let rec = queue.store().require(&id).await?;
-                        if !matches!(rec.state, JobState::Failed | JobState::Cancelled) {
-                            return Err(JobsError::BadJobState {
-                                id,
-                                state: rec.state.to_string(),
-                                hint: "only failed or cancelled jobs can be retried; nothing was retried".into(),
-                            });
-                        }
-                        whole.push(id);
-                    }
+                    let whole = all_in(
+                        &queue,
+                        &ids,
+                        &[JobState::Failed, JobState::Cancelled],
+                        "only failed or cancelled jobs can be retried; nothing was retried",
+                    )
+                    .await?;
                     let mut lines = Vec::new();
                     let mut done = Vec::new();
                     for id in whole {
@@ -1251,19 +1244,13 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
                     })
                 }
                 Some(FailedCommand::Drop { ids }) => {
-                    let mut whole = Vec::with_capacity(ids.len());
-                    for id in &ids {
-                        let id = queue.store().resolve(id).await?;
-                        let rec = queue.store().require(&id).await?;
-                        if rec.state != JobState::Failed {
-                            return Err(JobsError::BadJobState {
-                                id,
-                                state: rec.state.to_string(),
-                                hint: "only a failed job's failures can be dropped; nothing was dropped".into(),
-                            });
-                        }
-                        whole.push(id);
-                    }
+                    let whole = all_in(
+                        &queue,
+                        &ids,
+                        &[JobState::Failed],
+                        "only a failed job's failures can be dropped; nothing was dropped",
+                    )
+                    .await?;
                     let mut lines = Vec::new();
                     let mut dropped = Vec::new();
                     for id in whole {
@@ -1314,6 +1301,30 @@ async fn jobs(loaded: &LoadedConfig, cmd: JobsCommand, json: bool) -> Result<Out
             })
         }
     }
+}
+
+/// The whole ids of `ids` (whole or short), each checked to be in one of `states` before any
+/// is acted on, so one bad id changes nothing; `hint` says what the refusal means.
+async fn all_in(
+    queue: &JobQueue,
+    ids: &[String],
+    states: &[JobState],
+    hint: &str,
+) -> Result<Vec<String>> {
+    let mut whole = Vec::with_capacity(ids.len());
+    for id in ids {
+        let id = queue.store().resolve(id).await?;
+        let rec = queue.store().require(&id).await?;
+        if !states.contains(&rec.state) {
+            return Err(JobsError::BadJobState {
+                id,
+                state: rec.state.to_string(),
+                hint: hint.into(),
+            });
+        }
+        whole.push(id);
+    }
+    Ok(whole)
 }
 
 /// Run the failed or cancelled job `id` (whole or short) again, once its sources or

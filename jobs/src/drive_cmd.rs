@@ -260,9 +260,10 @@ fn detail(v: &DriveView, health: &[reel_engine::catalogue::HealthRecord]) -> Str
     out.join("\n")
 }
 
-/// The drive's index in its library, from its name (`LIBRARY-INDEX`).
-fn index_of(drive: &str) -> Option<u32> {
-    drive.rsplit('-').next().and_then(|i| i.parse().ok())
+/// The drive's library and index, from its name (`LIBRARY-INDEX`).
+fn library_and_index(drive: &str) -> Option<(&str, u32)> {
+    let (library, index) = drive.rsplit_once('-')?;
+    Some((library, index.parse().ok()?))
 }
 
 /// Run a drive command.
@@ -294,11 +295,11 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
                     });
                 }
             };
-            let health = match index_of(&drive) {
-                Some(i) => {
+            let health = match library_and_index(&drive) {
+                Some((library, i)) => {
                     reel_engine::catalogue::Catalogue::open(&loaded.config.store.url)
                         .await?
-                        .health_of_drive_index(i, crate::cartridge_cmd::HEALTH_SHOWN)
+                        .health_of_library_drive(library, i, crate::cartridge_cmd::HEALTH_SHOWN)
                         .await?
                 }
                 None => Vec::new(),
@@ -344,7 +345,7 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
                         text: format!(
                             "drive {drive}: the reset is asked for; {} does it at its next poll",
                             held.map(|w| format!("worker {w}")).unwrap_or_else(|| {
-                                "no worker holds the drive now; the worker that next does".into()
+                                "no worker holds the drive now; the next worker to hold it".into()
                             })
                         ),
                         json: json!({"reset": asked, "done": false}),

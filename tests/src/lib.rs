@@ -357,6 +357,22 @@ pub fn write_config(
     )
 }
 
+/// Hold (or release) the scheduler of a [`write_config`] config: held, no queue is worth a
+/// mount for a million seconds, so planned work stays queued where a test can look at it.
+pub fn hold_mounts(cfg: &Path, held: bool) {
+    let text = std::fs::read_to_string(cfg).expect("read config");
+    let (a, b) = (
+        "min_bytes = 1\nmin_files = 1\nmax_age_seconds = 0\n",
+        "min_bytes = 1000000000000000\nmin_files = 1000000\nmax_age_seconds = 1000000\n",
+    );
+    let text = if held {
+        text.replace(a, b)
+    } else {
+        text.replace(b, a)
+    };
+    std::fs::write(cfg, text).expect("write config");
+}
+
 /// Write a `reel.toml` for tests into `data_dir` with any device plugin: `plugin_config` goes
 /// into a TOML basic string as it is (write a line break as `\n`); otherwise as
 /// [`write_config`].

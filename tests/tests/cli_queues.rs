@@ -28,21 +28,6 @@ fn text(dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// The scheduler of the test config: held (no queue is worth a mount for 10000 s) or not.
-fn hold_mounts(cfg: &Path, held: bool) {
-    let t = std::fs::read_to_string(cfg).unwrap();
-    let (a, b) = (
-        "min_bytes = 1\nmin_files = 1\nmax_age_seconds = 0\n",
-        "min_bytes = 1000000000000000\nmin_files = 1000000\nmax_age_seconds = 10000\n",
-    );
-    let t = if held {
-        t.replace(a, b)
-    } else {
-        t.replace(b, a)
-    };
-    std::fs::write(cfg, t).unwrap();
-}
-
 fn queues(dir: &Path) -> Vec<serde_json::Value> {
     let (code, v, err) = reel(dir, &["queue", "ls"]);
     assert_eq!(code, 0, "queue ls: {v} {err}");

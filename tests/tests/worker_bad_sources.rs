@@ -18,21 +18,6 @@ fn wait(dir: &Path, id: &str) -> (i32, serde_json::Value) {
     (code, show(dir, id))
 }
 
-/// The scheduler of the test config, held: no queue is ever worth a mount.
-fn hold_mounts(cfg: &Path, held: bool) {
-    let text = std::fs::read_to_string(cfg).unwrap();
-    let (a, b) = (
-        "min_bytes = 1\nmin_files = 1\nmax_age_seconds = 0\n",
-        "min_bytes = 1000000000000000\nmin_files = 1000000\nmax_age_seconds = 1000000\n",
-    );
-    let text = if held {
-        text.replace(a, b)
-    } else {
-        text.replace(b, a)
-    };
-    std::fs::write(cfg, text).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sources_that_go_bad_after_submission_fail_alone() {
     for store in stores("worker_bad_sources").await {

@@ -15,6 +15,8 @@ pub struct HealthRecord {
     pub id: i64,
     /// The cartridge.
     pub barcode: String,
+    /// The library's name (as in drive names).
+    pub library: String,
     /// The drive's index in its library.
     pub drive: u32,
     /// The drive's serial number.
@@ -39,6 +41,7 @@ pub struct HealthRecord {
 struct HealthRow {
     id: i64,
     barcode: String,
+    library: String,
     drive: i64,
     drive_serial: String,
     at_unix: i64,
@@ -63,6 +66,7 @@ impl From<HealthRow> for HealthRecord {
         HealthRecord {
             id: r.id,
             barcode: r.barcode,
+            library: r.library,
             drive: u32::try_from(r.drive).unwrap_or(u32::MAX),
             drive_serial: r.drive_serial,
             at_unix: r.at_unix,
@@ -76,7 +80,7 @@ impl From<HealthRow> for HealthRecord {
     }
 }
 
-const COLUMNS: &str = "id, barcode, drive, drive_serial, at_unix, tape_alerts, bytes_written, \
+const COLUMNS: &str = "id, barcode, library, drive, drive_serial, at_unix, tape_alerts, bytes_written, \
                        bytes_read, repositions, backhitches";
 
 impl Catalogue {
@@ -87,8 +91,8 @@ impl Catalogue {
         on_pool!(&self.backend, |pool| {
             sqlx::query(
                 "INSERT INTO cartridge_health (barcode, drive, drive_serial, at_unix, tape_alerts, \
-                 bytes_written, bytes_read, repositions, backhitches) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                 bytes_written, bytes_read, repositions, backhitches, library) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&r.barcode)
             .bind(i64::from(r.drive))
@@ -99,6 +103,7 @@ impl Catalogue {
             .bind(count(r.bytes_read))
             .bind(count(r.repositions))
             .bind(count(r.backhitches))
+            .bind(&r.library)
             .execute(pool)
             .await
             .ctx(OP)?;
@@ -120,17 +125,24 @@ impl Catalogue {
         self.health_where("drive_serial", serial, limit).await
     }
 
-    /// The last `limit` readings of drive `index` (of any library sharing this catalogue),
+    /// The last `limit` readings of drive `index` of `library` (as drive names name it),
     /// newest first.
-    pub async fn health_of_drive_index(&self, index: u32, limit: u32) -> Result<Vec<HealthRecord>> {
-        const OP: &str = "health_of_drive_index";
+    pub async fn health_of_library_drive(
+        &self,
+        library: &str,
+        index: u32,
+        limit: u32,
+    ) -> Result<Vec<HealthRecord>> {
+        const OP: &str = "health_of_library_drive";
         let sql = format!(
-            "SELECT {COLUMNS} FROM cartridge_health WHERE drive = $1 ORDER BY id DESC LIMIT $2"
+            "SELECT {COLUMNS} FROM cartridge_health WHERE library = $3 AND drive = $1 \
+             ORDER BY id DESC LIMIT $2"
         );
         let rows: Vec<HealthRow> = on_pool!(&self.backend, |pool| {
             sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
                 .bind(i64::from(index))
                 .bind(i64::from(limit))
+                .bind(library)
                 .fetch_all(pool)
                 .await
                 .ctx(OP)?
@@ -183,6 +195,7 @@ mod tests {
         let c = cat(db);
         let r = |bc: &str, serial: &str, alerts: u64| Reading {
             barcode: bc.into(),
+            library: "lib".into(),
             drive: 1,
             drive_serial: serial.into(),
             unix: 1_800_000_000,
@@ -208,6 +221,8 @@ mod tests {
         assert_eq!(drv.len(), 2);
         assert_eq!(drv[0].tape_alerts, 1 << 63);
         assert_eq!(c.health_of_drive("DRV2", 1).await?.len(), 1);
+        assert_eq!(c.health_of_library_drive("lib", 1, 10).await?.len(), 3);
+        assert!(c.health_of_library_drive("other", 1, 10).await?.is_empty());
         Ok(())
     }
 }

@@ -76,21 +76,26 @@ impl Drive {
         *self.at_load.lock().unwrap_or_else(|p| p.into_inner()) = stats;
     }
 
-    /// Read the drive's TapeAlert flags and the change in its statistics since the load, and
-    /// report them for `barcode`, which is about to leave the drive. Best effort: what the
-    /// drive cannot tell is left out; a drive that answers nothing reports nothing.
-    pub async fn report_unmount(&self, barcode: &str) {
+    /// Send `reading` to this drive's health log: once per load, when its cartridge has left
+    /// the drive (not at an unload that failed, which is tried again or followed by a pull).
+    pub fn report_health(&self, reading: crate::health::Reading) {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .report(reading);
+    }
+
+    /// Read the drive's TapeAlert flags and the change in its statistics since the load, for
+    /// `barcode`, which is about to leave the drive. Best effort: what the drive cannot tell
+    /// is left out; `None` when it answers nothing.
+    pub async fn read_health(&self, barcode: &str) -> Option<crate::health::Reading> {
         let alerts = if self.caps & reel_plugin_abi::REEL_CAP_TAPE_ALERTS != 0 {
             self.tape_alerts().await.ok()
         } else {
             None
         };
         let now = self.statistics().await.ok();
-        let before = self
-            .at_load
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let before = *self.at_load.lock().unwrap_or_else(|p| p.into_inner());
         let serial = self.info().await.map(|i| i.serial.trim().to_string());
         if alerts.is_none() && now.is_none() && serial.is_err() {
             tracing::debug!(
@@ -98,15 +103,16 @@ impl Drive {
                 barcode,
                 "the drive reports no health at unmount"
             );
-            return;
+            return None;
         }
         // A field the drive keeps (its `valid` bit), changed since the load.
         let delta = |bit: u32, f: fn(&ReelDriveStats) -> u64| -> Option<u64> {
             let (now, before) = (now?, before?);
             (now.valid & (1 << bit) != 0).then(|| f(&now).saturating_sub(f(&before)))
         };
-        let reading = crate::health::Reading {
+        Some(crate::health::Reading {
             barcode: barcode.to_string(),
+            library: String::new(),
             drive: self.index,
             drive_serial: serial.unwrap_or_default(),
             unix: std::time::SystemTime::now()
@@ -124,11 +130,7 @@ impl Drive {
                 (None, None) => None,
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             },
-        };
-        self.health
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .report(reading);
+        })
     }
 
     /// Send what this drive's checks catch to `log` (the host drains it into the catalogue).

@@ -159,10 +159,14 @@ pub async fn unmount(
     if de.flags & REEL_ELEMENT_FULL == 0 {
         return Ok(0.0);
     }
-    // What the drive says about itself and this cartridge, before it lets go of it.
-    if !de.barcode.is_empty() {
-        drive.report_unmount(&de.barcode).await;
-    }
+    // What the drive says about itself and this cartridge, before it lets go of it; reported
+    // once the cartridge is out (an unload that fails is retried or followed by a pull, which
+    // reads again: one reading per load).
+    let health = if de.barcode.is_empty() {
+        None
+    } else {
+        drive.read_health(&de.barcode).await
+    };
     let mut unload = drive.unload().await;
     if matches!(unload, Err(DeviceError::UnitAttention { .. })) {
         // A reset or power cycle is reported once; unloading is safe to repeat.
@@ -174,6 +178,9 @@ pub async fn unmount(
         Err(DeviceError::NotReady { .. }) => 0,
         Err(e) => return Err(e.into()),
     };
+    if let Some(h) = health {
+        drive.report_health(h);
+    }
     let empty = |addr: u32| {
         inv.iter().any(|e| {
             e.address == addr && e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0
@@ -248,6 +255,13 @@ pub async fn pull(library: &Library, drive: &Drive) -> Result<Option<Pulled>, Se
     };
     warn!(drive = drive.index(), barcode = %de.barcode, error = %unload_error,
         "the drive does not unload; the robot pulls the cartridge as it is");
+    // A drive that failed to unload never reported this load (an unload that worked and a
+    // robot move that did not has reported it already).
+    let health = if unload_error.is_drive_failure() {
+        drive.read_health(&de.barcode).await
+    } else {
+        None
+    };
     let empty = |addr: u32| {
         inv.iter().any(|e| {
             e.address == addr && e.kind == REEL_ELEMENT_SLOT && e.flags & REEL_ELEMENT_FULL == 0
@@ -276,6 +290,9 @@ pub async fn pull(library: &Library, drive: &Drive) -> Result<Option<Pulled>, Se
         ))
     })?;
     info!(barcode = %de.barcode, drive = drive.index(), slot = target, "pulled from the drive by the robot");
+    if let Some(h) = health {
+        drive.report_health(h);
+    }
     Ok(Some(Pulled {
         barcode: de.barcode,
         slot: target,

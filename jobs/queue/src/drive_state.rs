@@ -190,6 +190,19 @@ impl DriveStates {
             crate::reason::check(note)?
         };
         self.require_known(drive).await?;
+        // A reset asked for while it was down and not done by now is not done later, on a
+        // drive in service or at its next time down.
+        let close = "UPDATE reel_drive_resets SET done_ms = $2, \
+                     result = 'not done: the drive was brought up first' \
+                     WHERE drive = $1 AND done_ms < requested_ms";
+        let now = now_ms();
+        on_db!(&self.db, |p| sqlx::query(close)
+            .bind(drive)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|_| ()))
+        .map_err(self.db.err("closing a drive's pending reset"))?;
         self.set(drive, Service::Up, &note, by, false).await
     }
 

@@ -222,8 +222,9 @@ pub(super) async fn reset(
     params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
     responses(
         (status = 200, description = "the last reset", body = DriveReset),
+        (status = 400, description = "a malformed drive name", body = ErrorBody),
         (status = 403, description = "the token lacks `read`", body = ErrorBody),
-        (status = 404, description = "the drive was never reset", body = ErrorBody),
+        (status = 404, description = "no worker has seen that drive, or it was never reset", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]
@@ -234,6 +235,9 @@ pub(super) async fn reset_status(
 ) -> Result<Json<DriveReset>, ApiError> {
     caller.require(Scope::Read, "see the drives")?;
     let UrlPath(drive) = drive?;
+    DriveStates::new(state.queue().store().db().clone())
+        .get_known(&drive)
+        .await?;
     DriveResets::new(state.queue().store().db().clone())
         .get(&drive)
         .await?

@@ -1729,6 +1729,15 @@ async fn api_drives_down_and_up() {
         "{v}"
     );
     call(&f, Method::POST, "/v1/drives/lib-0/up", Some(json!({}))).await;
+    // Brought up before a worker did it: closed, never done later.
+    let (_, v) = call(&f, Method::GET, "/v1/drives/lib-0/reset", None).await;
+    assert!(v["done_ms"].as_i64().unwrap() > 0, "{v}");
+    assert!(
+        v["result"].as_str().unwrap().contains("brought up first"),
+        "{v}"
+    );
+    let (s, v) = call(&f, Method::GET, "/v1/drives/..%2Fx/reset", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     let (s, v) = call(&f, Method::POST, "/v1/drives/lib-0/reset", None).await;
     assert_error(s, &v, StatusCode::BAD_REQUEST, "take it down first");
 }

@@ -211,6 +211,25 @@ impl EngineExecutor {
         self.service.catalogue()
     }
 
+    /// The pool of cartridge `barcode`, looked up once per planning (`cache`): a read request
+    /// carries its cartridge's pool, which the scheduler's group caps count by.
+    async fn pool_of(
+        &self,
+        cache: &mut HashMap<String, Option<String>>,
+        barcode: &str,
+    ) -> Result<Option<String>> {
+        if let Some(p) = cache.get(barcode) {
+            return Ok(p.clone());
+        }
+        let p = self
+            .catalogue()
+            .cartridge(barcode)
+            .await?
+            .and_then(|k| k.pool);
+        cache.insert(barcode.to_string(), p.clone());
+        Ok(p)
+    }
+
     /// The library's name in drive names, leases and the drive board: from the serial number
     /// the plugin reports (`simlib-3F9A0C21B7D4`, `3573_tl-LIB0000001`), so every host
     /// sharing the library agrees however it installed or configured the plugin; a hash of the
@@ -221,11 +240,15 @@ impl EngineExecutor {
                 use sha2::Digest;
                 let lib = &self.config.library;
                 let hash = sha2::Sha256::digest(format!("{}\n{}", lib.plugin, lib.plugin_config));
-                self.service
+                let id = self
+                    .service
                     .library()
                     .identity(&hex::encode(&hash[..4]))
                     .await
-                    .map_err(|e| JobsError::Session(e.into()))
+                    .map_err(|e| JobsError::Session(e.into()))?;
+                // Its drives' health readings are kept under the same name.
+                self.service.name_library(&id);
+                Ok::<_, JobsError>(id)
             })
             .await
             .map(String::as_str)
@@ -509,7 +532,7 @@ impl TapeExecutor for EngineExecutor {
         let mut reqs = Vec::new();
         let mut missing = Vec::new();
         // Each read carries its cartridge's pool: the scheduler's group caps count by it.
-        let mut pools: std::collections::HashMap<String, Option<String>> = Default::default();
+        let mut pools: HashMap<String, Option<String>> = HashMap::new();
         for key in keys {
             let dest = destination::safe_join(root, &key).map_err(|e| {
                 reel_queue::submission::SubmissionError::Invalid {
@@ -551,18 +574,7 @@ impl TapeExecutor for EngineExecutor {
                     ),
                 ));
             };
-            let pool = match pools.get(&c.barcode) {
-                Some(p) => p.clone(),
-                None => {
-                    let p = self
-                        .catalogue()
-                        .cartridge(&c.barcode)
-                        .await?
-                        .and_then(|k| k.pool);
-                    pools.insert(c.barcode.clone(), p.clone());
-                    p
-                }
-            };
+            let pool = self.pool_of(&mut pools, &c.barcode).await?;
             reqs.push(NewTapeRequest {
                 target: MountTarget::Read {
                     barcode: c.barcode.clone(),
@@ -666,18 +678,7 @@ impl TapeExecutor for EngineExecutor {
         let mut pools: HashMap<String, Option<String>> = HashMap::new();
         let mut reqs = Vec::with_capacity(containers.len());
         for c in containers {
-            let pool = match pools.get(&c.barcode) {
-                Some(p) => p.clone(),
-                None => {
-                    let p = self
-                        .catalogue()
-                        .cartridge(&c.barcode)
-                        .await?
-                        .and_then(|k| k.pool);
-                    pools.insert(c.barcode.clone(), p.clone());
-                    p
-                }
-            };
+            let pool = self.pool_of(&mut pools, &c.barcode).await?;
             let task = CartridgeTask::Verify { container: c.id };
             reqs.push(task_request(task, &c.barcode, pool, c.bytes));
         }
