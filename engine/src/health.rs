@@ -142,19 +142,13 @@ pub fn describe(bits: u64) -> String {
         .join(", ")
 }
 
-/// Where drives send their [`Reading`]s. The default (and [`HealthLog::traced_only`]) only
-/// logs them; [`HealthLog::channel`] gives the receiving end to a task that keeps them.
+/// Where drives send their [`Reading`]s. The default only logs them; [`HealthLog::channel`] gives the receiving end to a task that keeps them.
 #[derive(Debug, Clone, Default)]
 pub struct HealthLog {
     tx: Option<mpsc::UnboundedSender<Reading>>,
 }
 
 impl HealthLog {
-    /// A log that only traces.
-    pub fn traced_only() -> HealthLog {
-        HealthLog::default()
-    }
-
     /// A log and the receiver of what is sent to it.
     pub fn channel() -> (HealthLog, mpsc::UnboundedReceiver<Reading>) {
         let (tx, rx) = mpsc::unbounded_channel();

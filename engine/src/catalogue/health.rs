@@ -117,12 +117,19 @@ impl Catalogue {
         barcode: &str,
         limit: u32,
     ) -> Result<Vec<HealthRecord>> {
-        self.health_where("barcode", barcode, limit).await
-    }
-
-    /// The last `limit` readings of the drive with serial number `serial`, newest first.
-    pub async fn health_of_drive(&self, serial: &str, limit: u32) -> Result<Vec<HealthRecord>> {
-        self.health_where("drive_serial", serial, limit).await
+        const OP: &str = "health_of_cartridge";
+        let sql = format!(
+            "SELECT {COLUMNS} FROM cartridge_health WHERE barcode = $1 ORDER BY id DESC LIMIT $2"
+        );
+        let rows: Vec<HealthRow> = on_pool!(&self.backend, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(barcode)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+                .ctx(OP)?
+        });
+        Ok(rows.into_iter().map(HealthRecord::from).collect())
     }
 
     /// The last `limit` readings of drive `index` of `library` (as drive names name it),
@@ -150,36 +157,25 @@ impl Catalogue {
         Ok(rows.into_iter().map(HealthRecord::from).collect())
     }
 
-    async fn health_where(
-        &self,
-        column: &'static str,
-        value: &str,
-        limit: u32,
-    ) -> Result<Vec<HealthRecord>> {
-        const OP: &str = "health";
-        let sql = format!(
-            "SELECT {COLUMNS} FROM cartridge_health WHERE {column} = $1 ORDER BY id DESC LIMIT $2"
-        );
-        let rows: Vec<HealthRow> = on_pool!(&self.backend, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
-                .bind(value)
-                .bind(i64::from(limit))
-                .fetch_all(pool)
-                .await
-                .ctx(OP)?
-        });
-        Ok(rows.into_iter().map(HealthRecord::from).collect())
-    }
-
     /// How many of cartridge `barcode`'s unmounts reported a medium TapeAlert flag
-    /// ([`Concern::Medium`]).
+    /// ([`Concern::Medium`]), counted in the database.
     pub async fn medium_alerts(&self, barcode: &str) -> Result<u64> {
-        Ok(self
-            .health_of_cartridge(barcode, u32::MAX)
-            .await?
-            .iter()
-            .filter(|h| !crate::health::flags_of(h.tape_alerts, Concern::Medium).is_empty())
-            .count() as u64)
+        const OP: &str = "medium_alerts";
+        // The medium flags as the stored bitmap (the same 64 bits in a signed column).
+        let mask = (1..=64u8)
+            .filter(|f| crate::health::concern(*f) == Concern::Medium)
+            .fold(0u64, |m, f| m | 1u64 << (f - 1)) as i64;
+        let n: i64 = on_pool!(&self.backend, |pool| {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM cartridge_health WHERE barcode = $1 AND (tape_alerts & $2) <> 0",
+            )
+            .bind(barcode)
+            .bind(mask)
+            .fetch_one(pool)
+            .await
+            .ctx(OP)?
+        });
+        Ok(n.max(0) as u64)
     }
 }
 
@@ -217,11 +213,10 @@ mod tests {
         assert_eq!(one[0].bytes_read, None);
         assert_eq!(c.medium_alerts("RL0001L9").await?, 1);
         assert_eq!(c.medium_alerts("RL0002L9").await?, 0);
-        let drv = c.health_of_drive("DRV2", 10).await?;
-        assert_eq!(drv.len(), 2);
+        let drv = c.health_of_library_drive("lib", 1, 10).await?;
+        assert_eq!(drv.len(), 3);
         assert_eq!(drv[0].tape_alerts, 1 << 63);
-        assert_eq!(c.health_of_drive("DRV2", 1).await?.len(), 1);
-        assert_eq!(c.health_of_library_drive("lib", 1, 10).await?.len(), 3);
+        assert_eq!(c.health_of_library_drive("lib", 1, 1).await?.len(), 1);
         assert!(c.health_of_library_drive("other", 1, 10).await?.is_empty());
         Ok(())
     }

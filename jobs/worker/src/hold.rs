@@ -151,11 +151,6 @@ impl Hold {
         }
     }
 
-    /// Whether the queue is waiting (not served and not about to be).
-    pub fn is_waiting(&self) -> bool {
-        !matches!(self, Hold::Served { .. } | Hold::Due)
-    }
-
     /// In how long the age rule mounts it, for [`Hold::BelowThreshold`].
     pub fn mounts_in(&self) -> Option<Duration> {
         match self {
@@ -482,7 +477,7 @@ mod tests {
         };
         let mut l = lib(vec![drive("d0", true, None)]);
         let h = explain(&p, &q, &l);
-        assert!(h.is_waiting());
+        assert_eq!(h.rule(), "no_writable_cartridge");
         assert!(
             h.message().contains("reel intake --pool p1"),
             "{}",

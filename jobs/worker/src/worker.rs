@@ -1177,6 +1177,9 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
     );
     // The drive was down at the last look (said once, not at every poll).
     let mut was_down = false;
+    // While down the loop polls every poll_interval_ms (for a reset); it leaves the board once
+    // and says so again only every heartbeat, not at each poll.
+    let mut down_published: Option<tokio::time::Instant> = None;
     while !rt.shutdown.is_cancelled() {
         let (fence, cancel) = match &lease {
             Some((f, c, _)) if !c.is_cancelled() => (f.clone(), c.clone()),
@@ -1259,7 +1262,12 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 }
                 reset_if_asked(&rt, &drive).await;
                 drive_metrics::state(&drive, "down");
-                let _ = rt.board.publish(&fence, None).await;
+                let heartbeat = Duration::from_millis(rt.config.worker.heartbeat_ms);
+                if down_published.is_none_or(|at| at.elapsed() >= heartbeat)
+                    && rt.board.publish(&fence, None).await.is_ok()
+                {
+                    down_published = Some(tokio::time::Instant::now());
+                }
                 idle(
                     &rt,
                     Duration::from_millis(rt.config.worker.poll_interval_ms.max(100)),
@@ -1270,6 +1278,7 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
             Ok(_) if was_down => {
                 tracing::info!(drive = %drive, "the drive is up again");
                 was_down = false;
+                down_published = None;
                 auto_down.reset();
                 failures = 0;
                 drive_metrics::state(&drive, "empty");
