@@ -47,6 +47,37 @@ pub enum CartridgeCommand {
         #[arg(long)]
         reason: String,
     },
+    /// Send cartridges offsite: each becomes `exported` at once (no new work takes it) and a
+    /// worker moves it to a free mail slot; recalls only it can serve wait for it.
+    Export {
+        /// Their barcodes.
+        #[arg(required = true)]
+        barcodes: Vec<String>,
+        /// Where they go (a vault, a shelf), shown to whoever waits for them.
+        #[arg(long)]
+        to: String,
+    },
+    /// Take cartridges in from the mail slots: exported ones get back the state they had.
+    Import {
+        /// Only these (default: everything in the mail slots).
+        barcodes: Vec<String>,
+        /// Only a worker of this library (its name, as in drive names) does it.
+        #[arg(long, default_value = "")]
+        library: String,
+        /// Wait at most this many seconds for a worker to do it.
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=3600))]
+        timeout: u64,
+    },
+    /// The last import requests and what was done.
+    Imports {
+        /// How many (newest first).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i64).range(1..=1000))]
+        limit: i64,
+    },
+    /// Exported cartridges that waiting recalls need: what to bring back.
+    Wanted,
+    /// Exported cartridges: where each went and whether it has left the library.
+    Vaulted,
 }
 
 /// What a cartridge command printed.
@@ -289,8 +320,96 @@ fn detail(c: &Cartridge, elements: &[ElementView], health: &[HealthRecord]) -> S
 pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Result<Printed> {
     let cat = Catalogue::open(&loaded.config.store.url).await?;
     let db = reel_queue::db::Db::connect(&loaded.config.store.url).await?;
-    let elements = Inventory::new(db).read().await?.elements;
+    let elements = Inventory::new(db.clone()).read().await?.elements;
     match cmd {
+        CartridgeCommand::Export { barcodes, to } => {
+            let out = crate::vault_cmd::export(&cat, &barcodes, &to, by).await?;
+            Ok(Printed {
+                text: format!(
+                    "exported to {}: {}; a worker moves each to a free mail slot \
+                     (`reel cartridge vaulted` shows which have left), and recalls only they \
+                     can serve wait for them",
+                    to.trim(),
+                    barcodes.join(" ")
+                ),
+                json: json!({"exported": out}),
+            })
+        }
+        CartridgeCommand::Import {
+            barcodes,
+            library,
+            timeout,
+        } => {
+            let asked = crate::vault_cmd::import(&db, &library, &barcodes, by).await?;
+            let imports = reel_queue::cartridge_import::CartridgeImports::new(db.clone());
+            let t0 = std::time::Instant::now();
+            let mut now = asked.clone();
+            while !now.is_done() && t0.elapsed() < std::time::Duration::from_secs(timeout) {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                now = imports.get(asked.id).await?.unwrap_or(now);
+            }
+            Ok(Printed {
+                text: crate::vault_cmd::import_text(&now),
+                json: json!({"import": now, "done": now.is_done()}),
+            })
+        }
+        CartridgeCommand::Imports { limit } => {
+            let all = reel_queue::cartridge_import::CartridgeImports::new(db.clone())
+                .recent(limit)
+                .await?;
+            let text = if all.is_empty() {
+                "no import was asked for".into()
+            } else {
+                all.iter()
+                    .map(crate::vault_cmd::import_text)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Printed {
+                json: json!({"imports": all}),
+                text,
+            })
+        }
+        CartridgeCommand::Wanted => {
+            let w = crate::vault_cmd::wanted(&cat, &db).await?;
+            Ok(Printed {
+                text: crate::vault_cmd::wanted_text(&w),
+                json: json!({"wanted": w}),
+            })
+        }
+        CartridgeCommand::Vaulted => {
+            let v = crate::vault_cmd::vaulted(&cat).await?;
+            let text = if v.is_empty() {
+                "no cartridge is exported".to_string()
+            } else {
+                v.iter()
+                    .map(|e| {
+                        format!(
+                            "{:<10} at {} since {} by {}; {}",
+                            e.barcode,
+                            e.location,
+                            crate::text::when_ms(e.exported_unix * 1000),
+                            e.exported_by,
+                            if e.left {
+                                "out of the storage slots".to_string()
+                            } else {
+                                format!(
+                                    "still inside ({}): waiting for a free mail slot or for a \
+                                     drive to unload it",
+                                    location(&elements, &e.barcode)
+                                        .unwrap_or_else(|| "not seen".into())
+                                )
+                            }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Printed {
+                json: json!({"vaulted": v}),
+                text,
+            })
+        }
         CartridgeCommand::Ls { pool, state } => {
             let state = state
                 .map(|s| {

@@ -24,5 +24,6 @@ pub mod manpage;
 pub mod plugin_cmd;
 pub mod queue_cmd;
 pub mod text;
+pub mod vault_cmd;
 
 pub use reel_queue::{JobsError, Result};

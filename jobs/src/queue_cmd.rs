@@ -109,17 +109,15 @@ pub async fn library(db: &Db, cat: &Catalogue) -> Result<Library> {
         })
         .collect();
     let cartridges = cat.cartridges().await?;
-    let out_of_service = cartridges
-        .iter()
-        // Exported only: a disabled or broken cartridge's recalls move off it within a poll
-        // (the drives check before mounting), and what stays is its verify work, which runs.
-        .filter(|c| c.state == reel_engine::catalogue::CartridgeState::Exported)
-        .map(|c| {
+    let out_of_service = cat
+        .vault_entries()
+        .await?
+        .into_iter()
+        .map(|e| {
             (
-                c.barcode.clone(),
+                e.barcode,
                 OutOfService {
-                    state: c.state.to_string(),
-                    reason: c.state_reason.clone(),
+                    location: e.location,
                 },
             )
         })

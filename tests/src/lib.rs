@@ -442,6 +442,22 @@ pub fn reel(data_dir: &Path, args: &[&str]) -> (i32, serde_json::Value, String) 
     )
 }
 
+/// Run `reel --data-dir DIR ARGS…` for people (no `--json`); returns (exit status, stdout,
+/// stderr).
+pub fn reel_text(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(binary_path("reel"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .output()
+        .expect("run reel");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `reel jobs show ID`: the job as JSON (whatever the exit status).
 pub fn show_job(data_dir: &Path, id: &str) -> serde_json::Value {
     reel(data_dir, &["jobs", "show", id]).1

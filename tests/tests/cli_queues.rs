@@ -13,21 +13,6 @@ use reel_tests::*;
 /// A liveness bound for what the worker does by itself, not a timing claim.
 const BOUND: Duration = Duration::from_secs(60);
 
-/// `reel --data-dir DIR ARGS…` without `--json`: (exit status, stdout, stderr).
-fn text(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(binary_path("reel"))
-        .arg("--data-dir")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run reel");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn queues(dir: &Path) -> Vec<serde_json::Value> {
     let (code, v, err) = reel(dir, &["queue", "ls"]);
     assert_eq!(code, 0, "queue ls: {v} {err}");
@@ -110,7 +95,7 @@ async fn every_wait_says_why_and_failures_are_listed() {
         assert_eq!(wait["rule"], "below_threshold", "{name}: {v}");
         assert!(wait["until_ms"].as_i64().unwrap() > 0, "{name}: {v}");
         // The same for people, by the short id.
-        let (code, out, err) = text(d, &["jobs", "show", short]);
+        let (code, out, err) = reel_text(d, &["jobs", "show", short]);
         assert_eq!(code, 0, "{name}: {err}");
         assert!(
             out.contains("waiting   3 for pool p1 (queued): below the mount threshold"),
@@ -120,12 +105,12 @@ async fn every_wait_says_why_and_failures_are_listed() {
             out.contains("created   ") && out.contains(" ago)"),
             "{name}: {out}"
         );
-        let (_, out, _) = text(d, &["queue", "ls"]);
+        let (_, out, _) = reel_text(d, &["queue", "ls"]);
         assert!(
             out.contains("CARTRIDGE") && out.contains("below the mount threshold"),
             "{name}: {out}"
         );
-        let (_, out, _) = text(d, &["jobs", "list"]);
+        let (_, out, _) = reel_text(d, &["jobs", "list"]);
         assert!(out.starts_with("ID "), "{name}: a header first: {out}");
         assert!(
             out.lines().nth(1).unwrap_or_default().starts_with(short) && out.contains(" ago"),
@@ -184,7 +169,7 @@ async fn every_wait_says_why_and_failures_are_listed() {
                 .contains("no longer exists"),
             "{name}: {v}"
         );
-        let (_, out, _) = text(d, &["jobs", "show", short]);
+        let (_, out, _) = reel_text(d, &["jobs", "show", short]);
         assert!(
             out.contains("failed    1 request:") && out.contains("q/gone: source"),
             "{name}: {out}"

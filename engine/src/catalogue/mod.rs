@@ -38,6 +38,7 @@ mod statistics;
 mod test_support;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod vault;
 mod writer_lease;
 
 pub use backend::MIGRATIONS_TABLE;
@@ -51,6 +52,7 @@ pub use object::{
     validate_key, validate_key_prefix,
 };
 pub use pool::StorageClass;
+pub use vault::{MAX_LOCATION, VaultEntry, check_location};
 pub use writer_lease::WriterLease;
 
 use backend::Backend;

@@ -99,6 +99,26 @@ impl Library {
             .await?
     }
 
+    /// Put the cartridge in storage slot `slot` out to import/export element `ie` (addresses).
+    pub async fn export(&self, slot: u32, ie: u32) -> Result<u64, DeviceError> {
+        self.actor
+            .run("library_export", move |h| {
+                h.export(slot, ie).map_err(DeviceError::from_call)?;
+                Ok(h.last_status().elapsed_ns)
+            })
+            .await?
+    }
+
+    /// Take the cartridge in import/export element `ie` into storage slot `slot` (addresses).
+    pub async fn import(&self, ie: u32, slot: u32) -> Result<u64, DeviceError> {
+        self.actor
+            .run("library_import", move |h| {
+                h.import(ie, slot).map_err(DeviceError::from_call)?;
+                Ok(h.last_status().elapsed_ns)
+            })
+            .await?
+    }
+
     /// A plugin-specific request (the simulator's fault injection); returns the response text.
     pub async fn control(&self, request: &str) -> Result<String, DeviceError> {
         let request = request.to_owned();

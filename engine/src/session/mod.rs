@@ -16,6 +16,7 @@
 pub mod confine;
 pub mod destination;
 pub mod intake;
+pub mod mail_slot;
 pub mod mount;
 pub mod order;
 pub mod rebuild;

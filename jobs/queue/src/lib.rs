@@ -32,6 +32,7 @@
 
 pub mod apalis_bridge;
 pub mod backoff;
+pub mod cartridge_import;
 pub mod cartridge_task;
 pub mod config;
 pub mod confine;

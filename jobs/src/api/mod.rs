@@ -49,6 +49,7 @@ mod spool;
 mod staging;
 #[cfg(test)]
 mod tests;
+mod vault;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -229,6 +230,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/cartridges", get(cartridges::list))
         .route("/v1/cartridges/{barcode}", get(cartridges::show))
         .route("/v1/cartridges/{barcode}/state", post(cartridges::set))
+        .route("/v1/vault", get(vault::vaulted))
+        .route("/v1/vault/wanted", get(vault::wanted))
+        .route("/v1/vault/export", post(vault::export))
+        .route("/v1/vault/import", post(vault::import))
+        .route("/v1/vault/imports/{id}", get(vault::import_status))
         .route("/v1/drives", get(drives::list))
         .route("/v1/drives/{drive}", get(drives::show))
         .route("/v1/drives/{drive}/down", post(drives::down))

@@ -3,7 +3,7 @@
 use axum::response::Json;
 use utoipa::OpenApi;
 
-use super::{cartridges, catalog, drives, jobs, library, metrics, objects, queues};
+use super::{cartridges, catalog, drives, jobs, library, metrics, objects, queues, vault};
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
 #[derive(OpenApi)]
@@ -33,6 +33,11 @@ use super::{cartridges, catalog, drives, jobs, library, metrics, objects, queues
         cartridges::list,
         cartridges::show,
         cartridges::set,
+        vault::vaulted,
+        vault::wanted,
+        vault::export,
+        vault::import,
+        vault::import_status,
         drives::list,
         drives::show,
         drives::down,

@@ -1854,6 +1854,133 @@ async fn api_cartridge_states() {
 }
 
 #[tokio::test]
+async fn api_vault_export_import_and_wanted() {
+    let f = fixture().await;
+    let st = &f.state;
+    let cat = st.catalogue();
+    cat.add_cartridge("V00001L9", false, 0).await.unwrap();
+    cat.add_cartridge("V00002L9", false, 0).await.unwrap();
+    let reader = token(st, "read", "/").await;
+    let (s, v) = post(
+        st,
+        &reader,
+        "/v1/vault/export",
+        json!({"barcodes": ["V00001L9"], "to": "vault B"}),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::FORBIDDEN, "operate");
+    for (body, needle) in [
+        (json!({"barcodes": [], "to": "v"}), "no cartridge given"),
+        (
+            json!({"barcodes": ["V00001L9", "V00001L9"], "to": "v"}),
+            "given twice",
+        ),
+        (
+            json!({"barcodes": ["V00001L9"], "to": ""}),
+            "location is empty",
+        ),
+        (
+            json!({"barcodes": ["V00001L9"], "to": "x".repeat(201)}),
+            "at most 200",
+        ),
+        (json!({"barcodes": ["a b"], "to": "v"}), "not a barcode"),
+    ] {
+        let (s, v) = call(&f, Method::POST, "/v1/vault/export", Some(body)).await;
+        assert_error(s, &v, StatusCode::BAD_REQUEST, needle);
+    }
+    // One unknown barcode: none is exported.
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/export",
+        Some(json!({"barcodes": ["V00001L9", "NOPE01L9"], "to": "v"})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::NOT_FOUND, "NOPE01L9");
+    let (s, v) = call(&f, Method::GET, "/v1/vault", None).await;
+    assert_eq!(
+        (s, v["vaulted"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{v}"
+    );
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/export",
+        Some(json!({"barcodes": ["V00001L9", "V00002L9"], "to": "vault B"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["exported"][0]["location"], "vault B", "{v}");
+    assert_eq!(v["exported"][1]["left"], false, "{v}");
+    let (s, v) = call(&f, Method::GET, "/v1/cartridges/V00001L9", None).await;
+    assert_eq!(
+        (s, v["state"].clone()),
+        (StatusCode::OK, json!("exported")),
+        "{v}"
+    );
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/export",
+        Some(json!({"barcodes": ["V00001L9"], "to": "elsewhere"})),
+    )
+    .await;
+    assert_error(
+        s,
+        &v,
+        StatusCode::BAD_REQUEST,
+        "already exported (to vault B)",
+    );
+    // No work waits for them.
+    let (s, v) = call_as(st, Some(&reader), Method::GET, "/v1/vault/wanted", None).await;
+    assert_eq!(
+        (s, v["wanted"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{v}"
+    );
+    // An import is a request a worker carries out.
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/import",
+        Some(json!({"barcodes": ["V00001L9"]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["done_ms"], 0, "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let (s, v) = call(&f, Method::GET, &format!("/v1/vault/imports/{id}"), None).await;
+    assert_eq!(
+        (s, v["barcodes"][0].clone()),
+        (StatusCode::OK, json!("V00001L9")),
+        "{v}"
+    );
+    let (s, v) = call(&f, Method::GET, "/v1/vault/imports/999", None).await;
+    assert_error(s, &v, StatusCode::NOT_FOUND, "no import request 999");
+    let (s, v) = call(&f, Method::GET, "/v1/vault/imports/x", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/import",
+        Some(json!({"barcodes": ["A", "A"]})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "given twice");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/import",
+        Some(json!({"nope": 1})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, v) = post(st, &reader, "/v1/vault/import", json!({})).await;
+    assert_error(s, &v, StatusCode::FORBIDDEN, "operate");
+}
+
+#[tokio::test]
 async fn api_queues_and_failed_requests() {
     use reel_queue::job::{JobSpec, VerifyJob, VerifyTarget};
     use reel_queue::mount::MountTarget;

@@ -794,6 +794,30 @@ impl TapeExecutor for EngineExecutor {
             .collect())
     }
 
+    async fn library_name(&self) -> Result<Option<String>> {
+        Ok(Some(self.library_id().await?.to_string()))
+    }
+
+    async fn exported(&self) -> Result<HashSet<String>> {
+        Ok(self
+            .catalogue()
+            .vault_entries()
+            .await?
+            .into_iter()
+            .map(|e| e.barcode)
+            .collect())
+    }
+
+    async fn send_out_exported(&self) -> Result<()> {
+        crate::vault::send_out_exported(&self.service)
+            .await
+            .map(|_| ())
+    }
+
+    async fn take_in(&self, only: &[String], by: &str) -> Result<Vec<String>> {
+        crate::vault::take_in(&self.service, only, by).await
+    }
+
     async fn unmountable_among(&self, barcodes: Vec<String>) -> Result<Vec<Cartridge>> {
         let mut out = Vec::new();
         for b in barcodes {

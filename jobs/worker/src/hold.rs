@@ -39,13 +39,11 @@ pub struct DriveSeen {
     pub group: Option<String>,
 }
 
-/// A cartridge no drive mounts for reads: its state and the reason an operator gave.
+/// A cartridge out of the library (exported): where it went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutOfService {
-    /// `disabled`, `broken`, `exported`…
-    pub state: String,
-    /// Why.
-    pub reason: String,
+    /// Where it is (`reel cartridge export --to`).
+    pub location: String,
 }
 
 /// What [`explain`] looks at besides the queues and the policy.
@@ -53,9 +51,9 @@ pub struct OutOfService {
 pub struct Library {
     /// Every drive known to the store.
     pub drives: Vec<DriveSeen>,
-    /// Cartridges no drive mounts for this queue's work, by barcode: exported ones (a
-    /// disabled or broken cartridge's recalls leave it within a poll, and its verify work
-    /// runs, so such a queue is held by the other rules).
+    /// Cartridges no drive mounts, by barcode: exported ones (a disabled or broken
+    /// cartridge's recalls leave it within a poll, and its verify work runs, so such a queue
+    /// is held by the other rules).
     pub out_of_service: BTreeMap<String, OutOfService>,
     /// Pools with an active, labelled cartridge that has room (or a capacity not known yet):
     /// a write queue of any other pool waits for cartridges.
@@ -71,15 +69,13 @@ pub enum Hold {
         /// The drives serving it.
         drives: Vec<String>,
     },
-    /// The cartridge is out of the library (exported); the workers' maintenance pass moves
-    /// its reads to another copy or fails them with the reason.
+    /// The cartridge is out of the library (exported) and no copy in the library serves
+    /// these reads: they wait for it to be imported.
     CartridgeOut {
         /// Barcode.
         barcode: String,
-        /// Its state.
-        state: String,
-        /// Why.
-        reason: String,
+        /// Where it is.
+        location: String,
     },
     /// The pool has no active cartridge with room.
     NoWritableCartridge {
@@ -163,13 +159,10 @@ impl Hold {
     pub fn message(&self) -> String {
         match self {
             Hold::Served { drives } => format!("being served by {}", drives.join(", ")),
-            Hold::CartridgeOut {
-                barcode,
-                state,
-                reason,
-            } => format!(
-                "cartridge {barcode} is {state} ({reason}); its reads move to another copy, or \
-                 fail, at the workers' next maintenance pass"
+            Hold::CartridgeOut { barcode, location } => format!(
+                "cartridge {barcode} is at {location}: bring it back, put it in a mail slot and \
+                 run `reel cartridge import` (`reel cartridge wanted` lists what waiting work \
+                 needs)"
             ),
             Hold::NoWritableCartridge { pool } => format!(
                 "pool {pool} has no active cartridge with room; add cartridges to the library \
@@ -248,8 +241,7 @@ pub fn explain(policy: &Policy, q: &QueueSummary, library: &Library) -> Hold {
             if let Some(o) = library.out_of_service.get(barcode) {
                 return Hold::CartridgeOut {
                     barcode: barcode.clone(),
-                    state: o.state.clone(),
-                    reason: o.reason.clone(),
+                    location: o.location.clone(),
                 };
             }
         }
@@ -398,11 +390,17 @@ mod tests {
         l.out_of_service.insert(
             "A00001".into(),
             OutOfService {
-                state: "broken".into(),
-                reason: "dropped".into(),
+                location: "vault B".into(),
             },
         );
         assert_eq!(explain(&p, &q, &l).rule(), "cartridge_out");
+        assert!(
+            explain(&p, &q, &l)
+                .message()
+                .contains("cartridge A00001 is at vault B"),
+            "{}",
+            explain(&p, &q, &l).message()
+        );
         assert_eq!(explain(&p, &q, &lib(vec![])), Hold::NoWorker);
         let mut nobody = drive("d0", true, None);
         nobody.worker = None;

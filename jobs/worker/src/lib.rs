@@ -13,6 +13,7 @@
 //! - [`executor`]: the tape executor, built on the engine's service and sessions.
 //! - [`recall_copy`]: which copy of an object a recall reads.
 //! - [`hold`]: why queued work waits, for the operator's views.
+//! - [`vault`]: the robot's half of exporting and importing cartridges.
 //! - [`drive_metrics`]: the drive loops' metrics.
 //! - [`embedded`]: a worker inside another process (`reel demo`, tests, the benchmark).
 
@@ -25,4 +26,5 @@ pub mod hold;
 pub mod recall_copy;
 pub mod reroute;
 pub mod scheduler;
+pub mod vault;
 pub mod worker;

@@ -5,7 +5,8 @@
 //! its container is durable or verified (a container still being written, or dead, holds
 //! nothing to read). Of the readable copies the first in the catalogue's order (copy index:
 //! the storage class's first pool first) is read, skipping cartridges this request already
-//! found bad; none left means the object cannot be read now.
+//! found bad. With none, a good copy on an exported cartridge is chosen: the read waits for
+//! that cartridge to be imported. Nothing left means the object cannot be read.
 
 use std::collections::HashSet;
 
@@ -22,11 +23,28 @@ pub fn readable(c: &CopyLocation) -> bool {
     )
 }
 
-/// The copy to read among `copies` (the catalogue's order), avoiding the cartridges in `bad`.
+/// Whether `c` is a good copy on a cartridge out of the library: readable once it is back.
+pub fn vaulted(c: &CopyLocation) -> bool {
+    c.cartridge_state == CartridgeState::Exported
+        && matches!(
+            c.container_state,
+            ContainerState::Durable | ContainerState::Verified
+        )
+}
+
+/// The copy to read among `copies` (the catalogue's order), avoiding the cartridges in `bad`:
+/// the first [`readable`] one, else the first [`vaulted`] one.
 pub fn choose(copies: Vec<CopyLocation>, bad: &HashSet<String>) -> Option<CopyLocation> {
-    copies
-        .into_iter()
-        .find(|c| !bad.contains(&c.barcode) && readable(c))
+    let mut out = None;
+    for c in copies.into_iter().filter(|c| !bad.contains(&c.barcode)) {
+        if readable(&c) {
+            return Some(c);
+        }
+        if out.is_none() && vaulted(&c) {
+            out = Some(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -69,6 +87,25 @@ pub(crate) mod tests {
         );
         let both = HashSet::from(["A".to_string(), "B".to_string()]);
         assert_eq!(choose(vec![a, b], &both), None);
+    }
+
+    #[test]
+    fn a_copy_on_an_exported_cartridge_is_chosen_only_when_none_is_readable() {
+        let none = HashSet::new();
+        let out = copy("V", CartridgeState::Exported, ContainerState::Verified);
+        let broken = copy("B", CartridgeState::Broken, ContainerState::Verified);
+        let good = copy("G", CartridgeState::Full, ContainerState::Durable);
+        assert_eq!(
+            choose(vec![out.clone(), good], &none).map(|c| c.barcode),
+            Some("G".to_string())
+        );
+        assert_eq!(
+            choose(vec![broken.clone(), out.clone()], &none).map(|c| c.barcode),
+            Some("V".to_string())
+        );
+        let dead = copy("D", CartridgeState::Exported, ContainerState::Dead);
+        assert_eq!(choose(vec![broken, dead], &none), None);
+        assert_eq!(choose(vec![out], &HashSet::from(["V".to_string()])), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Queued reads of a cartridge that cannot be mounted now (an operator disabled it or marked
-//! it broken, reel found it broken or disabled, or it was exported) are sent to another copy,
-//! or fail with the cartridge's state and reason: a recall never waits on a cartridge no drive
-//! will mount for it. The copy is chosen by the one policy of [`crate::recall_copy`]. A
+//! it broken, reel found it broken or disabled, or it was exported) are sent to another copy.
+//! With none, a read of a disabled or broken cartridge fails with the cartridge's state and
+//! reason (a recall never waits on a cartridge no drive will mount for it), and a read of an
+//! exported one waits for it to be imported (`reel cartridge wanted` lists it). The copy is chosen by the one policy of [`crate::recall_copy`]. A
 //! cartridge task (verify, label, rebuild) is about that cartridge: on a disabled or broken one
 //! it stays (a verify is how an operator checks one), on an exported one it fails.
 //!
@@ -85,6 +86,10 @@ pub fn decide(
     let mut bad: HashSet<String> = detail.bad_copies.iter().cloned().collect();
     bad.insert(cart.barcode.clone());
     match copies.and_then(|c| crate::recall_copy::choose(c, &bad)) {
+        // Off one exported cartridge only to a copy that can be read now.
+        Some(c) if cart.state == CartridgeState::Exported && !crate::recall_copy::readable(&c) => {
+            None
+        }
         Some(c) => {
             let d = detail.from_other_copy(&c, detail.bad_copies.clone());
             Some(Reroute::To {
@@ -93,6 +98,8 @@ pub fn decide(
                 detail: request_detail::to_json(&d),
             })
         }
+        // An exported cartridge comes back: its reads wait for it.
+        None if cart.state == CartridgeState::Exported => None,
         None => fail(&format!(
             ", and {} has no other readable copy; bring the cartridge back into service \
              (`reel cartridge state {} active --reason …`) and retry the job, or restore the \
@@ -184,9 +191,38 @@ mod tests {
     }
 
     #[test]
+    fn reads_of_an_exported_cartridge_wait_unless_a_copy_can_be_read_now() {
+        let a = copy("A", CartridgeState::Exported);
+        let b = copy("B", CartridgeState::Exported);
+        let c = copy("C", CartridgeState::Active);
+        let r = read_of(&a);
+        let out_a = cart("A", CartridgeState::Exported, "at vault B");
+        // Only exported copies: it stays (no move between two vaulted copies).
+        assert_eq!(decide(&r, &out_a, Some(vec![a.clone(), b.clone()])), None);
+        assert_eq!(decide(&r, &out_a, Some(vec![a.clone()])), None);
+        // A copy that can be read now: it moves there.
+        let to = decide(&r, &out_a, Some(vec![a.clone(), b.clone(), c]));
+        assert!(
+            matches!(&to, Some(Reroute::To { barcode, .. }) if barcode == "C"),
+            "{to:?}"
+        );
+        // Off a disabled cartridge whose only other copy is exported: it moves there, to wait.
+        let d = copy("D", CartridgeState::Disabled);
+        let to = decide(
+            &read_of(&d),
+            &cart("D", CartridgeState::Disabled, "dusty"),
+            Some(vec![d.clone(), b]),
+        );
+        assert!(
+            matches!(&to, Some(Reroute::To { barcode, .. }) if barcode == "B"),
+            "{to:?}"
+        );
+    }
+
+    #[test]
     fn with_no_readable_copy_it_fails_naming_the_state_and_reason() {
         let a = copy("A", CartridgeState::Disabled);
-        let b = copy("B", CartridgeState::Exported);
+        let b = copy("B", CartridgeState::Broken);
         let r = read_of(&a);
         let out = decide(
             &r,

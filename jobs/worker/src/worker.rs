@@ -10,7 +10,7 @@
 //!
 //! The tape part is the [`TapeExecutor`] trait, implemented by the engine's sessions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -160,6 +160,39 @@ pub trait TapeExecutor: Send + Sync + 'static {
         async move { Ok(Some(fail)) }
     }
 
+    /// The name of the library this executor drives (as in drive names), for requests made
+    /// for one library. Default: none (an executor without a changer).
+    fn library_name(&self) -> impl Future<Output = Result<Option<String>>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Cartridges that are exported: their queued reads wait for them to be imported, and no
+    /// drive mounts them ([`crate::vault`]). Default: none.
+    fn exported(&self) -> impl Future<Output = Result<HashSet<String>>> + Send {
+        async { Ok(HashSet::new()) }
+    }
+
+    /// Move exported cartridges still inside the library to mail slots
+    /// ([`crate::vault::send_out_exported`]). Default: nothing to move.
+    fn send_out_exported(&self) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Take cartridges in from the mail slots (`only`, or all when empty) for an import
+    /// request by `by`; one line per cartridge ([`crate::vault::take_in`]).
+    fn take_in(
+        &self,
+        only: &[String],
+        by: &str,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send {
+        let _ = (only, by);
+        async {
+            Ok(vec![
+                "this executor has no changer; nothing was moved".to_string(),
+            ])
+        }
+    }
+
     /// The library's elements as its changer reports them now, for the dashboard
     /// ([`reel_queue::Inventory`]). Default: none (an executor without a changer).
     fn inventory(&self) -> impl Future<Output = Result<Vec<ElementView>>> + Send {
@@ -300,6 +333,12 @@ pub struct Runtime<E> {
     pub drive_states: DriveStates,
     /// Operators' requests to recover a drive's cartridge (`reel drive reset`).
     pub resets: reel_queue::drive_reset::DriveResets,
+    /// Operators' requests to take cartridges in (`reel cartridge import`).
+    pub imports: reel_queue::cartridge_import::CartridgeImports,
+    /// Exported cartridges whose reads the maintenance pass has already offered to other
+    /// copies, with the state change it saw (what stayed waits for the cartridge; the pass
+    /// looks again when the state changes, and every [`FULL_REROUTE_EVERY`] passes).
+    exported_seen: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     /// The library's elements as this worker last saw them, for the dashboard.
     pub inventory: Inventory,
     /// The tape side.
@@ -341,6 +380,8 @@ impl<E: TapeExecutor> Runtime<E> {
             board: DriveBoard::new(db.clone()),
             drive_states: DriveStates::new(db.clone()),
             resets: reel_queue::drive_reset::DriveResets::new(db.clone()),
+            imports: reel_queue::cartridge_import::CartridgeImports::new(db.clone()),
+            exported_seen: Default::default(),
             inventory: Inventory::new(db.clone()),
             leases: LeaseManager::new(db),
             config,
@@ -1056,16 +1097,35 @@ async fn inventory_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
 /// Periodic upkeep: re-push lost tickets, free claims of dead leases, prune old jobs.
 /// Queued reads of cartridges no drive may mount now (disabled, broken, exported) go to another
 /// copy or fail with the cartridge's state and reason ([`crate::reroute`]).
-async fn reroute_unmountable<E: TapeExecutor>(rt: &Runtime<E>) -> Result<()> {
+///
+/// The reads of an exported cartridge that no other copy serves wait for it to come back; they
+/// are looked at again when its state changes and every [`FULL_REROUTE_EVERY`] passes (`full`),
+/// not at every heartbeat (a large recall waiting for a vaulted cartridge would cost a copy
+/// lookup per object per heartbeat).
+async fn reroute_unmountable<E: TapeExecutor>(rt: &Runtime<E>, full: bool) -> Result<()> {
     let barcodes = rt.requests.queued_read_barcodes().await?;
     if barcodes.is_empty() {
         return Ok(());
     }
     for cart in rt.executor.unmountable_among(barcodes).await? {
+        if cart.state == reel_engine::catalogue::CartridgeState::Exported {
+            let seen = rt
+                .exported_seen
+                .lock()
+                .map(|mut m| m.insert(cart.barcode.clone(), cart.state_unix))
+                .unwrap_or(None);
+            if !full && seen == Some(cart.state_unix) {
+                continue;
+            }
+        }
         reroute_reads_off(rt, &cart).await?;
     }
     Ok(())
 }
+
+/// Every how many maintenance passes the waiting reads of exported cartridges are offered to
+/// other copies again (a copy may have been written since).
+pub const FULL_REROUTE_EVERY: u64 = 60;
 
 /// If `barcode` cannot be mounted for recalls now, move its queued recall reads off it
 /// ([`reroute_unmountable`] for one cartridge, run by a drive before it mounts or claims
@@ -1104,6 +1164,25 @@ async fn reroute_reads_off<E: TapeExecutor>(rt: &Runtime<E>, cart: &Cartridge) -
     Ok(())
 }
 
+/// Vaulting ([`crate::vault`]): exported cartridges still inside go out to the mail slots,
+/// and import requests for this library are carried out, one after the other.
+async fn vault_pass<E: TapeExecutor>(rt: &Runtime<E>) -> Result<()> {
+    rt.executor.send_out_exported().await?;
+    let Some(library) = rt.executor.library_name().await? else {
+        return Ok(());
+    };
+    while let Some(req) = rt.imports.take(&library, &rt.name).await? {
+        let lines = match rt.executor.take_in(&req.barcodes, &req.requested_by).await {
+            Ok(lines) => lines,
+            Err(e) => vec![format!("the import stopped: {e}; ask again")],
+        };
+        tracing::info!(request = req.id, by = %req.requested_by, result = %lines.join("; "),
+            "cartridge import done");
+        rt.imports.finish(req.id, &lines.join("\n")).await?;
+    }
+    Ok(())
+}
+
 async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
     let every = Duration::from_millis(rt.config.worker.heartbeat_ms);
     let retention = Duration::from_secs(rt.config.worker.retention_hours * 3600);
@@ -1126,8 +1205,11 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
         if let Err(e) = rt.requests.release_due().await {
             tracing::warn!(error = %e, "queueing requests whose backoff passed failed");
         }
-        if let Err(e) = reroute_unmountable(&rt).await {
+        if let Err(e) = reroute_unmountable(&rt, ticks % FULL_REROUTE_EVERY == 1).await {
             tracing::warn!(error = %e, "re-routing reads of unmountable cartridges failed");
+        }
+        if let Err(e) = vault_pass(&rt).await {
+            tracing::warn!(error = %e, "moving cartridges through the mail slots failed");
         }
         // Pruning is cheap but need not run every heartbeat.
         if ticks % 60 == 1 {
@@ -1462,10 +1544,34 @@ async fn drive_step<E: TapeExecutor>(
     let mut queues = rt.requests.summaries().await?;
     let now = tokio::time::Instant::now();
     short_pools.retain(|_, until| *until > now);
+    // Exported cartridges' reads wait for them to come back: no drive mounts one.
+    let exported = if mounted.is_some()
+        || queues
+            .iter()
+            .any(|q| matches!(q.target, MountTarget::Read { .. }))
+    {
+        rt.executor.exported().await?
+    } else {
+        HashSet::new()
+    };
     queues.retain(|q| match &q.target {
         MountTarget::Write { pool } => !short_pools.contains_key(pool),
-        MountTarget::Read { .. } => true,
+        MountTarget::Read { barcode } => !exported.contains(barcode),
     });
+    // An exported cartridge in this drive leaves it at once, to go out through a mail slot.
+    if let Some(h) = mounted.as_ref()
+        && exported.contains(&h.barcode)
+    {
+        tracing::info!(drive, barcode = %h.barcode, "unloading an exported cartridge");
+        let t = tokio::time::Instant::now();
+        rt.executor.unmount(drive, fence).await?;
+        if let Some(h) = mounted.take() {
+            h.ended(drive, t.elapsed(), "exported");
+        }
+        drive_metrics::state(drive, "empty");
+        rt.board.publish(fence, None).await?;
+        return Ok(());
+    }
     let state = DriveState {
         name: drive.to_string(),
         mounted: mounted.as_ref().map(|h| Mounted {
@@ -1569,9 +1675,11 @@ async fn drive_step<E: TapeExecutor>(
             }
             // A cartridge taken out of service since the queue was read: its recalls go to
             // other copies first; a mount is left to what still wants it (a verify).
+            // An exported one is not mounted at all: its reads wait for it to come back.
             if let MountTarget::Read { barcode } = &target
                 && off_unmountable(rt, barcode).await?
-                && rt.requests.queued_reads_of(barcode).await?.is_empty()
+                && (rt.executor.exported().await?.contains(barcode)
+                    || rt.requests.queued_reads_of(barcode).await?.is_empty())
             {
                 return Ok(());
             }
