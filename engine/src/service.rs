@@ -82,6 +82,9 @@ pub struct ServiceOptions {
     /// Unmounts whose drive reported a medium TapeAlert flag after which a cartridge takes
     /// no more writes (state full, with the flags as the reason); 0: never.
     pub media_alert_limit: u32,
+    /// Barcodes starting with this are cleaning cartridges, besides those the changer reports
+    /// as cleaning media ([`crate::session::clean`]); empty: the changer's word only.
+    pub cleaning_prefix: String,
 }
 
 impl Default for ServiceOptions {
@@ -92,6 +95,7 @@ impl Default for ServiceOptions {
             default_capacity_bytes: 0,
             auto_label: true,
             media_alert_limit: 1,
+            cleaning_prefix: "CLN".into(),
         }
     }
 }
@@ -115,6 +119,9 @@ pub struct TapeService {
     integrity: crate::integrity::IntegrityLog,
     /// The library's name in health readings, once the host has named it.
     health_library: Arc<std::sync::RwLock<String>>,
+    /// This host's drives that asked for cleaning at an unmount (TapeAlert 20 or 21), by
+    /// index, until they are cleaned (or a cleaning was tried).
+    wants_cleaning: Arc<std::sync::Mutex<HashSet<u32>>>,
 }
 
 /// Refuse a record size above what drive `index` accepts (its READ BLOCK LIMITS, reported by
@@ -148,15 +155,29 @@ const CATCH_ATTEMPTS: u32 = 12;
 /// next unmount reads the drive again). A cartridge whose unmounts reported a medium TapeAlert
 /// flag `limit` times (0: never) takes no more writes: reel makes an active one full, with the
 /// flags as the reason (an operator's disabled or broken stays).
+///
+/// A drive whose reading asks for cleaning (TapeAlert 20 clean now, 21 clean periodic) goes
+/// into `wants_cleaning`, for its worker to clean it before its next mount.
 fn keep_health(
     catalogue: &Catalogue,
     limit: u32,
     library: Arc<std::sync::RwLock<String>>,
+    wants_cleaning: Arc<std::sync::Mutex<HashSet<u32>>>,
 ) -> crate::health::HealthLog {
     let (log, mut rx) = crate::health::HealthLog::channel();
     let catalogue = catalogue.clone();
     tokio::spawn(async move {
         while let Some(mut r) = rx.recv().await {
+            if crate::health::flags_of(r.tape_alerts, crate::health::Concern::Cleaning)
+                .iter()
+                .any(|f| matches!(f, 20 | 21))
+            {
+                info!(drive = r.drive, "the drive asks for cleaning");
+                wants_cleaning
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(r.drive);
+            }
             r.library = library.read().unwrap_or_else(|p| p.into_inner()).clone();
             if let Err(e) = catalogue.record_health(&r).await {
                 warn!(error = %e, barcode = %r.barcode, "a drive's health reading is not recorded");
@@ -251,10 +272,12 @@ impl TapeService {
         let foreign_drives = all.iter().any(|i| !wanted.contains(i));
         let integrity = keep_catches(&catalogue);
         let health_library: Arc<std::sync::RwLock<String>> = Default::default();
+        let wants_cleaning: Arc<std::sync::Mutex<HashSet<u32>>> = Default::default();
         let health = keep_health(
             &catalogue,
             options.media_alert_limit,
             health_library.clone(),
+            wants_cleaning.clone(),
         );
         let mut drives = Vec::new();
         for i in wanted {
@@ -294,6 +317,7 @@ impl TapeService {
             foreign_drives,
             integrity,
             health_library,
+            wants_cleaning,
         };
         svc.sync_inventory().await?;
         Ok(svc)
@@ -322,13 +346,22 @@ impl TapeService {
         &self.options.session
     }
 
-    /// Record every cartridge the library holds that the catalogue does not know.
+    /// Record every cartridge the library holds that the catalogue does not know: data
+    /// cartridges as new, cleaning cartridges as such (never as data).
     pub async fn sync_inventory(&self) -> Result<Vec<Cartridge>, SessionError> {
         let inv = self.library.inventory().await?;
-        for e in inv
+        let prefix = &self.options.cleaning_prefix;
+        let cleaning: Vec<String> = inv
             .iter()
-            .filter(|e| e.flags & REEL_ELEMENT_FULL != 0 && !e.barcode.is_empty())
-        {
+            .filter(|e| !e.barcode.is_empty() && crate::session::clean::is_cleaning(e, prefix))
+            .map(|e| e.barcode.clone())
+            .collect();
+        self.catalogue.note_cleaning_cartridges(&cleaning).await?;
+        for e in inv.iter().filter(|e| {
+            e.flags & REEL_ELEMENT_FULL != 0
+                && !e.barcode.is_empty()
+                && !crate::session::clean::is_cleaning(e, prefix)
+        }) {
             self.catalogue
                 .add_cartridge(
                     &e.barcode,
@@ -836,7 +869,10 @@ impl TapeService {
                 .await?
                 .into_iter()
                 .filter(|c| {
-                    c.state == CartridgeState::New && !c.worm && !exclude.contains(&c.barcode)
+                    c.state == CartridgeState::New
+                        && !c.worm
+                        && !exclude.contains(&c.barcode)
+                        && !self.is_cleaning_barcode(&c.barcode)
                 })
                 .collect();
             let Some(c) = news.iter().find(|c| c.calibrated).or_else(|| news.first()) else {
@@ -932,9 +968,91 @@ impl TapeService {
             .sync_inventory()
             .await?
             .into_iter()
-            .filter(|c| c.state == CartridgeState::New && !c.worm)
+            .filter(|c| {
+                c.state == CartridgeState::New && !c.worm && !self.is_cleaning_barcode(&c.barcode)
+            })
             .map(|c| c.barcode)
             .collect())
+    }
+
+    /// Whether `barcode` is a cleaning cartridge's by the configured prefix (one catalogued
+    /// as data before the prefix was known is never labelled).
+    pub fn is_cleaning_barcode(&self, barcode: &str) -> bool {
+        crate::session::clean::has_cleaning_prefix(barcode, &self.options.cleaning_prefix)
+    }
+
+    /// Whether drive `index` asked for cleaning at an unmount and has not been cleaned since.
+    pub fn wants_cleaning(&self, index: u32) -> bool {
+        self.wants_cleaning
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&index)
+    }
+
+    /// Clean drive `index` with a cleaning cartridge of the library (`reel drive clean`, or a
+    /// drive that asked for it): what it holds goes back to its slot first. Records the use, or
+    /// the cartridge's expiry, and forgets the drive's request either way (it asks again at
+    /// its next unmount if it still needs it, so a library without a usable cleaning
+    /// cartridge costs an inventory per mount, not a loop).
+    pub async fn clean_drive(
+        &self,
+        index: u32,
+    ) -> Result<crate::session::clean::Cleaned, SessionError> {
+        use crate::catalogue::CleaningOutcome;
+        use crate::session::clean::{Cleaned, clean};
+        let Some(d) = self.drives.iter().find(|d| d.drive.index() == index) else {
+            return Err(SessionError::Config(format!(
+                "drive {index} is not one of this host's drives"
+            )));
+        };
+        let mut g = d.state.lock().await;
+        self.wants_cleaning
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&index);
+        if let Some(m) = g.mounted.take() {
+            self.set_mounted(index, None);
+            mount::unmount(&self.library, &d.drive, Some(m.source_slot)).await?;
+        } else if mount::mounted_barcode(&self.library, &d.drive)
+            .await?
+            .is_some()
+        {
+            mount::unmount(&self.library, &d.drive, None).await?;
+        }
+        let expired: HashSet<String> = self
+            .catalogue
+            .cleaning_cartridges()
+            .await?
+            .into_iter()
+            .filter(|c| c.expired_unix > 0)
+            .map(|c| c.barcode)
+            .collect();
+        let out = clean(
+            &self.library,
+            &d.drive,
+            &self.options.cleaning_prefix,
+            |b| !expired.contains(b),
+        )
+        .await?;
+        let library = self
+            .health_library
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match &out {
+            Cleaned::Done { barcode, .. } => {
+                self.catalogue
+                    .record_cleaning(&library, index, barcode, CleaningOutcome::Cleaned)
+                    .await?
+            }
+            Cleaned::Expired { barcode, .. } => {
+                self.catalogue
+                    .record_cleaning(&library, index, barcode, CleaningOutcome::Expired)
+                    .await?
+            }
+            Cleaned::NoCartridge => {}
+        }
+        Ok(out)
     }
 
     /// Calibrate and label the cartridge mounted in `held` into `pool` (created if missing).

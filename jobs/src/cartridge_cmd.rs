@@ -78,6 +78,8 @@ pub enum CartridgeCommand {
     Wanted,
     /// Exported cartridges: where each went and whether it has left the library.
     Vaulted,
+    /// Cleaning cartridges: how often reel cleaned a drive with each, and which are used up.
+    Cleaning,
 }
 
 /// What a cartridge command printed.
@@ -367,6 +369,41 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
             };
             Ok(Printed {
                 json: json!({"imports": all}),
+                text,
+            })
+        }
+        CartridgeCommand::Cleaning => {
+            let all = cat.cleaning_cartridges().await?;
+            let text = if all.is_empty() {
+                format!(
+                    "no cleaning cartridge seen; put one (barcode starting with `{}`) in a mail \
+                     slot and `reel cartridge import`",
+                    loaded.config.library.cleaning_prefix
+                )
+            } else {
+                all.iter()
+                    .map(|c| {
+                        format!(
+                            "{:<10} {:>4} use{}  {}{}",
+                            c.barcode,
+                            c.uses,
+                            if c.uses == 1 { " " } else { "s" },
+                            location(&elements, &c.barcode).unwrap_or_else(|| "not seen".into()),
+                            if c.expired_unix > 0 {
+                                format!(
+                                    "  USED UP since {}: replace it",
+                                    crate::text::when_ms(c.expired_unix * 1000)
+                                )
+                            } else {
+                                String::new()
+                            }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Printed {
+                json: json!({"cleaning_cartridges": all}),
                 text,
             })
         }

@@ -44,6 +44,16 @@ pub enum DriveCommand {
         #[arg(long, default_value_t = 120)]
         timeout: u64,
     },
+    /// Clean a drive with one of the library's cleaning cartridges (barcode prefix
+    /// `[library] cleaning_prefix`, or reported as cleaning media): the worker holding the
+    /// drive does it between two batches, unloading what the drive holds first.
+    Clean {
+        /// The drive.
+        drive: String,
+        /// Seconds to wait for the worker to do it (it stays asked for after that).
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
     /// Put a drive back in service.
     Up {
         /// The drive.
@@ -260,10 +270,52 @@ fn detail(v: &DriveView, health: &[reel_engine::catalogue::HealthRecord]) -> Str
     out.join("\n")
 }
 
+/// How many of a drive's last cleanings `drive show` lists.
+pub const CLEANINGS_SHOWN: u32 = 10;
+
 /// The drive's library and index, from its name (`LIBRARY-INDEX`).
 fn library_and_index(drive: &str) -> Option<(&str, u32)> {
     let (library, index) = drive.rsplit_once('-')?;
     Some((library, index.parse().ok()?))
+}
+
+/// Ask for a reset or a cleaning of `drive` (`what`: the JSON key and the word for people)
+/// and wait up to `timeout` seconds for its worker to do it.
+async fn ask_and_wait(
+    db: &reel_queue::db::Db,
+    requests: &reel_queue::drive_request::DriveResets,
+    drive: &str,
+    timeout: u64,
+    (key, word): (&str, &str),
+) -> Result<Printed> {
+    let asked = requests.request(drive, &operator()).await?;
+    let t0 = std::time::Instant::now();
+    loop {
+        let now = requests.get(drive).await?;
+        if let Some(r) = now.filter(|r| r.requested_ms == asked.requested_ms && r.is_done()) {
+            return Ok(Printed {
+                text: format!("drive {drive} {word}: {}", r.result),
+                json: json!({key: r, "done": true}),
+            });
+        }
+        if t0.elapsed() >= std::time::Duration::from_secs(timeout) {
+            let held = views(db)
+                .await?
+                .into_iter()
+                .find(|v| v.service.drive == drive)
+                .and_then(|v| v.board.map(|b| b.holder));
+            return Ok(Printed {
+                text: format!(
+                    "drive {drive}: the {word} is asked for; {} does it at its next poll",
+                    held.map(|w| format!("worker {w}")).unwrap_or_else(|| {
+                        "no worker holds the drive now; the next worker to hold it".into()
+                    })
+                ),
+                json: json!({key: asked, "done": false}),
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// Run a drive command.
@@ -295,21 +347,34 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
                     });
                 }
             };
-            let health = match library_and_index(&drive) {
+            let (health, cleanings) = match library_and_index(&drive) {
                 Some((library, i)) => {
-                    reel_engine::catalogue::Catalogue::open(&loaded.config.store.url)
-                        .await?
-                        .health_of_library_drive(library, i, crate::cartridge_cmd::HEALTH_SHOWN)
-                        .await?
+                    let cat =
+                        reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+                    (
+                        cat.health_of_library_drive(library, i, crate::cartridge_cmd::HEALTH_SHOWN)
+                            .await?,
+                        cat.cleanings_of_drive(library, i, CLEANINGS_SHOWN).await?,
+                    )
                 }
-                None => Vec::new(),
+                None => (Vec::new(), Vec::new()),
             };
             let mut json = view.to_json();
             json["health"] = json!(health);
-            Ok(Printed {
-                json,
-                text: detail(&view, &health),
-            })
+            json["cleanings"] = json!(cleanings);
+            let mut text = detail(&view, &health);
+            match cleanings.first() {
+                Some(c) => text.push_str(&format!(
+                    "\ncleaned    {} with {} ({}; {} cleaning{} on record)",
+                    crate::text::when_ms(c.at_unix * 1000),
+                    c.barcode,
+                    c.outcome,
+                    cleanings.len(),
+                    if cleanings.len() == 1 { "" } else { "s" }
+                )),
+                None => text.push_str("\ncleaned    never by reel"),
+            }
+            Ok(Printed { json, text })
         }
         DriveCommand::Down { drive, reason } => {
             let s = states.down(&drive, &reason, &operator()).await?;
@@ -323,36 +388,12 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
             })
         }
         DriveCommand::Reset { drive, timeout } => {
-            let resets = reel_queue::drive_reset::DriveResets::new(db.clone());
-            let asked = resets.request(&drive, &operator()).await?;
-            let t0 = std::time::Instant::now();
-            loop {
-                let now = resets.get(&drive).await?;
-                if let Some(r) = now.filter(|r| r.requested_ms == asked.requested_ms && r.is_done())
-                {
-                    return Ok(Printed {
-                        text: format!("drive {drive} reset: {}", r.result),
-                        json: json!({"reset": r, "done": true}),
-                    });
-                }
-                if t0.elapsed() >= std::time::Duration::from_secs(timeout) {
-                    let held = views(&db)
-                        .await?
-                        .into_iter()
-                        .find(|v| v.service.drive == drive)
-                        .and_then(|v| v.board.map(|b| b.holder));
-                    return Ok(Printed {
-                        text: format!(
-                            "drive {drive}: the reset is asked for; {} does it at its next poll",
-                            held.map(|w| format!("worker {w}")).unwrap_or_else(|| {
-                                "no worker holds the drive now; the next worker to hold it".into()
-                            })
-                        ),
-                        json: json!({"reset": asked, "done": false}),
-                    });
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
+            let resets = reel_queue::drive_request::DriveResets::new(db.clone());
+            ask_and_wait(&db, &resets, &drive, timeout, ("reset", "reset")).await
+        }
+        DriveCommand::Clean { drive, timeout } => {
+            let cleans = reel_queue::drive_request::DriveResets::cleans(db.clone());
+            ask_and_wait(&db, &cleans, &drive, timeout, ("clean", "cleaning")).await
         }
         DriveCommand::Up { drive, reason } => {
             let s = states.up(&drive, &reason, &operator()).await?;

@@ -25,6 +25,7 @@
 
 mod backend;
 mod cartridge;
+mod cleaning;
 mod close;
 mod container;
 mod dump;
@@ -43,6 +44,7 @@ mod writer_lease;
 
 pub use backend::MIGRATIONS_TABLE;
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
+pub use cleaning::{CleaningCartridge, CleaningOutcome, CleaningRecord};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result, StoreFault};
 pub use health::HealthRecord;
@@ -195,12 +197,13 @@ mod tests {
             _ => return Err("no pool".into()),
         };
         // 0001, 0003 (object metadata), 0004 (the writer lease table), 0005 (the integrity
-        // log), 0006 (cartridge state notes) and 0007 (cartridge health); PostgreSQL has one more: copies' references
-        // checked per statement (0002).
+        // log), 0006 (cartridge state notes), 0007 (cartridge health), 0008 (the vault) and
+        // 0009 (cleaning); PostgreSQL has one more: copies' references checked per statement
+        // (0002).
         let expected = if again.pool_postgres().is_some() {
-            7
+            9
         } else {
-            6
+            8
         };
         assert_eq!(applied, expected);
         again.close().await;

@@ -13,6 +13,7 @@
 //! Sessions never choose which cartridge to mount: the scheduler in `reel-jobs` does. They
 //! never write anywhere but at end of data.
 
+pub mod clean;
 pub mod confine;
 pub mod destination;
 pub mod intake;

@@ -146,7 +146,7 @@ impl StoreConfig {
 }
 
 /// `[library]`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LibraryConfig {
     /// The device plugin: the path of its `.so` (it has a `/` or ends in `.so`; relative to the
@@ -159,6 +159,21 @@ pub struct LibraryConfig {
     pub plugin_config: String,
     /// Drives this host uses (names as the plugin reports them); empty means all.
     pub drives: Vec<String>,
+    /// Barcodes starting with this are cleaning cartridges (never taken in as data), besides
+    /// those the changer reports as cleaning media; empty: the changer's word only.
+    pub cleaning_prefix: String,
+}
+
+impl Default for LibraryConfig {
+    fn default() -> Self {
+        LibraryConfig {
+            plugin: String::new(),
+            plugin_dir: String::new(),
+            plugin_config: String::new(),
+            drives: Vec::new(),
+            cleaning_prefix: "CLN".into(),
+        }
+    }
 }
 
 impl LibraryConfig {

@@ -22,7 +22,7 @@
 //!   [`outstanding`]: a job's requests not done yet; [`failed`]: failed requests to review.
 //! - [`lease`]: leases and fencing epochs; [`backoff`]: the retry policy.
 //! - [`drives`]: the drive board every host publishes to; [`inventory`]: the changer's view;
-//!   [`drive_state`]: drives in and out of service; [`drive_reset`]: recovering a drive's cartridge.
+//!   [`drive_state`]: drives in and out of service; [`drive_request`]: an operator's reset or cleaning of a drive.
 //! - [`cartridge_task`]: verify, intake and rebuild work queued on a cartridge;
 //!   [`request_detail`]: what a finished request found.
 //! - [`token`]: API tokens, their scopes and roots; [`confine`]: where a token's jobs may read
@@ -37,7 +37,7 @@ pub mod cartridge_task;
 pub mod config;
 pub mod confine;
 pub mod db;
-pub mod drive_reset;
+pub mod drive_request;
 pub mod drive_state;
 pub mod drives;
 pub mod error;

@@ -13,7 +13,7 @@ use super::auth::Caller;
 use super::{ApiError, AppState, ErrorBody};
 use crate::drive_cmd::{DriveStatus, views};
 use reel_queue::DriveStates;
-use reel_queue::drive_reset::{DriveReset, DriveResets};
+use reel_queue::drive_request::{DriveReset, DriveResets};
 use reel_queue::error::JobsError;
 use reel_queue::token::Scope;
 
@@ -214,6 +214,86 @@ pub(super) async fn reset(
     Ok((axum::http::StatusCode::ACCEPTED, Json(r)))
 }
 
+/// Ask for a drive to be cleaned with one of the library's cleaning cartridges: the worker
+/// holding it does it between two batches (`GET …/clean` tells what it did).
+#[utoipa::path(
+    post,
+    path = "/v1/drives/{drive}/clean",
+    tag = "library",
+    params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
+    responses(
+        (status = 202, description = "asked for", body = DriveReset),
+        (status = 400, description = "a malformed name", body = ErrorBody),
+        (status = 403, description = "the token lacks `operate`", body = ErrorBody),
+        (status = 404, description = "no worker has seen that drive", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn clean(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    drive: std::result::Result<UrlPath<String>, PathRejection>,
+) -> Result<(axum::http::StatusCode, Json<DriveReset>), ApiError> {
+    caller.require(Scope::Operate, "clean a drive")?;
+    let UrlPath(drive) = drive?;
+    let r = DriveResets::cleans(state.queue().store().db().clone())
+        .request(&drive, &by(&caller))
+        .await?;
+    tracing::info!(%drive, token = %caller.token().id, "drive cleaning asked for over HTTP");
+    Ok((axum::http::StatusCode::ACCEPTED, Json(r)))
+}
+
+/// A drive's last cleaning request: when, by whom, and what the worker did.
+#[utoipa::path(
+    get,
+    path = "/v1/drives/{drive}/clean",
+    tag = "library",
+    params(("drive" = String, Path, description = "the drive, `LIBRARY-INDEX`")),
+    responses(
+        (status = 200, description = "the last cleaning request", body = DriveReset),
+        (status = 400, description = "a malformed drive name", body = ErrorBody),
+        (status = 403, description = "the token lacks `read`", body = ErrorBody),
+        (status = 404, description = "no worker has seen that drive, or no cleaning was asked for", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn clean_status(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    drive: std::result::Result<UrlPath<String>, PathRejection>,
+) -> Result<Json<DriveReset>, ApiError> {
+    caller.require(Scope::Read, "see the drives")?;
+    let UrlPath(drive) = drive?;
+    last_request(
+        &state,
+        &drive,
+        DriveResets::cleans(state.queue().store().db().clone()),
+        "cleaned",
+        "clean",
+    )
+    .await
+}
+
+/// The last request of `requests`' kind for a known drive, or 404 saying how to ask.
+async fn last_request(
+    state: &AppState,
+    drive: &str,
+    requests: DriveResets,
+    done: &str,
+    path: &str,
+) -> Result<Json<DriveReset>, ApiError> {
+    DriveStates::new(state.queue().store().db().clone())
+        .get_known(drive)
+        .await?;
+    requests.get(drive).await?.map(Json).ok_or_else(|| {
+        JobsError::NotFound {
+            what: format!("drive `{}` was never {done}", drive.escape_debug()),
+            hint: format!("POST /v1/drives/{{drive}}/{path} asks for it"),
+        }
+        .into()
+    })
+}
+
 /// A drive's last reset: when it was asked for, by whom, and what the worker did.
 #[utoipa::path(
     get,
@@ -235,18 +315,12 @@ pub(super) async fn reset_status(
 ) -> Result<Json<DriveReset>, ApiError> {
     caller.require(Scope::Read, "see the drives")?;
     let UrlPath(drive) = drive?;
-    DriveStates::new(state.queue().store().db().clone())
-        .get_known(&drive)
-        .await?;
-    DriveResets::new(state.queue().store().db().clone())
-        .get(&drive)
-        .await?
-        .map(Json)
-        .ok_or_else(|| {
-            JobsError::NotFound {
-                what: format!("drive `{}` was never reset", drive.escape_debug()),
-                hint: "POST /v1/drives/{drive}/reset asks for one".into(),
-            }
-            .into()
-        })
+    last_request(
+        &state,
+        &drive,
+        DriveResets::new(state.queue().store().db().clone()),
+        "reset",
+        "reset",
+    )
+    .await
 }

@@ -230,6 +230,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/cartridges", get(cartridges::list))
         .route("/v1/cartridges/{barcode}", get(cartridges::show))
         .route("/v1/cartridges/{barcode}/state", post(cartridges::set))
+        .route("/v1/cleaning-cartridges", get(vault::cleaning))
         .route("/v1/vault", get(vault::vaulted))
         .route("/v1/vault/wanted", get(vault::wanted))
         .route("/v1/vault/export", post(vault::export))
@@ -242,6 +243,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/drives/{drive}/reset",
             post(drives::reset).get(drives::reset_status),
+        )
+        .route(
+            "/v1/drives/{drive}/clean",
+            post(drives::clean).get(drives::clean_status),
         )
         .route("/", get(dashboard::page))
         .route("/dashboard", get(dashboard::page))

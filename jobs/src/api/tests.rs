@@ -544,6 +544,14 @@ async fn api_openapi_names_every_route() {
         ("/v1/drives/{drive}/up", "post"),
         ("/v1/drives/{drive}/reset", "post"),
         ("/v1/drives/{drive}/reset", "get"),
+        ("/v1/drives/{drive}/clean", "post"),
+        ("/v1/drives/{drive}/clean", "get"),
+        ("/v1/cleaning-cartridges", "get"),
+        ("/v1/vault", "get"),
+        ("/v1/vault/wanted", "get"),
+        ("/v1/vault/export", "post"),
+        ("/v1/vault/import", "post"),
+        ("/v1/vault/imports/{id}", "get"),
         ("/healthz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
@@ -1740,6 +1748,34 @@ async fn api_drives_down_and_up() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     let (s, v) = call(&f, Method::POST, "/v1/drives/lib-0/reset", None).await;
     assert_error(s, &v, StatusCode::BAD_REQUEST, "take it down first");
+    // A cleaning is asked for on a drive in service too; unknown drives are refused.
+    let (s, v) = call(&f, Method::GET, "/v1/drives/lib-0/clean", None).await;
+    assert_error(s, &v, StatusCode::NOT_FOUND, "never cleaned");
+    let (s, v) = post(st, &reader, "/v1/drives/lib-0/clean", json!({})).await;
+    assert_error(s, &v, StatusCode::FORBIDDEN, "operate");
+    let (s, v) = call(&f, Method::POST, "/v1/drives/lib-0/clean", None).await;
+    assert_eq!(
+        (s, v["done_ms"].clone()),
+        (StatusCode::ACCEPTED, json!(0)),
+        "{v}"
+    );
+    let (s, v) = call_as(
+        st,
+        Some(&reader),
+        Method::GET,
+        "/v1/drives/lib-0/clean",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = call(&f, Method::POST, "/v1/drives/lib-9/clean", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    let (s, v) = call(&f, Method::GET, "/v1/cleaning-cartridges", None).await;
+    assert_eq!(
+        (s, v["cleaning_cartridges"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{v}"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! `/v1/vault…`: sending cartridges offsite and bringing them back, as `reel cartridge
-//! export|import|imports|wanted|vaulted` do it ([`crate::vault_cmd`]). Reading needs `read`;
-//! an export or an import needs `operate` and is recorded as done by the token.
+//! export|import|imports|wanted|vaulted` do it ([`crate::vault_cmd`]), and
+//! `/v1/cleaning-cartridges` (`reel cartridge cleaning`): the cartridges that are not data.
+//! Reading needs `read`; an export or an import needs `operate` and is recorded as done by
+//! the token.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
@@ -193,5 +195,38 @@ pub(super) async fn wanted(
     caller.require(Scope::Read, "see the library")?;
     Ok(Json(WantedList {
         wanted: crate::vault_cmd::wanted(state.catalogue(), state.queue().store().db()).await?,
+    }))
+}
+
+/// The cleaning cartridges reel has seen.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CleaningList {
+    /// By barcode.
+    #[schema(value_type = Vec<Object>)]
+    pub cleaning_cartridges: Vec<reel_engine::catalogue::CleaningCartridge>,
+}
+
+/// Cleaning cartridges: how often reel cleaned a drive with each, and which are used up.
+#[utoipa::path(
+    get,
+    path = "/v1/cleaning-cartridges",
+    tag = "library",
+    responses(
+        (status = 200, description = "the cleaning cartridges", body = CleaningList),
+        (status = 403, description = "the token lacks `read`", body = ErrorBody),
+        (status = 503, description = "store unreachable", body = ErrorBody),
+    )
+)]
+pub(super) async fn cleaning(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<CleaningList>, ApiError> {
+    caller.require(Scope::Read, "see the library")?;
+    Ok(Json(CleaningList {
+        cleaning_cartridges: state
+            .catalogue()
+            .cleaning_cartridges()
+            .await
+            .map_err(JobsError::Catalogue)?,
     }))
 }

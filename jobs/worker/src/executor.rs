@@ -135,6 +135,7 @@ pub async fn open_service(config: &Config) -> Result<TapeService> {
         drives,
         session: session_config(config),
         media_alert_limit: config.archive.media_alert_limit,
+        cleaning_prefix: config.library.cleaning_prefix.clone(),
         ..ServiceOptions::default()
     };
     TapeService::open(catalogue, &plugin, &config.library.plugin_config, options)
@@ -697,6 +698,23 @@ impl TapeExecutor for EngineExecutor {
                     .into_iter()
                     .map(|c| c.barcode)
                     .collect();
+                let cleaning: HashSet<String> = self
+                    .catalogue()
+                    .cleaning_cartridges()
+                    .await?
+                    .into_iter()
+                    .map(|c| c.barcode)
+                    .collect();
+                if let Some(c) = b
+                    .iter()
+                    .find(|b| cleaning.contains(*b) || self.service.is_cleaning_barcode(b))
+                {
+                    return Err(invalid(
+                        "barcodes",
+                        c,
+                        "is a cleaning cartridge: reel cleans drives with it and never writes data on it",
+                    ));
+                }
                 if let Some(missing) = b.iter().find(|b| !held.contains(*b)) {
                     return Err(invalid(
                         "barcodes",
@@ -881,6 +899,37 @@ impl TapeExecutor for EngineExecutor {
             self.service.reset_mounts_of(index).await;
         }
         Ok(r?)
+    }
+
+    fn wants_cleaning(&self, drive: &str) -> bool {
+        Self::drive_index(drive).is_ok_and(|i| self.service.wants_cleaning(i))
+    }
+
+    async fn clean_drive(&self, drive: &str) -> Result<String> {
+        use reel_engine::session::clean::Cleaned;
+        let index = Self::drive_index(drive)?;
+        // Health readings and cleanings are kept under the library's name.
+        self.library_id().await?;
+        Ok(match self.service.clean_drive(index).await? {
+            Cleaned::Done { barcode, seconds } => {
+                format!("drive {drive} cleaned with {barcode} ({seconds:.0} s)")
+            }
+            Cleaned::Expired { barcode, flags } => format!(
+                "drive {drive} NOT cleaned: cleaning cartridge {barcode} is used up (TapeAlert \
+                 {}); take it out and put a new one in",
+                flags
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Cleaned::NoCartridge => format!(
+                "drive {drive} NOT cleaned: the library holds no usable cleaning cartridge \
+                 (barcode starting with `{}` or reported as cleaning media, not used up); put \
+                 one in a mail slot and `reel cartridge import`",
+                self.config.library.cleaning_prefix
+            ),
+        })
     }
 
     async fn reset_drive(&self, drive: &str) -> Result<String> {

@@ -116,6 +116,20 @@ pub trait TapeExecutor: Send + Sync + 'static {
         async move { Ok(said) }
     }
 
+    /// Whether `drive` asked for cleaning (TapeAlert 20 or 21 at an unmount) and has not been
+    /// cleaned since. Default: never.
+    fn wants_cleaning(&self, drive: &str) -> bool {
+        let _ = drive;
+        false
+    }
+
+    /// Clean `drive` with a cleaning cartridge of the library, after unloading what it holds;
+    /// says what was done. Default: nothing to clean with.
+    fn clean_drive(&self, drive: &str) -> impl Future<Output = Result<String>> + Send {
+        let said = format!("drive {drive}: this executor has no changer; nothing was cleaned");
+        async move { Ok(said) }
+    }
+
     /// What this executor has mounted in `drive`: the barcode, and the cartridge's pool if it
     /// has one. A drive loop that (re)acquires its drive's lease starts from this, so the
     /// scheduler and the drive board see the cartridge. Default: nothing.
@@ -332,7 +346,9 @@ pub struct Runtime<E> {
     /// Which drives are in service, for every host.
     pub drive_states: DriveStates,
     /// Operators' requests to recover a drive's cartridge (`reel drive reset`).
-    pub resets: reel_queue::drive_reset::DriveResets,
+    pub resets: reel_queue::drive_request::DriveResets,
+    /// Operators' requests to clean a drive (`reel drive clean`).
+    pub cleans: reel_queue::drive_request::DriveResets,
     /// Operators' requests to take cartridges in (`reel cartridge import`).
     pub imports: reel_queue::cartridge_import::CartridgeImports,
     /// Exported cartridges whose reads the maintenance pass has already offered to other
@@ -379,7 +395,8 @@ impl<E: TapeExecutor> Runtime<E> {
             requests: TapeRequests::new(db.clone()),
             board: DriveBoard::new(db.clone()),
             drive_states: DriveStates::new(db.clone()),
-            resets: reel_queue::drive_reset::DriveResets::new(db.clone()),
+            resets: reel_queue::drive_request::DriveResets::new(db.clone()),
+            cleans: reel_queue::drive_request::DriveResets::cleans(db.clone()),
             imports: reel_queue::cartridge_import::CartridgeImports::new(db.clone()),
             exported_seen: Default::default(),
             inventory: Inventory::new(db.clone()),
@@ -1055,6 +1072,49 @@ async fn reset_if_asked<E: TapeExecutor>(rt: &Runtime<E>, drive: &str) {
     }
 }
 
+/// Clean `drive` if it asked for it (at an unmount) or an operator did (`reel drive clean`):
+/// what it holds leaves it first (and the board), then a cleaning cartridge goes in and back.
+/// The operator's request is read from the store only when `ask_store`.
+async fn clean_if_wanted<E: TapeExecutor>(
+    rt: &Runtime<E>,
+    drive: &str,
+    fence: &Fence,
+    mounted: &mut Option<Held>,
+    ask_store: bool,
+) {
+    let asked = if ask_store {
+        match rt.cleans.pending(drive).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(drive = %drive, error = %e, "cannot read whether a cleaning was asked for");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if asked.is_none() && !rt.executor.wants_cleaning(drive) {
+        return;
+    }
+    if let Some(h) = mounted.take() {
+        h.ended(drive, Duration::ZERO, "cleaning");
+        let _ = rt.board.publish(fence, None).await;
+    }
+    drive_metrics::state(drive, "cleaning");
+    let result = match rt.executor.clean_drive(drive).await {
+        Ok(done) => done,
+        Err(e) => format!("not done: {e}"),
+    };
+    tracing::info!(drive = %drive, by = asked.as_ref().map_or("the drive", |r| r.requested_by.as_str()),
+        %result, "drive cleaning");
+    if let Some(req) = asked
+        && let Err(e) = rt.cleans.finish(drive, req.requested_ms, &result).await
+    {
+        tracing::warn!(drive = %drive, error = %e, "cannot record the cleaning; it is done again at the next poll");
+    }
+    drive_metrics::state(drive, "empty");
+}
+
 /// How often a worker records the library's elements for the dashboard.
 pub const INVENTORY_EVERY: Duration = Duration::from_secs(5);
 
@@ -1262,6 +1322,8 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
     // While down the loop polls every poll_interval_ms (for a reset); it leaves the board once
     // and says so again only every heartbeat, not at each poll.
     let mut down_published: Option<tokio::time::Instant> = None;
+    // When the store was last asked whether an operator wants the drive cleaned.
+    let mut clean_checked: Option<tokio::time::Instant> = None;
     while !rt.shutdown.is_cancelled() {
         let (fence, cancel) = match &lease {
             Some((f, c, _)) if !c.is_cancelled() => (f.clone(), c.clone()),
@@ -1343,6 +1405,7 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                     }
                 }
                 reset_if_asked(&rt, &drive).await;
+                clean_if_wanted(&rt, &drive, &fence, &mut mounted, true).await;
                 drive_metrics::state(&drive, "down");
                 let heartbeat = Duration::from_millis(rt.config.worker.heartbeat_ms);
                 if down_published.is_none_or(|at| at.elapsed() >= heartbeat)
@@ -1372,6 +1435,15 @@ pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
                 continue;
             }
         }
+        // Cleaning between batches: asked for by the drive (in memory, every turn) or by an
+        // operator (in the store, at most once a heartbeat).
+        let ask_store = clean_checked.is_none_or(|at: tokio::time::Instant| {
+            at.elapsed() >= Duration::from_millis(rt.config.worker.heartbeat_ms)
+        });
+        if ask_store {
+            clean_checked = Some(tokio::time::Instant::now());
+        }
+        clean_if_wanted(&rt, &drive, &fence, &mut mounted, ask_store).await;
         let step = drive_step(
             &rt,
             &drive,

@@ -148,6 +148,11 @@ typedef struct ReelDrive ReelDrive;
 // Element flag: the element is in an abnormal state (drive dead, slot inaccessible).
 #define REEL_ELEMENT_EXCEPT (1 << 3)
 
+// Element flag: the medium is a cleaning cartridge (SMC medium type 2h, or what the plugin
+// knows of its library's cleaning media). ABI 1.x plugins that predate it never set it; the
+// host also knows cleaning cartridges by a configured barcode prefix.
+#define REEL_ELEMENT_CLEANING (1 << 4)
+
 // Barcode buffer length (SMC primary volume tag is 32 bytes), NUL included.
 #define REEL_BARCODE_LEN 40
 

@@ -203,6 +203,10 @@ pub const REEL_ELEMENT_WORM: u32 = 1 << 1;
 pub const REEL_ELEMENT_LOADED: u32 = 1 << 2;
 /// Element flag: the element is in an abnormal state (drive dead, slot inaccessible).
 pub const REEL_ELEMENT_EXCEPT: u32 = 1 << 3;
+/// Element flag: the medium is a cleaning cartridge (SMC medium type 2h, or what the plugin
+/// knows of its library's cleaning media). ABI 1.x plugins that predate it never set it; the
+/// host also knows cleaning cartridges by a configured barcode prefix.
+pub const REEL_ELEMENT_CLEANING: u32 = 1 << 4;
 
 /// Barcode buffer length (SMC primary volume tag is 32 bytes), NUL included.
 pub const REEL_BARCODE_LEN: usize = 40;

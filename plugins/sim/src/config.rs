@@ -79,6 +79,14 @@ pub struct SimConfig {
     pub cartridges: u32,
     /// How many of them (the last ones) are WORM.
     pub worm_cartridges: u32,
+    /// Cleaning cartridges created in a new library, after the data cartridges (`CLN001L1`,
+    /// …); they count against `slots`.
+    pub cleaning_cartridges: u32,
+    /// Cleanings a cleaning cartridge gives; a drive loaded with one used up raises TapeAlert
+    /// 22 (expired cleaning media) and is not cleaned.
+    pub cleaning_uses: u64,
+    /// Modelled time of one cleaning.
+    pub cleaning_ms: u64,
     /// First two characters of every barcode (`RL` gives `RL0001L9`); libraries that share
     /// one catalogue need different prefixes.
     pub barcode_prefix: String,
@@ -148,6 +156,9 @@ impl SimConfig {
             ie_slots: 4,
             cartridges: 8,
             worm_cartridges: 0,
+            cleaning_cartridges: 0,
+            cleaning_uses: 50,
+            cleaning_ms: 60_000,
             barcode_prefix: "RL".to_string(),
             capacity_bytes: 64 << 30,
             early_warning_percent: 98.0,
@@ -228,6 +239,9 @@ impl SimConfig {
                 "sim.ie_slots" => cfg.ie_slots = int(k, v)? as u32,
                 "sim.cartridges" => cfg.cartridges = int(k, v)? as u32,
                 "sim.worm_cartridges" => cfg.worm_cartridges = int(k, v)? as u32,
+                "sim.cleaning_cartridges" => cfg.cleaning_cartridges = int(k, v)? as u32,
+                "sim.cleaning_uses" => cfg.cleaning_uses = int(k, v)?,
+                "sim.cleaning_ms" => cfg.cleaning_ms = int(k, v)?,
                 "sim.barcode_prefix" => {
                     if v.len() != 2 || !v.bytes().all(|b| b.is_ascii_uppercase()) {
                         return Err(bad(k, v, "two upper-case letters (barcodes are PP0001L9)"));
@@ -284,6 +298,17 @@ impl SimConfig {
         if self.cartridges > self.slots {
             return inc(
                 "sim.cartridges is larger than sim.slots: every cartridge starts in a slot",
+            );
+        }
+        if self.cartridges + self.cleaning_cartridges > self.slots {
+            return inc(
+                "sim.cartridges and sim.cleaning_cartridges together are more than sim.slots: \
+                 every cartridge starts in a slot",
+            );
+        }
+        if self.cleaning_cartridges > 999 {
+            return inc(
+                "sim.cleaning_cartridges must be at most 999 (barcodes CLN001L1..CLN999L1)",
             );
         }
         if self.cartridges > 9999 {

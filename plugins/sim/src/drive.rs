@@ -727,6 +727,26 @@ impl Drive for SimDrive {
             }
             let mut t = cfg.load_ms as f64 / 1000.0;
             let c = st.cart.as_mut().ok_or_else(sense::no_medium)?;
+            if crate::shared::is_cleaning(c.barcode()) {
+                // A cleaning cartridge: the drive cleans itself (or, with the cartridge used
+                // up, raises TapeAlert 22 and does not) and ejects it; it is never threaded.
+                let used = c.meta.load_count;
+                c.meta.load_count += 1;
+                c.save_meta().map_err(|e| sense::io("save meta", e))?;
+                if used >= cfg.cleaning_uses {
+                    tracing::info!(barcode = c.barcode(), used, "expired cleaning cartridge");
+                    st.cleaning_expired = true;
+                } else {
+                    tracing::info!(barcode = c.barcode(), used = used + 1, "drive cleaned");
+                    t += cfg.cleaning_ms as f64 / 1000.0;
+                    st.clean_alert = false;
+                    st.faults.cleaning_required = false;
+                    st.cleaning_expired = false;
+                }
+                st.spend(t);
+                st.stats.mount_ns += ns(t);
+                return Ok(());
+            }
             if !c.meta.calibrated {
                 t += cfg.first_load_ms as f64 / 1000.0;
                 c.meta.calibrated = true;
@@ -754,6 +774,8 @@ impl Drive for SimDrive {
             if st.cart.is_none() {
                 return Err(sense::no_medium());
             }
+            // The expired cleaning cartridge leaves the drive.
+            st.cleaning_expired = false;
             if !st.loaded {
                 return Ok(());
             }
@@ -942,6 +964,9 @@ impl Drive for SimDrive {
             let mut a = 0u64;
             if st.clean_alert {
                 a |= 1 << 19; // flag 20: clean now
+            }
+            if st.cleaning_expired {
+                a |= 1 << 21; // flag 22: expired cleaning media
             }
             if st.media_alert {
                 a |= 1 << 3; // flag 4: media

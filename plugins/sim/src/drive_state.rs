@@ -98,6 +98,8 @@ pub struct DriveState {
     pub eom_abs: Option<u64>,
     /// TapeAlert flag 20 (clean now) raised.
     pub clean_alert: bool,
+    /// TapeAlert flag 22 (expired cleaning media) raised, until the cartridge is unloaded.
+    pub cleaning_expired: bool,
     /// TapeAlert flag 4 (media) raised for the loaded cartridge, until it is unloaded.
     pub media_alert: bool,
     /// Statistics.
@@ -134,6 +136,7 @@ impl DriveState {
             ew_abs: None,
             eom_abs: None,
             clean_alert: false,
+            cleaning_expired: false,
             media_alert: false,
             stats: ReelDriveStats {
                 struct_size: std::mem::size_of::<ReelDriveStats>() as u32,

@@ -29,9 +29,9 @@ use reel_plugin_abi::{
     REEL_CAP_CHANGER, REEL_CAP_EARLY_WARNING, REEL_CAP_GEOMETRY, REEL_CAP_IMMEDIATE_FILEMARKS,
     REEL_CAP_IMPORT_EXPORT, REEL_CAP_LBP, REEL_CAP_MAM, REEL_CAP_RAO, REEL_CAP_SPACE_BACKWARD,
     REEL_CAP_STATISTICS, REEL_CAP_TAPE_ALERTS, REEL_CAP_TEST_CONTROL, REEL_CAP_WORM,
-    REEL_ELEMENT_DRIVE, REEL_ELEMENT_EXCEPT, REEL_ELEMENT_FULL, REEL_ELEMENT_IMPORT_EXPORT,
-    REEL_ELEMENT_LOADED, REEL_ELEMENT_PICKER, REEL_ELEMENT_SLOT, REEL_ELEMENT_WORM, asc,
-    sense_key as sk,
+    REEL_ELEMENT_CLEANING, REEL_ELEMENT_DRIVE, REEL_ELEMENT_EXCEPT, REEL_ELEMENT_FULL,
+    REEL_ELEMENT_IMPORT_EXPORT, REEL_ELEMENT_LOADED, REEL_ELEMENT_PICKER, REEL_ELEMENT_SLOT,
+    REEL_ELEMENT_WORM, asc, sense_key as sk,
 };
 
 use crate::cartridge::Cartridge;
@@ -211,6 +211,15 @@ fn load_layout(cfg: &SimConfig) -> Result<Layout, Fault> {
             l.worm.insert(bc.clone(), worm);
             l.slots[n as usize] = Some(bc);
         }
+        for n in 0..cfg.cleaning_cartridges {
+            let bc = crate::shared::cleaning_barcode(n + 1);
+            Cartridge::create(&cfg.dir, &bc, false, true, cfg.capacity_bytes)
+                .map_err(io_fault("create cleaning cartridge"))?;
+            let slot = cfg.cartridges + n;
+            l.homes.insert(bc.clone(), slot);
+            l.worm.insert(bc.clone(), false);
+            l.slots[slot as usize] = Some(bc);
+        }
         return Ok(l);
     }
     let file = file.unwrap_or_default();
@@ -365,7 +374,12 @@ impl Library for SimLibrary {
                 index,
                 flags: extra
                     | if bc.is_some() { REEL_ELEMENT_FULL } else { 0 }
-                    | if worm { REEL_ELEMENT_WORM } else { 0 },
+                    | if worm { REEL_ELEMENT_WORM } else { 0 }
+                    | if bc.is_some_and(|b| crate::shared::is_cleaning(b)) {
+                        REEL_ELEMENT_CLEANING
+                    } else {
+                        0
+                    },
                 source_address: home,
                 barcode: bc.cloned().unwrap_or_default(),
             }

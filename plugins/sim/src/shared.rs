@@ -44,6 +44,20 @@ pub fn barcode(prefix: &str, n: u32, worm: bool) -> String {
     format!("{prefix}{n:04}{}", if worm { "LZ" } else { "L9" })
 }
 
+/// The barcode of cleaning cartridge `n` (1-based): `CLN001L1`.
+pub fn cleaning_barcode(n: u32) -> String {
+    format!("{CLEANING_PREFIX}{n:03}L1")
+}
+
+/// Barcodes of cleaning cartridges start with this (the industry's convention): the
+/// simulator's changer reports them as cleaning media, and a drive loaded with one cleans.
+pub const CLEANING_PREFIX: &str = "CLN";
+
+/// Whether `barcode` is a cleaning cartridge's.
+pub fn is_cleaning(barcode: &str) -> bool {
+    barcode.starts_with(CLEANING_PREFIX)
+}
+
 /// An element address decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Addr {

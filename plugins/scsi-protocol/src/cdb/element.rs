@@ -6,7 +6,7 @@
 //! with DVCID for drives so that a drive element maps to a drive serial number.
 
 use reel_plugin_abi::sdk::Element;
-use reel_plugin_abi::{REEL_ELEMENT_EXCEPT, REEL_ELEMENT_FULL};
+use reel_plugin_abi::{REEL_ELEMENT_CLEANING, REEL_ELEMENT_EXCEPT, REEL_ELEMENT_FULL};
 
 use super::{ParseError, ascii, be16, be24};
 
@@ -60,6 +60,9 @@ pub fn initialize_element_status() -> [u8; 6] {
     [0x07, 0, 0, 0, 0, 0]
 }
 
+/// SMC medium type of a cleaning cartridge.
+pub const MEDIUM_TYPE_CLEANING: u8 = 2;
+
 /// The status of one element.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ElementStatus {
@@ -79,6 +82,9 @@ pub struct ElementStatus {
     pub asc: (u8, u8),
     /// Address the medium came from, when valid.
     pub source: Option<u16>,
+    /// SMC medium type of a full element (0 unspecified, 1 data, 2 cleaning, 3 diagnostic, 4
+    /// WORM).
+    pub medium_type: u8,
     /// Primary volume tag (barcode), trimmed; empty when none.
     pub barcode: String,
     /// Device identifier of a drive (DVCID), as text; empty when none.
@@ -97,6 +103,9 @@ impl ElementStatus {
         }
         if self.except {
             flags |= REEL_ELEMENT_EXCEPT;
+        }
+        if self.full && self.medium_type == MEDIUM_TYPE_CLEANING {
+            flags |= REEL_ELEMENT_CLEANING;
         }
         Element {
             kind: u32::from(self.element_type),
@@ -175,6 +184,7 @@ fn parse_descriptor(element_type: u8, d: &[u8], pvoltag: bool, avoltag: bool) ->
         access: flags & 0x08 != 0,
         asc: (d[4], d[5]),
         source: (d[9] & 0x80 != 0).then(|| be16(d, 10)),
+        medium_type: d[9] & 0x07,
         ..ElementStatus::default()
     };
     let mut at = 12;
@@ -256,6 +266,26 @@ mod tests {
             [0xA5, 0, 0, 1, 4, 0, 1, 0, 0, 0, 0, 0]
         );
         assert_eq!(initialize_element_status()[0], 7);
+    }
+
+    #[test]
+    fn a_cleaning_medium_type_flags_the_element() {
+        let mut d = [0u8; 12];
+        d[0..2].copy_from_slice(&1030u16.to_be_bytes());
+        d[2] = 0x01;
+        d[9] = MEDIUM_TYPE_CLEANING;
+        let e = parse_descriptor(TYPE_STORAGE, &d, false, false);
+        assert_eq!((e.medium_type, e.source), (MEDIUM_TYPE_CLEANING, None));
+        assert_ne!(e.to_element(0).flags & REEL_ELEMENT_CLEANING, 0);
+        // A source address with a data medium: no flag.
+        d[9] = 0x80 | 0x01;
+        let e = parse_descriptor(TYPE_STORAGE, &d, false, false);
+        assert_eq!(e.to_element(0).flags & REEL_ELEMENT_CLEANING, 0);
+        // An empty element reports no medium, whatever the byte says.
+        d[2] = 0;
+        d[9] = MEDIUM_TYPE_CLEANING;
+        let e = parse_descriptor(TYPE_STORAGE, &d, false, false);
+        assert_eq!(e.to_element(0).flags & REEL_ELEMENT_CLEANING, 0);
     }
 
     #[test]
