@@ -796,7 +796,30 @@ impl TapeService {
             });
         }
         let g = d.state.clone().lock_owned().await;
-        self.finish_acquire(d, g, barcode).await
+        self.finish_acquire(d, g, barcode)
+            .await
+            .map_err(|e| self.stuck_in_own_drive(e))
+    }
+
+    /// A cartridge the changer shows loaded in a drive of this host that this host does not
+    /// count as mounted is stuck in a drive that failed with it, not "held by another host":
+    /// say so, and what recovers it.
+    fn stuck_in_own_drive(&self, e: SessionError) -> SessionError {
+        match e {
+            SessionError::HeldElsewhere { barcode, drive }
+                if self.drives.iter().any(|d| d.drive.index() == drive) =>
+            {
+                SessionError::Cartridge {
+                    barcode,
+                    reason: format!(
+                        "is loaded in drive {drive} of this host, which failed with it; take that \
+                         drive down (`reel drive down`) and recover the cartridge with `reel drive \
+                         reset`"
+                    ),
+                }
+            }
+            e => e,
+        }
     }
 
     /// Hold drive `index` with a writable cartridge of `pool` mounted that has room for

@@ -427,15 +427,15 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                             e.location,
                             crate::text::when_ms(e.exported_unix * 1000),
                             e.exported_by,
-                            if e.left {
-                                "out of the storage slots".to_string()
-                            } else {
-                                format!(
-                                    "still inside ({}): waiting for a free mail slot or for a \
-                                     drive to unload it",
-                                    location(&elements, &e.barcode)
-                                        .unwrap_or_else(|| "not seen".into())
-                                )
+                            match (e.left, location(&elements, &e.barcode)) {
+                                (true, _) => "out of the storage slots".to_string(),
+                                (false, None) => {
+                                    "not seen in any library (taken out by hand)".to_string()
+                                }
+                                (false, Some(at)) => format!(
+                                    "still inside ({at}): waiting for a free mail slot or for a \
+                                     drive to unload it"
+                                ),
                             }
                         )
                     })

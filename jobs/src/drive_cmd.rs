@@ -123,6 +123,8 @@ impl DriveView {
             worker: self.board.as_ref().map(|b| b.holder.clone()),
             activity: self.activity(),
             cartridge: self.loaded.clone(),
+            health: None,
+            cleanings: None,
         }
     }
 
@@ -155,6 +157,29 @@ pub struct DriveStatus {
     pub activity: String,
     /// The cartridge the changer last reported in it.
     pub cartridge: Option<String>,
+    /// What it reported at its last unmounts (TapeAlert flags, bytes, repositions), newest
+    /// first; only on one drive's view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub health: Option<Vec<reel_engine::catalogue::HealthRecord>>,
+    /// Its last cleanings, newest first; only on one drive's view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub cleanings: Option<Vec<reel_engine::catalogue::CleaningRecord>>,
+}
+
+impl DriveStatus {
+    /// The same with the drive's last health readings and cleanings from the catalogue.
+    pub async fn with_history(mut self, cat: &reel_engine::catalogue::Catalogue) -> Result<Self> {
+        if let Some((library, i)) = library_and_index(&self.drive) {
+            self.health = Some(
+                cat.health_of_library_drive(library, i, crate::cartridge_cmd::HEALTH_SHOWN)
+                    .await?,
+            );
+            self.cleanings = Some(cat.cleanings_of_drive(library, i, CLEANINGS_SHOWN).await?);
+        }
+        Ok(self)
+    }
 }
 
 /// Every known drive with its state, its worker and its cartridge.
@@ -347,21 +372,11 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
                     });
                 }
             };
-            let (health, cleanings) = match library_and_index(&drive) {
-                Some((library, i)) => {
-                    let cat =
-                        reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
-                    (
-                        cat.health_of_library_drive(library, i, crate::cartridge_cmd::HEALTH_SHOWN)
-                            .await?,
-                        cat.cleanings_of_drive(library, i, CLEANINGS_SHOWN).await?,
-                    )
-                }
-                None => (Vec::new(), Vec::new()),
-            };
-            let mut json = view.to_json();
-            json["health"] = json!(health);
-            json["cleanings"] = json!(cleanings);
+            let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+            let status = view.status().with_history(&cat).await?;
+            let health = status.health.clone().unwrap_or_default();
+            let cleanings = status.cleanings.clone().unwrap_or_default();
+            let json = json!(status);
             let mut text = detail(&view, &health);
             match cleanings.first() {
                 Some(c) => text.push_str(&format!(

@@ -357,6 +357,26 @@ pub fn write_config(
     )
 }
 
+/// [`write_config`] with the simulator in shared mode (so a test reaches the worker's drives
+/// and the library through the mailboxes, docs/SIMULATOR.md §7), `sim` replacing its
+/// `sim.cartridges=10` (more `sim.*` keys, `\\n`-separated as in a TOML basic string).
+pub fn write_shared_config(
+    data_dir: &Path,
+    store_url: &str,
+    lib_dir: &Path,
+    drives: u32,
+    sim: &str,
+) -> PathBuf {
+    let cfg = write_config(data_dir, store_url, lib_dir, drives, "");
+    let text = std::fs::read_to_string(&cfg).expect("read config");
+    std::fs::write(
+        &cfg,
+        text.replace("sim.cartridges=10", &format!("{sim}\\nsim.shared=true")),
+    )
+    .expect("write config");
+    cfg
+}
+
 /// Hold (or release) the scheduler of a [`write_config`] config: held, no queue is worth a
 /// mount for a million seconds, so planned work stays queued where a test can look at it.
 pub fn hold_mounts(cfg: &Path, held: bool) {
@@ -456,6 +476,58 @@ pub fn reel_text(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// [`reel`] that must succeed: its JSON output.
+pub fn reel_ok(data_dir: &Path, args: &[&str]) -> serde_json::Value {
+    let (code, v, err) = reel(data_dir, args);
+    assert_eq!(code, 0, "{args:?}: {v} {err}");
+    v
+}
+
+/// [`reel`] that must be refused, saying `needle` on stderr.
+pub fn reel_refused(data_dir: &Path, args: &[&str], needle: &str) {
+    let (code, v, err) = reel(data_dir, args);
+    assert_ne!(code, 0, "{args:?} was accepted: {v}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+}
+
+/// Put a `control` request for a shared simulator library in `lib` into drive `drive`'s
+/// mailbox (file `n`) and wait, at most a minute and a half, until its owner ran it and said it
+/// went well (docs/SIMULATOR.md §7): faults for that drive, and library requests (an operator's
+/// `ie_insert`, `ie_remove`) any owner runs.
+pub fn sim_mail(lib: &Path, drive: u32, n: u32, request: &str) {
+    let path = lib.join("mailbox").join("delivered.jsonl");
+    let lines = || {
+        std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let before = lines().len();
+    let mb = lib.join("mailbox").join(format!("drive-{drive}"));
+    std::fs::create_dir_all(&mb).expect("mailbox");
+    let tmp = lib.join("mailbox").join(format!(".{n}.tmp"));
+    std::fs::write(&tmp, request).expect("write mail");
+    std::fs::rename(&tmp, mb.join(format!("{n:04}.json"))).expect("post mail");
+    let t0 = std::time::Instant::now();
+    loop {
+        let now = lines();
+        if now.len() > before {
+            assert!(
+                now[before].contains("\"ok\":true"),
+                "{request}: {}",
+                now[before]
+            );
+            return;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(90),
+            "{request} was not delivered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// `reel jobs show ID`: the job as JSON (whatever the exit status).

@@ -12,27 +12,15 @@ use reel_tests::*;
 
 const BOUND: Duration = Duration::from_secs(60);
 
-fn ok(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let (code, v, err) = reel(dir, args);
-    assert_eq!(code, 0, "{args:?}: {v} {err}");
-    v
-}
-
-fn refused(dir: &Path, args: &[&str], needle: &str) {
-    let (code, v, err) = reel(dir, args);
-    assert_ne!(code, 0, "{args:?} was accepted: {v}");
-    assert!(err.contains(needle), "{args:?}: {err}");
-}
-
 fn run_job(dir: &Path, args: &[&str]) -> (i32, serde_json::Value) {
-    let v = ok(dir, args);
+    let v = reel_ok(dir, args);
     let id = job_id(&v);
     let (code, v, _) = reel(dir, &["jobs", "wait", &id, "--timeout", "120"]);
     (code, v)
 }
 
 fn cartridges(dir: &Path) -> Vec<serde_json::Value> {
-    ok(dir, &["cartridge", "ls"])["cartridges"]
+    reel_ok(dir, &["cartridge", "ls"])["cartridges"]
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -50,7 +38,7 @@ fn written_in(dir: &Path, pool: &str) -> Vec<String> {
 fn drive_names(dir: &Path) -> Vec<String> {
     let t0 = Instant::now();
     loop {
-        let v = ok(dir, &["drive", "ls"]);
+        let v = reel_ok(dir, &["drive", "ls"]);
         let names: Vec<String> = v["drives"]
             .as_array()
             .cloned()
@@ -126,35 +114,35 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
         let (p1, p2) = (p1[0].clone(), p2[0].clone());
 
         // Refusals.
-        refused(
+        reel_refused(
             d,
             &["cartridge", "state", &p1, "new", "--reason", "x"],
             "not set to `new` by hand",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "state", &p1, "exported", "--reason", "x"],
             "vaulting",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "state", &p1, "gone", "--reason", "x"],
             "is not a cartridge state",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "state", &p1, "broken", "--reason", " "],
             "no reason given",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "state", "NOPE01L9", "broken", "--reason", "x"],
             "no cartridge `NOPE01L9`",
         );
-        refused(d, &["cartridge", "show", "NOPE01L9"], "reel cartridge ls");
+        reel_refused(d, &["cartridge", "show", "NOPE01L9"], "reel cartridge ls");
 
         // Broken: the recall reads the p2 copy.
-        let v = ok(
+        let v = reel_ok(
             d,
             &[
                 "cartridge",
@@ -166,7 +154,7 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
             ],
         );
         assert_eq!(v["state"], "broken", "{v}");
-        let v = ok(d, &["cartridge", "show", &p1]);
+        let v = reel_ok(d, &["cartridge", "show", &p1]);
         assert_eq!(v["state_reason"], "dropped by the robot", "{v}");
         assert!(!v["state_by"].as_str().unwrap().is_empty(), "{v}");
         assert!(v["state_unix"].as_i64().unwrap() > 0, "{v}");
@@ -187,7 +175,7 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
         }
 
         // Queued on p1 while it was active, then p1 disabled: the queued reads move to p2.
-        ok(
+        reel_ok(
             d,
             &[
                 "cartridge",
@@ -199,10 +187,10 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
             ],
         );
         for n in &drives {
-            ok(d, &["drive", "down", n, "--reason", "hold the queue"]);
+            reel_ok(d, &["drive", "down", n, "--reason", "hold the queue"]);
         }
         let dst = tempfile::tempdir().unwrap();
-        let job = job_id(&ok(
+        let job = job_id(&reel_ok(
             d,
             &[
                 "recall",
@@ -218,7 +206,7 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
             assert!(t0.elapsed() < BOUND, "{}", show_job(d, &job));
             std::thread::sleep(Duration::from_millis(100));
         }
-        ok(
+        reel_ok(
             d,
             &[
                 "cartridge",
@@ -234,7 +222,7 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
         let log_path = d.join("worker-1.log");
         let mark = std::fs::read_to_string(&log_path).unwrap().len();
         for n in &drives {
-            ok(d, &["drive", "up", n]);
+            reel_ok(d, &["drive", "up", n]);
         }
         let (code, v, err) = reel(d, &["jobs", "wait", &job, "--timeout", "120"]);
         assert_eq!(code, 0, "{v} {err}");
@@ -255,7 +243,7 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
 
         // A write never goes to a cartridge that is not active: p1's written cartridge is
         // disabled, so the next archive to p1 takes another one.
-        let used_before = ok(d, &["cartridge", "show", &p1])["used_bytes"].clone();
+        let used_before = reel_ok(d, &["cartridge", "show", &p1])["used_bytes"].clone();
         let more = tempfile::tempdir().unwrap();
         let sum = write_random_file(&more.path().join("g.bin"), 100_000, 9);
         let (code, v) = run_job(
@@ -269,13 +257,13 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
         );
         assert_eq!(code, 0, "{v}");
         assert_eq!(
-            ok(d, &["cartridge", "show", &p1])["used_bytes"],
+            reel_ok(d, &["cartridge", "show", &p1])["used_bytes"],
             used_before
         );
         assert_eq!(written_in(d, "p1").len(), 2, "{:?}", cartridges(d));
 
         // No readable copy left: the recall fails with the states and reasons, never waits.
-        ok(
+        reel_ok(
             d,
             &[
                 "cartridge",
@@ -316,7 +304,7 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
         assert_eq!(sha256_file(&dst.path().join("g/g.bin")), sum);
 
         // The listing says why, by state and pool.
-        let broken = ok(d, &["cartridge", "ls", "--state", "broken"]);
+        let broken = reel_ok(d, &["cartridge", "ls", "--state", "broken"]);
         assert_eq!(
             broken["cartridges"].as_array().unwrap().len(),
             1,

@@ -13,42 +13,14 @@ use reel_tests::*;
 
 const BOUND: Duration = Duration::from_secs(90);
 
-fn ok(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let (code, v, err) = reel(dir, args);
-    assert_eq!(code, 0, "{args:?}: {v} {err}");
-    v
-}
-
 fn job(dir: &Path, args: &[&str]) -> (i32, serde_json::Value) {
-    let id = job_id(&ok(dir, args));
+    let id = job_id(&reel_ok(dir, args));
     let (code, v, _) = reel(dir, &["jobs", "wait", &id, "--timeout", "120"]);
     (code, v)
 }
 
-/// Put a request to the library through drive 0's mailbox and wait until it ran.
-fn mail(lib: &Path, n: u32, request: &str) {
-    let path = lib.join("mailbox").join("delivered.jsonl");
-    let count = || {
-        std::fs::read_to_string(&path)
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
-    let before = count();
-    let mb = lib.join("mailbox").join("drive-0");
-    std::fs::create_dir_all(&mb).unwrap();
-    let tmp = lib.join("mailbox").join(format!(".{n}.tmp"));
-    std::fs::write(&tmp, request).unwrap();
-    std::fs::rename(&tmp, mb.join(format!("{n:04}.json"))).unwrap();
-    let t0 = Instant::now();
-    while count() == before {
-        assert!(t0.elapsed() < BOUND, "{request} was not delivered");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn cleaning(dir: &Path) -> Vec<serde_json::Value> {
-    ok(dir, &["cartridge", "cleaning"])["cleaning_cartridges"]
+    reel_ok(dir, &["cartridge", "cleaning"])["cleaning_cartridges"]
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -63,7 +35,7 @@ fn uses(dir: &Path, barcode: &str) -> u64 {
 }
 
 fn cleanings_of(dir: &Path, drive: &str) -> Vec<serde_json::Value> {
-    ok(dir, &["drive", "show", drive])["cleanings"]
+    reel_ok(dir, &["drive", "show", drive])["cleanings"]
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -74,21 +46,18 @@ async fn drives_are_cleaned_on_request_and_when_they_ask_and_uses_are_counted() 
     for store in stores("cli_cleaning").await {
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
-        let cfg = write_config(dir.path(), &store.url(), lib.path(), 1, "");
-        let text = std::fs::read_to_string(&cfg).unwrap();
-        std::fs::write(
-            &cfg,
-            text.replace(
-                "sim.cartridges=10",
-                "sim.cartridges=4\\nsim.shared=true\\nsim.cleaning_cartridges=1\\nsim.cleaning_uses=2",
-            ),
-        )
-        .unwrap();
+        write_shared_config(
+            dir.path(),
+            &store.url(),
+            lib.path(),
+            1,
+            "sim.cartridges=4\\nsim.cleaning_cartridges=1\\nsim.cleaning_uses=2",
+        );
         let d = dir.path();
         let _w = Worker::start(d, 1);
         let t0 = Instant::now();
         let drive = loop {
-            let v = ok(d, &["drive", "ls"]);
+            let v = reel_ok(d, &["drive", "ls"]);
             if let Some(n) = v["drives"][0]["drive"].as_str() {
                 break n.to_string();
             }
@@ -107,12 +76,12 @@ async fn drives_are_cleaned_on_request_and_when_they_ask_and_uses_are_counted() 
         assert!(v.to_string().contains("is a cleaning cartridge"), "{v}");
         let (code, v) = job(d, &["intake", "--all-new", "--pool", "p1"]);
         assert_eq!(code, 0, "{v}");
-        let all = ok(d, &["cartridge", "ls"]).to_string();
+        let all = reel_ok(d, &["cartridge", "ls"]).to_string();
         assert!(!all.contains("CLN001L1"), "{all}");
         assert!(all.contains("RL0001L9"), "{all}");
 
         // On request.
-        let v = ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
+        let v = reel_ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
         assert_eq!(v["done"], true, "{v}");
         assert!(
             v["clean"]["result"]
@@ -126,8 +95,9 @@ async fn drives_are_cleaned_on_request_and_when_they_ask_and_uses_are_counted() 
 
         // The drive asks (TapeAlert 20 from the next command on): archive something, take the
         // drive down (it unloads, reports its flags) and it is cleaned without anyone asking.
-        mail(
+        sim_mail(
             lib.path(),
+            0,
             1,
             r#"{"op":"fault","kind":"cleaning_required","drive":0}"#,
         );
@@ -143,17 +113,17 @@ async fn drives_are_cleaned_on_request_and_when_they_ask_and_uses_are_counted() 
             ],
         );
         assert_eq!(code, 0, "{v}");
-        ok(d, &["drive", "down", &drive, "--reason", "unload it"]);
+        reel_ok(d, &["drive", "down", &drive, "--reason", "unload it"]);
         let t0 = Instant::now();
         while cleanings_of(d, &drive).len() < 2 {
             assert!(t0.elapsed() < BOUND, "the drive was not cleaned by itself");
             std::thread::sleep(Duration::from_millis(200));
         }
         assert_eq!(uses(d, "CLN001L1"), 2);
-        ok(d, &["drive", "up", &drive]);
+        reel_ok(d, &["drive", "up", &drive]);
 
         // Used up (two uses): the drive reports it, reel records it and loads it no more.
-        let v = ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
+        let v = reel_ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
         let said = v["clean"]["result"].as_str().unwrap().to_string();
         assert!(
             said.contains("NOT cleaned") && said.contains("used up"),
@@ -163,7 +133,7 @@ async fn drives_are_cleaned_on_request_and_when_they_ask_and_uses_are_counted() 
         assert!(c[0]["expired_unix"].as_i64().unwrap() > 0, "{c:?}");
         let (_, text, _) = reel_text(d, &["cartridge", "cleaning"]);
         assert!(text.contains("USED UP"), "{text}");
-        let v = ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
+        let v = reel_ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
         assert!(
             v["clean"]["result"]
                 .as_str()
@@ -173,12 +143,13 @@ async fn drives_are_cleaned_on_request_and_when_they_ask_and_uses_are_counted() 
         );
 
         // A new one through a mail slot is taken in as cleaning media, and used.
-        mail(
+        sim_mail(
             lib.path(),
+            0,
             2,
             r#"{"op":"ie_insert","ie":0,"barcode":"CLN002L1"}"#,
         );
-        let v = ok(d, &["cartridge", "import", "--timeout", "60"]);
+        let v = reel_ok(d, &["cartridge", "import", "--timeout", "60"]);
         assert!(
             v["import"]["result"]
                 .as_str()
@@ -187,7 +158,7 @@ async fn drives_are_cleaned_on_request_and_when_they_ask_and_uses_are_counted() 
                 && v.to_string().contains("a cleaning cartridge"),
             "{v}"
         );
-        let v = ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
+        let v = reel_ok(d, &["drive", "clean", &drive, "--timeout", "60"]);
         assert!(
             v["clean"]["result"]
                 .as_str()

@@ -324,14 +324,8 @@ async fn a_drive_that_keeps_failing_is_taken_down_by_its_worker() {
     for store in stores("cli_drive_auto_down").await {
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
-        let cfg = write_config(dir.path(), &store.url(), lib.path(), 2, "");
         // Shared mode: faults reach the worker's drives through their mailboxes.
-        let text = std::fs::read_to_string(&cfg).unwrap();
-        std::fs::write(
-            &cfg,
-            text.replace("sim.cartridges=10", "sim.cartridges=10\\nsim.shared=true"),
-        )
-        .unwrap();
+        write_shared_config(dir.path(), &store.url(), lib.path(), 2, "sim.cartridges=10");
         let d = dir.path();
         let w = Worker::start(d, 1);
         let all = wait_for(d, "the two drives appear", |a| a.len() == 2);

@@ -13,59 +13,15 @@ use reel_tests::*;
 
 const BOUND: Duration = Duration::from_secs(90);
 
-fn ok(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let (code, v, err) = reel(dir, args);
-    assert_eq!(code, 0, "{args:?}: {v} {err}");
-    v
-}
-
-fn refused(dir: &Path, args: &[&str], needle: &str) {
-    let (code, v, err) = reel(dir, args);
-    assert_ne!(code, 0, "{args:?} was accepted: {v}");
-    assert!(err.contains(needle), "{args:?}: {err}");
-}
-
 fn run_job(dir: &Path, args: &[&str]) -> serde_json::Value {
-    let id = job_id(&ok(dir, args));
+    let id = job_id(&reel_ok(dir, args));
     let (code, v, err) = reel(dir, &["jobs", "wait", &id, "--timeout", "120"]);
     assert_eq!(code, 0, "{args:?}: {v} {err}");
     v
 }
 
-/// Put an operator's request to the library through drive 0's mailbox and wait until it ran.
-fn hands(lib: &Path, n: u32, request: &str) {
-    let path = lib.join("mailbox").join("delivered.jsonl");
-    let lines = || {
-        std::fs::read_to_string(&path)
-            .unwrap_or_default()
-            .lines()
-            .map(String::from)
-            .collect::<Vec<_>>()
-    };
-    let before = lines().len();
-    let mb = lib.join("mailbox").join("drive-0");
-    std::fs::create_dir_all(&mb).unwrap();
-    let tmp = lib.join("mailbox").join(format!(".{n}.tmp"));
-    std::fs::write(&tmp, request).unwrap();
-    std::fs::rename(&tmp, mb.join(format!("{n:04}.json"))).unwrap();
-    let t0 = Instant::now();
-    loop {
-        let now = lines();
-        if now.len() > before {
-            assert!(
-                now[before].contains("\"ok\":true"),
-                "{request}: {}",
-                now[before]
-            );
-            return;
-        }
-        assert!(t0.elapsed() < BOUND, "{request} was not delivered");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn vaulted(dir: &Path) -> Vec<serde_json::Value> {
-    ok(dir, &["cartridge", "vaulted"])["vaulted"]
+    reel_ok(dir, &["cartridge", "vaulted"])["vaulted"]
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -100,13 +56,7 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
     for store in stores("cli_vault").await {
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
-        let cfg = write_config(dir.path(), &store.url(), lib.path(), 2, "");
-        let text = std::fs::read_to_string(&cfg).unwrap();
-        std::fs::write(
-            &cfg,
-            text.replace("sim.cartridges=10", "sim.cartridges=10\\nsim.shared=true"),
-        )
-        .unwrap();
+        write_shared_config(dir.path(), &store.url(), lib.path(), 2, "sim.cartridges=10");
         let d = dir.path();
         let _w = Worker::start(d, 1);
         run_job(d, &["intake", "RL0001L9", "RL0002L9", "--pool", "p1"]);
@@ -128,7 +78,7 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
                 "v/",
             ],
         );
-        let written: Vec<String> = ok(d, &["cartridge", "ls", "--pool", "p1"])["cartridges"]
+        let written: Vec<String> = reel_ok(d, &["cartridge", "ls", "--pool", "p1"])["cartridges"]
             .as_array()
             .unwrap()
             .iter()
@@ -139,43 +89,43 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         let b = written[0].as_str();
 
         // Careless and hostile requests: refused, nothing exported.
-        refused(
+        reel_refused(
             d,
             &["cartridge", "export", "NOPE0001", "--to", "v"],
             "no cartridge",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "export", b, b, "--to", "v"],
             "given twice",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "export", b, "--to", "  "],
             "location is empty",
         );
-        refused(d, &["cartridge", "export", b, "--to", "a\u{7}b"], "control");
-        refused(
+        reel_refused(d, &["cartridge", "export", b, "--to", "a\u{7}b"], "control");
+        reel_refused(
             d,
             &["cartridge", "export", "a b", "--to", "v"],
             "not a barcode",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "state", b, "exported", "--reason", "x"],
             "vaulting",
         );
-        refused(d, &["cartridge", "import", "A1", "A1"], "given twice");
+        reel_refused(d, &["cartridge", "import", "A1", "A1"], "given twice");
         assert!(vaulted(d).is_empty());
 
         // Out it goes: exported at once, then in a mail slot.
-        ok(d, &["cartridge", "export", b, "--to", "vault B"]);
-        refused(
+        reel_ok(d, &["cartridge", "export", b, "--to", "vault B"]);
+        reel_refused(
             d,
             &["cartridge", "export", b, "--to", "elsewhere"],
             "already exported",
         );
-        refused(
+        reel_refused(
             d,
             &["cartridge", "state", b, "active", "--reason", "x"],
             "exported",
@@ -184,14 +134,14 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         assert_eq!(v[0]["location"], "vault B", "{v:?}");
         assert_eq!(v[0]["state_before"], "active", "{v:?}");
         let shown = wait_for("the cartridge in a mail slot", || {
-            let c = ok(d, &["cartridge", "show", b]);
+            let c = reel_ok(d, &["cartridge", "show", b]);
             (c["location"] == "import_export 0").then(|| c.to_string())
         });
         assert!(shown.contains("\"state\":\"exported\""), "{shown}");
 
         // A recall only it serves waits, saying where it is.
         let out = tempfile::tempdir().unwrap();
-        let recall = job_id(&ok(
+        let recall = job_id(&reel_ok(
             d,
             &[
                 "recall",
@@ -213,9 +163,9 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
             text.contains(&format!("cartridge {b} is at vault B")),
             "{text}"
         );
-        let q = ok(d, &["queue", "ls"]).to_string();
+        let q = reel_ok(d, &["queue", "ls"]).to_string();
         assert!(q.contains("cartridge_out"), "{q}");
-        let w = ok(d, &["cartridge", "wanted"]);
+        let w = reel_ok(d, &["cartridge", "wanted"]);
         let wanted = w["wanted"].as_array().unwrap();
         assert_eq!(wanted.len(), 1, "{w}");
         assert_eq!(wanted[0]["barcode"], b, "{w}");
@@ -226,8 +176,8 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
 
         // The operator takes it out of the mail slot; an import then finds nothing, and the
         // recall goes on waiting (no attempt is spent on it).
-        hands(lib.path(), 1, r#"{"op":"ie_remove","ie":0}"#);
-        let r = ok(d, &["cartridge", "import", "--timeout", "60"]);
+        sim_mail(lib.path(), 0, 1, r#"{"op":"ie_remove","ie":0}"#);
+        let r = reel_ok(d, &["cartridge", "import", "--timeout", "60"]);
         assert_eq!(r["done"], true, "{r}");
         assert!(
             r["import"]["result"]
@@ -242,17 +192,19 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         assert_eq!(j["failures"].as_array().map_or(0, Vec::len), 0, "{j}");
 
         // Back from the vault, with a stranger: both are taken in, the stranger as new.
-        hands(
+        sim_mail(
             lib.path(),
+            0,
             2,
             &format!(r#"{{"op":"ie_insert","ie":2,"barcode":"{b}"}}"#),
         );
-        hands(
+        sim_mail(
             lib.path(),
+            0,
             3,
             r#"{"op":"ie_insert","ie":3,"barcode":"ZZ0001L9"}"#,
         );
-        let r = ok(d, &["cartridge", "import", "--timeout", "60"]);
+        let r = reel_ok(d, &["cartridge", "import", "--timeout", "60"]);
         let result = r["import"]["result"].as_str().unwrap().to_string();
         assert!(
             result.contains(&format!("{b}: taken in from mail slot 2")),
@@ -277,9 +229,9 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
                 "f{i}"
             );
         }
-        let c = ok(d, &["cartridge", "show", "ZZ0001L9"]);
+        let c = reel_ok(d, &["cartridge", "show", "ZZ0001L9"]);
         assert_eq!(c["state"], "new", "{c}");
-        let imports = ok(d, &["cartridge", "imports"]);
+        let imports = reel_ok(d, &["cartridge", "imports"]);
         assert_eq!(imports["imports"].as_array().unwrap().len(), 2, "{imports}");
 
         // More than there are mail slots (4): four go out, the fifth waits for a free one.
@@ -287,13 +239,13 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         let mut args = vec!["cartridge", "export"];
         args.extend(five);
         args.extend(["--to", "shelf 9"]);
-        ok(d, &args);
+        reel_ok(d, &args);
         let v = left(d, 4);
         let waiting: Vec<&serde_json::Value> = v.iter().filter(|e| e["left"] == false).collect();
         assert_eq!(waiting.len(), 1, "{v:?}");
         let (_, text, _) = reel_text(d, &["cartridge", "vaulted"]);
         assert!(text.contains("waiting for a free mail slot"), "{text}");
-        hands(lib.path(), 4, r#"{"op":"ie_remove","ie":1}"#);
+        sim_mail(lib.path(), 0, 4, r#"{"op":"ie_remove","ie":1}"#);
         left(d, 5);
         // Named imports: one in a mail slot comes back; one not in the library is reported.
         let back = v
@@ -305,7 +257,7 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
             .as_str()
             .unwrap()
             .to_string();
-        let r = ok(
+        let r = reel_ok(
             d,
             &["cartridge", "import", &back, "RL0010L9", "--timeout", "60"],
         );

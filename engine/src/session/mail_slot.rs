@@ -32,7 +32,8 @@ pub enum SendOut {
         /// The element's index.
         ie: u32,
     },
-    /// The library does not hold it (an operator took it out).
+    /// This library does not hold it: an operator took it out, or it is in another library
+    /// sharing the catalogue (whose worker sends it out).
     NotInLibrary,
     /// In the drive with this index: it goes out once the drive has unloaded it.
     InDrive {
@@ -46,12 +47,11 @@ pub enum SendOut {
 }
 
 impl SendOut {
-    /// Whether the cartridge has left the storage slots (moved out, already out, or gone).
+    /// Whether the cartridge has left this library's storage slots for a mail slot. One this
+    /// library does not hold is not counted: it may be in another library, whose worker moves
+    /// it.
     pub fn has_left(&self) -> bool {
-        matches!(
-            self,
-            SendOut::Moved { .. } | SendOut::InMailSlot { .. } | SendOut::NotInLibrary
-        )
+        matches!(self, SendOut::Moved { .. } | SendOut::InMailSlot { .. })
     }
 }
 
@@ -60,7 +60,7 @@ impl std::fmt::Display for SendOut {
         match self {
             SendOut::Moved { ie } => write!(f, "moved to mail slot {ie}"),
             SendOut::InMailSlot { ie } => write!(f, "in mail slot {ie}"),
-            SendOut::NotInLibrary => write!(f, "not in the library"),
+            SendOut::NotInLibrary => write!(f, "not in this library"),
             SendOut::InDrive { drive } => {
                 write!(f, "in drive {drive}; it goes out once the drive unloads it")
             }

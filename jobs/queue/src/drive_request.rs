@@ -107,6 +107,11 @@ impl DriveResets {
         }
     }
 
+    /// Which kind of request these are.
+    pub fn kind(&self) -> DriveRequestKind {
+        self.kind
+    }
+
     fn sql(&self) -> &'static Statements {
         match self.kind {
             DriveRequestKind::Reset => &RESETS,

@@ -73,7 +73,7 @@ pub(super) async fn list(
     Ok(Json(DriveList { drives }))
 }
 
-/// One drive.
+/// One drive, with what it reported at its last unmounts and its last cleanings.
 #[utoipa::path(
     get,
     path = "/v1/drives/{drive}",
@@ -93,7 +93,12 @@ pub(super) async fn show(
 ) -> Result<Json<DriveStatus>, ApiError> {
     caller.require(Scope::Read, "see the drives")?;
     let UrlPath(drive) = drive?;
-    Ok(Json(one(&state, &drive).await?))
+    Ok(Json(
+        one(&state, &drive)
+            .await?
+            .with_history(state.catalogue())
+            .await?,
+    ))
 }
 
 /// The body as a [`DriveServiceRequest`]: a JSON object (serde would take `[]` for a struct
@@ -207,10 +212,23 @@ pub(super) async fn reset(
 ) -> Result<(axum::http::StatusCode, Json<DriveReset>), ApiError> {
     caller.require(Scope::Operate, "reset a drive")?;
     let UrlPath(drive) = drive?;
-    let r = DriveResets::new(state.queue().store().db().clone())
-        .request(&drive, &by(&caller))
-        .await?;
-    tracing::info!(%drive, token = %caller.token().id, "drive reset asked for over HTTP");
+    ask(
+        &caller,
+        &drive,
+        DriveResets::new(state.queue().store().db().clone()),
+    )
+    .await
+}
+
+/// Record `caller`'s request of `requests`' kind for `drive`: 202 with the request.
+async fn ask(
+    caller: &Caller,
+    drive: &str,
+    requests: DriveResets,
+) -> Result<(axum::http::StatusCode, Json<DriveReset>), ApiError> {
+    let r = requests.request(drive, &by(caller)).await?;
+    tracing::info!(%drive, token = %caller.token().id, kind = ?requests.kind(),
+        "drive request asked for over HTTP");
     Ok((axum::http::StatusCode::ACCEPTED, Json(r)))
 }
 
@@ -236,11 +254,12 @@ pub(super) async fn clean(
 ) -> Result<(axum::http::StatusCode, Json<DriveReset>), ApiError> {
     caller.require(Scope::Operate, "clean a drive")?;
     let UrlPath(drive) = drive?;
-    let r = DriveResets::cleans(state.queue().store().db().clone())
-        .request(&drive, &by(&caller))
-        .await?;
-    tracing::info!(%drive, token = %caller.token().id, "drive cleaning asked for over HTTP");
-    Ok((axum::http::StatusCode::ACCEPTED, Json(r)))
+    ask(
+        &caller,
+        &drive,
+        DriveResets::cleans(state.queue().store().db().clone()),
+    )
+    .await
 }
 
 /// A drive's last cleaning request: when, by whom, and what the worker did.
