@@ -350,17 +350,14 @@ impl TapeService {
     /// cartridges as new, cleaning cartridges as such (never as data).
     pub async fn sync_inventory(&self) -> Result<Vec<Cartridge>, SessionError> {
         let inv = self.library.inventory().await?;
-        let prefix = &self.options.cleaning_prefix;
         let cleaning: Vec<String> = inv
             .iter()
-            .filter(|e| !e.barcode.is_empty() && crate::session::clean::is_cleaning(e, prefix))
+            .filter(|e| !e.barcode.is_empty() && self.is_cleaning(e))
             .map(|e| e.barcode.clone())
             .collect();
         self.catalogue.note_cleaning_cartridges(&cleaning).await?;
         for e in inv.iter().filter(|e| {
-            e.flags & REEL_ELEMENT_FULL != 0
-                && !e.barcode.is_empty()
-                && !crate::session::clean::is_cleaning(e, prefix)
+            e.flags & REEL_ELEMENT_FULL != 0 && !e.barcode.is_empty() && !self.is_cleaning(e)
         }) {
             self.catalogue
                 .add_cartridge(
@@ -996,6 +993,12 @@ impl TapeService {
             })
             .map(|c| c.barcode)
             .collect())
+    }
+
+    /// Whether the full element `e` holds a cleaning cartridge, by the changer's word or the
+    /// configured prefix ([`crate::session::clean::is_cleaning`]).
+    pub fn is_cleaning(&self, e: &reel_plugin_abi::sdk::Element) -> bool {
+        crate::session::clean::is_cleaning(e, &self.options.cleaning_prefix)
     }
 
     /// Whether `barcode` is a cleaning cartridge's by the configured prefix (one catalogued

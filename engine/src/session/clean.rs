@@ -148,17 +148,17 @@ pub async fn clean(
 /// cartridge installed (30h) or still becoming ready when it cleans; both mean it took it. A
 /// "cleaning requested" it had yet to report is reported first: load again.
 async fn load_cleaning(drive: &Drive) -> Result<(), DeviceError> {
-    for _ in 0..2 {
-        match drive.load().await {
-            Ok(_) => return Ok(()),
-            Err(e) => match e.sense() {
-                Some((_, 0x30, _)) | Some((_, 0x04, _)) => return Ok(()),
-                Some((_, 0x00, 0x17)) => continue,
-                _ => return Err(e),
-            },
+    let mut pending_report = true;
+    loop {
+        let Err(e) = drive.load().await else {
+            return Ok(());
+        };
+        match e.sense() {
+            Some((_, 0x30, _)) | Some((_, 0x04, _)) => return Ok(()),
+            Some((_, 0x00, 0x17)) if std::mem::take(&mut pending_report) => {}
+            _ => return Err(e),
         }
     }
-    drive.load().await.map(|_| ())
 }
 
 #[cfg(test)]

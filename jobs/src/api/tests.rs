@@ -2008,6 +2008,23 @@ async fn api_vault_export_import_and_wanted() {
         &f,
         Method::POST,
         "/v1/vault/import",
+        Some(json!({"library": "lib\n-0"})),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "not one reel gives");
+    let many: Vec<String> = (0..1001).map(|i| format!("B{i}")).collect();
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/import",
+        Some(json!({ "barcodes": many })),
+    )
+    .await;
+    assert_error(s, &v, StatusCode::BAD_REQUEST, "1001 barcodes");
+    let (s, v) = call(
+        &f,
+        Method::POST,
+        "/v1/vault/import",
         Some(json!({"nope": 1})),
     )
     .await;

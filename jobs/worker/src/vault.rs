@@ -87,10 +87,9 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Vec
             }
         };
         let what = format!("taken in from mail slot {} to slot {slot}", t.ie);
-        let cleaning = svc.is_cleaning_barcode(&t.barcode)
-            || before.iter().any(|e| {
-                e.barcode == t.barcode && e.flags & reel_plugin_abi::REEL_ELEMENT_CLEANING != 0
-            });
+        let cleaning = before
+            .iter()
+            .any(|e| e.barcode == t.barcode && svc.is_cleaning(e));
         match cat.cartridge(&t.barcode).await? {
             _ if cleaning => {
                 unknown = true;

@@ -1167,7 +1167,12 @@ async fn reroute_unmountable<E: TapeExecutor>(rt: &Runtime<E>, full: bool) -> Re
     if barcodes.is_empty() {
         return Ok(());
     }
-    for cart in rt.executor.unmountable_among(barcodes).await? {
+    let out = rt.executor.unmountable_among(barcodes).await?;
+    // Only cartridges with waiting reads are remembered.
+    if let Ok(mut m) = rt.exported_seen.lock() {
+        m.retain(|b, _| out.iter().any(|c| &c.barcode == b));
+    }
+    for cart in out {
         if cart.state == reel_engine::catalogue::CartridgeState::Exported {
             let seen = rt
                 .exported_seen
@@ -1182,6 +1187,9 @@ async fn reroute_unmountable<E: TapeExecutor>(rt: &Runtime<E>, full: bool) -> Re
     }
     Ok(())
 }
+
+/// Every how many maintenance passes exported cartridges still inside are sent out.
+pub const SEND_OUT_EVERY: u64 = 5;
 
 /// Every how many maintenance passes the waiting reads of exported cartridges are offered to
 /// other copies again (a copy may have been written since).
@@ -1226,8 +1234,15 @@ async fn reroute_reads_off<E: TapeExecutor>(rt: &Runtime<E>, cart: &Cartridge) -
 
 /// Vaulting ([`crate::vault`]): exported cartridges still inside go out to the mail slots,
 /// and import requests for this library are carried out, one after the other.
-async fn vault_pass<E: TapeExecutor>(rt: &Runtime<E>) -> Result<()> {
-    rt.executor.send_out_exported().await?;
+///
+/// The sending out asks the changer for its inventory, so it runs every
+/// [`SEND_OUT_EVERY`] passes, not at each one: an exported cartridge that waits for a free
+/// mail slot, or that an operator took out by hand, would otherwise cost an inventory per
+/// heartbeat for as long as it is out.
+async fn vault_pass<E: TapeExecutor>(rt: &Runtime<E>, send_out: bool) -> Result<()> {
+    if send_out {
+        rt.executor.send_out_exported().await?;
+    }
     let Some(library) = rt.executor.library_name().await? else {
         return Ok(());
     };
@@ -1268,7 +1283,7 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
         if let Err(e) = reroute_unmountable(&rt, ticks % FULL_REROUTE_EVERY == 1).await {
             tracing::warn!(error = %e, "re-routing reads of unmountable cartridges failed");
         }
-        if let Err(e) = vault_pass(&rt).await {
+        if let Err(e) = vault_pass(&rt, ticks % SEND_OUT_EVERY == 1).await {
             tracing::warn!(error = %e, "moving cartridges through the mail slots failed");
         }
         // Pruning is cheap but need not run every heartbeat.
