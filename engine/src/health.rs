@@ -36,6 +36,43 @@ pub struct Reading {
     pub repositions: Option<u64>,
     /// Backhitches while it was loaded (underrun and synchronous stops).
     pub backhitches: Option<u64>,
+    /// Write and read errors the drive corrected, and those it could not, while it was
+    /// loaded (SCSI log pages 02h and 03h), where the drive counts them.
+    pub errors: ErrorCounts,
+}
+
+/// A drive's error counters over one load; `None` where the drive does not count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ErrorCounts {
+    /// Write errors corrected (rewrites).
+    pub write_corrected: Option<u64>,
+    /// Write errors not corrected.
+    pub write_uncorrected: Option<u64>,
+    /// Read errors corrected (retries, ECC).
+    pub read_corrected: Option<u64>,
+    /// Read errors not corrected.
+    pub read_uncorrected: Option<u64>,
+}
+
+impl ErrorCounts {
+    /// In words for people: `read errors 3 corrected, 1 not; write errors 0 corrected, ?
+    /// not` (`?`: not counted); a side the drive does not count at all is left out, and all
+    /// of it when it counts nothing.
+    pub fn describe(&self) -> String {
+        let n = |v: Option<u64>| v.map_or("?".to_string(), |n| n.to_string());
+        let side = |what: &str, c: Option<u64>, u: Option<u64>| -> Option<String> {
+            (c.is_some() || u.is_some())
+                .then(|| format!("{what} errors {} corrected, {} not", n(c), n(u)))
+        };
+        [
+            side("read", self.read_corrected, self.read_uncorrected),
+            side("write", self.write_corrected, self.write_uncorrected),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
+    }
 }
 
 /// What a TapeAlert flag is about.

@@ -1091,6 +1091,16 @@ impl TapeService {
         label_cartridge(&self.catalogue, &held.drive, &held.mount.barcode, pool).await
     }
 
+    /// Read the label of the cartridge in `held` and compare it with the catalogue
+    /// ([`crate::session::label_check`]); changes nothing.
+    pub async fn check_label_held(
+        &self,
+        held: &HeldDrive,
+    ) -> Result<crate::session::label_check::LabelCheck, SessionError> {
+        crate::session::label_check::check_label(&self.catalogue, &held.drive, &held.mount.barcode)
+            .await
+    }
+
     /// Keep `spares` calibrated new cartridges ready: when fewer are ready, calibrate one (its
     /// first load) on an idle drive. Only with two or more drives in service, so a write never
     /// waits behind a two-hour calibration; and only on a drive nobody holds right now. Returns
@@ -1429,6 +1439,7 @@ impl TapeService {
             self.catalogue
                 .set_container_state(&ok, ContainerState::Verified)
                 .await?;
+            self.catalogue.note_read(barcode).await?;
         }
         if !bad.is_empty() {
             warn!(barcode, bad = ?bad, "containers failed verification; their objects are read from other copies");

@@ -9,6 +9,8 @@
 //! `disabled`, `broken` or `exported` one reads another copy or fails with the reason
 //! (`reel_worker::reroute`, within a heartbeat of a running worker).
 
+use std::collections::BTreeMap;
+
 use clap::Subcommand;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -161,6 +163,11 @@ pub struct CartridgeDetail {
     pub last_mounted_unix: i64,
     /// Last written (unix seconds; 0: never).
     pub last_written_unix: i64,
+    /// Last read by a recall or a verify (unix seconds; 0: never).
+    pub last_read_unix: i64,
+    /// Errors reel's checks caught on it: medium errors, records damaged on the way to or
+    /// from a drive, content that failed its checksum (`reel library integrity --cartridge`).
+    pub errors: u64,
     /// What drives reported at its last unmounts, newest first (TapeAlert flags, bytes,
     /// repositions); only on one cartridge's view.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -169,9 +176,15 @@ pub struct CartridgeDetail {
 }
 
 impl CartridgeDetail {
-    /// `c` as the catalogue has it, with where the changer last saw it.
-    pub fn of(c: Cartridge, elements: &[ElementView]) -> CartridgeDetail {
+    /// `c` as the catalogue has it, with where the changer last saw it and its errors (from
+    /// [`Catalogue::catch_counts`]).
+    pub fn of(
+        c: Cartridge,
+        elements: &[ElementView],
+        errors: &BTreeMap<String, u64>,
+    ) -> CartridgeDetail {
         CartridgeDetail {
+            errors: errors.get(&c.barcode).copied().unwrap_or(0),
             location: location(elements, &c.barcode),
             free_bytes: (c.capacity_bytes > 0)
                 .then(|| c.capacity_bytes.saturating_sub(c.used_bytes)),
@@ -187,6 +200,7 @@ impl CartridgeDetail {
             mount_count: c.mount_count,
             last_mounted_unix: c.last_mounted_unix,
             last_written_unix: c.last_written_unix,
+            last_read_unix: c.last_read_unix,
             health: None,
         }
     }
@@ -206,7 +220,7 @@ pub fn health_line(h: &HealthRecord) -> String {
     let n = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
     let b = |v: Option<u64>| v.map_or("-".to_string(), crate::text::human_bytes);
     format!(
-        "{:>12}  {} drive {} ({})  written {} read {} repositions {} backhitches {}{}",
+        "{:>12}  {} drive {} ({})  written {} read {} repositions {} backhitches {}{}{}",
         when(h.at_unix),
         h.barcode,
         h.drive,
@@ -219,6 +233,10 @@ pub fn health_line(h: &HealthRecord) -> String {
         b(h.bytes_read),
         n(h.repositions),
         n(h.backhitches),
+        match h.errors.describe() {
+            e if e.is_empty() => String::new(),
+            e => format!("  {e}"),
+        },
         if h.alerts.is_empty() {
             String::new()
         } else {
@@ -232,22 +250,24 @@ fn when(unix: i64) -> String {
     crate::text::ago_ms(unix.saturating_mul(1000))
 }
 
-fn line(c: &Cartridge, elements: &[ElementView]) -> String {
+fn line(c: &CartridgeDetail) -> String {
     let free = if c.capacity_bytes == 0 {
         "?".to_string()
     } else {
         crate::text::human_bytes(c.capacity_bytes.saturating_sub(c.used_bytes))
     };
     let mut s = format!(
-        "{:<10} {:<10} {:<9} {:<16} used {:>10} free {:>10} mounts {:>4} written {}",
+        "{:<10} {:<10} {:<9} {:<16} used {:>10} free {:>10} mounts {:>4} errors {:>3} written {} read {}",
         c.barcode,
         c.pool.as_deref().unwrap_or("-"),
-        c.state.as_str(),
-        location(elements, &c.barcode).unwrap_or_else(|| "not seen".into()),
+        c.state,
+        c.location.as_deref().unwrap_or("not seen"),
         crate::text::human_bytes(c.used_bytes),
         free,
         c.mount_count,
+        c.errors,
         when(c.last_written_unix),
+        when(c.last_read_unix),
     );
     if !c.state_reason.is_empty() {
         s.push_str(&format!("\n    {}: {}", c.state, c.state_reason));
@@ -255,7 +275,8 @@ fn line(c: &Cartridge, elements: &[ElementView]) -> String {
     s
 }
 
-fn detail(c: &Cartridge, elements: &[ElementView], health: &[HealthRecord]) -> String {
+fn detail(c: &CartridgeDetail, label: &Cartridge) -> String {
+    let health = c.health.as_deref().unwrap_or_default();
     let mut out = vec![
         format!("barcode    {}", c.barcode),
         format!("pool       {}", c.pool.as_deref().unwrap_or("none")),
@@ -279,7 +300,7 @@ fn detail(c: &Cartridge, elements: &[ElementView], health: &[HealthRecord]) -> S
     }
     out.push(format!(
         "location   {}",
-        location(elements, &c.barcode).unwrap_or_else(|| "not seen by the changer".into())
+        c.location.as_deref().unwrap_or("not seen by the changer")
     ));
     out.push(format!(
         "space      {} used of {}{}",
@@ -297,10 +318,20 @@ fn detail(c: &Cartridge, elements: &[ElementView], health: &[HealthRecord]) -> S
         when(c.last_mounted_unix)
     ));
     out.push(format!("written    {}", when(c.last_written_unix)));
+    out.push(format!("read       {}", when(c.last_read_unix)));
+    out.push(if c.errors == 0 {
+        "errors     none caught".to_string()
+    } else {
+        format!(
+            "errors     {} caught by reel's checks (`reel library integrity --cartridge {}`)",
+            c.errors, c.barcode
+        )
+    });
     out.push(format!(
         "label      epoch {}{}",
-        c.label_epoch,
-        c.cartridge_uuid
+        label.label_epoch,
+        label
+            .cartridge_uuid
             .map(|u| format!(", uuid {u}"))
             .unwrap_or_default()
     ));
@@ -465,19 +496,21 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 .filter(|c| pool.is_none() || c.pool == pool)
                 .filter(|c| state.is_none_or(|s| c.state == s))
                 .collect();
+            let errors = cat.catch_counts(None).await?;
+            let all: Vec<CartridgeDetail> = all
+                .into_iter()
+                .map(|c| CartridgeDetail::of(c, &elements, &errors))
+                .collect();
             let filtered = pool.is_some() || state.is_some();
             let text = if all.is_empty() && filtered {
                 "no cartridge matches (pools and states are matched exactly; `reel cartridge ls` lists all)".into()
             } else if all.is_empty() {
                 "no cartridges; take some in with `reel intake`".into()
             } else {
-                all.iter()
-                    .map(|c| line(c, &elements))
-                    .collect::<Vec<_>>()
-                    .join("\n")
+                all.iter().map(line).collect::<Vec<_>>().join("\n")
             };
             Ok(Printed {
-                json: json!({"cartridges": all.iter().map(|c| json!(CartridgeDetail::of(c.clone(), &elements))).collect::<Vec<_>>()}),
+                json: json!({ "cartridges": all }),
                 text,
             })
         }
@@ -486,10 +519,11 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 .cartridge(&barcode)
                 .await?
                 .ok_or_else(|| unknown(&barcode))?;
-            let view = CartridgeDetail::of(c.clone(), &elements)
+            let errors = cat.catch_counts(Some(&barcode)).await?;
+            let view = CartridgeDetail::of(c.clone(), &elements, &errors)
                 .with_health(&cat)
                 .await?;
-            let text = detail(&c, &elements, view.health.as_deref().unwrap_or_default());
+            let text = detail(&view, &c);
             Ok(Printed {
                 json: json!(view),
                 text,
@@ -512,7 +546,11 @@ pub async fn run(loaded: &LoadedConfig, cmd: CartridgeCommand, by: &str) -> Resu
                 }
             };
             Ok(Printed {
-                json: json!(CartridgeDetail::of(c.clone(), &elements)),
+                json: json!(CartridgeDetail::of(
+                    c.clone(),
+                    &elements,
+                    &cat.catch_counts(Some(&barcode)).await?
+                )),
                 text: format!("cartridge {barcode}: {before} -> {state} ({r}); {effect}"),
             })
         }

@@ -253,6 +253,11 @@ pub struct VerifyArgs {
     /// A sample: one container in N over the library.
     #[arg(long, group = "what", value_name = "N")]
     pub sample_every: Option<u64>,
+    /// Only this cartridge's label: read it and compare it with the catalogue (barcode, pool,
+    /// label uuid and epoch); a cartridge whose label differs is marked broken with what
+    /// differs. `reel cartridge import` asks for it for each cartridge back from a vault.
+    #[arg(long, group = "what", value_name = "BARCODE")]
+    pub label: Option<String>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub submit: SubmitOpts,
@@ -464,8 +469,8 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             submit(loaded, spec, r.submit, json).await
         }
         Command::Verify(v) => {
-            let target =
-                VerifyTarget::new(v.cartridge, v.container, v.sample_every).map_err(spec_error)?;
+            let target = VerifyTarget::new(v.cartridge, v.container, v.sample_every, v.label)
+                .map_err(spec_error)?;
             let spec = JobSpec::Verify(VerifyJob { target });
             submit(loaded, spec, v.submit, json).await
         }
@@ -689,7 +694,7 @@ fn spec_error(e: SpecError) -> JobsError {
         SpecError::KeysAndPrefix => ("reel recall", "give keys or --prefix, not both"),
         SpecError::VerifyTarget => (
             "reel verify",
-            "give exactly one of --cartridge, --container or --sample-every",
+            "give exactly one of --cartridge, --container, --sample-every or --label",
         ),
         SpecError::BarcodesAndAllNew => ("reel intake", "give barcodes or --all-new, not both"),
     };

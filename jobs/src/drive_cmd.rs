@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use reel_queue::config::LoadedConfig;
 use reel_queue::db::Db;
+use reel_queue::drive_progress::{BatchProgress, DriveProgress};
 use reel_queue::error::Result;
 use reel_queue::mount::MountTarget;
 use reel_queue::{BoardEntry, DriveBoard, DriveService, DriveStates, Inventory, Service};
@@ -90,6 +91,8 @@ pub struct DriveView {
     pub board: Option<BoardEntry>,
     /// The barcode the changer last reported in it.
     pub loaded: Option<String>,
+    /// What its running batch has done so far; `None` when it runs none.
+    pub batch: Option<BatchProgress>,
 }
 
 impl DriveView {
@@ -123,6 +126,8 @@ impl DriveView {
             worker: self.board.as_ref().map(|b| b.holder.clone()),
             activity: self.activity(),
             cartridge: self.loaded.clone(),
+            rate_bytes_per_sec: self.batch.as_ref().and_then(|b| b.rate_bytes_per_sec()),
+            batch: self.batch.clone(),
             health: None,
             cleanings: None,
         }
@@ -157,6 +162,12 @@ pub struct DriveStatus {
     pub activity: String,
     /// The cartridge the changer last reported in it.
     pub cartridge: Option<String>,
+    /// Its running batch: the jobs it serves, files and bytes done of the batch's, the tape
+    /// block near which it is; `None` when it runs none.
+    pub batch: Option<BatchProgress>,
+    /// Bytes its running batch finished per second since it started (MEASURED); `None`
+    /// before the first second or the first finished byte.
+    pub rate_bytes_per_sec: Option<u64>,
     /// What it reported at its last unmounts (TapeAlert flags, bytes, repositions), newest
     /// first; only on one drive's view.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,6 +198,7 @@ pub async fn views(db: &Db) -> Result<Vec<DriveView>> {
     let states = DriveStates::new(db.clone()).list().await?;
     let board = DriveBoard::new(db.clone()).live().await?;
     let inventory = Inventory::new(db.clone()).read().await?;
+    let batches = DriveProgress::new(db.clone()).live().await?;
     Ok(states
         .into_iter()
         .map(|service| {
@@ -198,10 +210,17 @@ pub async fn views(db: &Db) -> Result<Vec<DriveView>> {
                 })
                 .and_then(|e| e.barcode.clone());
             let board = board.iter().find(|b| b.drive == service.drive).cloned();
+            // A batch is shown only on a drive that holds a mount.
+            let batch = batches
+                .iter()
+                .find(|(d, _)| *d == service.drive)
+                .filter(|_| board.as_ref().is_some_and(|b| b.mount.is_some()))
+                .map(|(_, p)| p.clone());
             DriveView {
                 service,
                 board,
                 loaded,
+                batch,
             }
         })
         .collect())
@@ -266,6 +285,9 @@ fn detail(v: &DriveView, health: &[reel_engine::catalogue::HealthRecord]) -> Str
             .unwrap_or("none")
     ));
     out.push(format!("activity   {}", v.activity()));
+    if let Some(b) = &v.batch {
+        out.extend(batch_lines(b));
+    }
     out.push(format!(
         "cartridge  {}",
         v.loaded.as_deref().unwrap_or("none")
@@ -293,6 +315,40 @@ fn detail(v: &DriveView, health: &[reel_engine::catalogue::HealthRecord]) -> Str
         );
     }
     out.join("\n")
+}
+
+/// The running batch for people: its jobs, how far it is, how fast, where on the tape.
+fn batch_lines(b: &BatchProgress) -> Vec<String> {
+    let bytes = crate::text::human_bytes;
+    let more = b.job_count.saturating_sub(b.jobs.len() as u64);
+    let mut out = vec![format!(
+        "job        {}{}",
+        b.jobs.join(" "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )];
+    out.push(format!(
+        "batch      {} of {} files, {} of {}, started {}",
+        b.files_done,
+        b.files,
+        bytes(b.bytes_done),
+        bytes(b.bytes),
+        crate::text::ago_ms(b.started_ms)
+    ));
+    if let Some(rate) = b.rate_bytes_per_sec() {
+        out.push(format!(
+            "throughput {}/s since the batch started (as of {})",
+            bytes(rate),
+            crate::text::ago_ms(b.updated_ms)
+        ));
+    }
+    if let Some(block) = b.block {
+        out.push(format!("position   near block {block}"));
+    }
+    out
 }
 
 /// How many of a drive's last cleanings `drive show` lists.
@@ -418,5 +474,46 @@ pub async fn run(loaded: &LoadedConfig, cmd: DriveCommand) -> Result<Printed> {
                 text: format!("drive {} is up: it takes mounts again", s.drive),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_batch_reads_as_job_progress_throughput_and_position() {
+        let now = reel_queue::db::now_ms();
+        let mut b = BatchProgress {
+            jobs: vec!["j1".into(), "j2".into()],
+            job_count: 5,
+            files: 12,
+            files_done: 3,
+            bytes: 12 << 20,
+            bytes_done: 3 << 20,
+            block: Some(4242),
+            started_ms: now - 2000,
+            updated_ms: now,
+        };
+        let text = batch_lines(&b).join("\n");
+        assert!(text.contains("job        j1 j2 and 3 more"), "{text}");
+        assert!(
+            text.contains("batch      3 of 12 files, 3.0 MiB of 12.0 MiB"),
+            "{text}"
+        );
+        assert!(
+            text.contains("throughput 1.5 MiB/s since the batch started"),
+            "{text}"
+        );
+        assert!(text.contains("position   near block 4242"), "{text}");
+        // Just started: no rate, no position, no "more".
+        b.job_count = 2;
+        (b.bytes_done, b.files_done, b.block, b.started_ms) = (0, 0, None, now);
+        let text = batch_lines(&b).join("\n");
+        assert!(text.contains("job        j1 j2\n"), "{text}");
+        assert!(
+            !text.contains("throughput") && !text.contains("position"),
+            "{text}"
+        );
     }
 }

@@ -173,6 +173,20 @@ async fn cartridge_states_decide_what_work_a_cartridge_gets() {
         for (i, sum) in sums.iter().enumerate() {
             assert_eq!(&sha256_file(&dst.path().join(format!("c/f{i}.bin"))), sum);
         }
+        // The copy read is the one whose cartridge shows a last read; no errors were caught.
+        let (read, unread) = (
+            reel_ok(d, &["cartridge", "show", &p2]),
+            reel_ok(d, &["cartridge", "show", &p1]),
+        );
+        assert!(read["last_read_unix"].as_i64().unwrap() > 0, "{read}");
+        assert_eq!(unread["last_read_unix"], 0, "{unread}");
+        assert_eq!(
+            (read["errors"].clone(), unread["errors"].clone()),
+            (0.into(), 0.into())
+        );
+        let (_, text, _) = reel_text(d, &["cartridge", "show", &p2]);
+        assert!(text.contains("errors     none caught"), "{text}");
+        assert!(!text.contains("read       never"), "{text}");
 
         // Queued on p1 while it was active, then p1 disabled: the queued reads move to p2.
         reel_ok(

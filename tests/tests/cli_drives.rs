@@ -278,6 +278,13 @@ async fn a_drive_taken_down_takes_no_mount_until_it_is_up() {
         assert_eq!(c["state_by"], "reel", "{c}");
         assert_eq!(c["health"][0]["alerts"], "4 media", "{c}");
         assert!(c["health"][0]["bytes_written"].as_u64().unwrap() > 0, "{c}");
+        // The drive's error counters came through the plugin (ABI 1.3): none at this load.
+        assert_eq!(
+            c["health"][0]["errors"],
+            serde_json::json!({"write_corrected": 0, "write_uncorrected": 0,
+                               "read_corrected": 0, "read_uncorrected": 0}),
+            "{c}"
+        );
         let (_, v, _) = reel(d, &["drive", "show", &names[1]]);
         assert_eq!(v["health"][0]["barcode"], held.as_str(), "{v}");
         let out = std::process::Command::new(binary_path("reel"))
@@ -563,4 +570,96 @@ async fn a_drive_taken_down_mid_batch_gives_the_rest_back() {
         );
     }
     assert_eq!(w.stop(), 0);
+}
+
+/// `reel drive show` while a recall runs on a slow drive (2 MB/s): the job it serves, files
+/// and bytes done of the batch's, a throughput and the tape block near which it is; once the
+/// batch settles, none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_batch_shows_its_job_progress_throughput_and_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), "sqlite:reel.db", lib.path(), 1, "");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("sim.clock=instant", SLOW_SIM);
+    std::fs::write(&cfg, text).unwrap();
+    let d = dir.path();
+    let w = Worker::start(d, 1);
+    let all = wait_for(d, "the drive appears", |a| a.len() == 1);
+    let name = all[0]["drive"].as_str().unwrap().to_string();
+    let intake = submit(d, &["intake", "--all-new"]);
+    wait_job(d, &intake);
+    let src = tempfile::tempdir().unwrap();
+    for i in 0..12u64 {
+        write_random_file(&src.path().join(format!("p{i:02}.bin")), 1 << 20, i);
+    }
+    let archive = submit(
+        d,
+        &[
+            "archive",
+            src.path().to_str().unwrap(),
+            "--key-prefix",
+            "p/",
+        ],
+    );
+    wait_job(d, &archive);
+    let dst = tempfile::tempdir().unwrap();
+    let recall = submit(
+        d,
+        &[
+            "recall",
+            "--prefix",
+            "p/",
+            "--to",
+            dst.path().to_str().unwrap(),
+        ],
+    );
+    // Seen part way: some files read, a position, a rate, the job named.
+    let t0 = Instant::now();
+    let seen = loop {
+        let (code, v, err) = reel(d, &["drive", "show", &name]);
+        assert_eq!(code, 0, "{v} {err}");
+        let b = &v["batch"];
+        if b["files_done"]
+            .as_u64()
+            .is_some_and(|n| (2..12).contains(&n))
+            && !b["block"].is_null()
+            && !v["rate_bytes_per_sec"].is_null()
+        {
+            break v;
+        }
+        assert!(
+            t0.elapsed() < BOUND && !job_done(d, &recall),
+            "the recall's batch was never seen part way: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let b = &seen["batch"];
+    assert_eq!(b["jobs"], serde_json::json!([recall]), "{seen}");
+    assert_eq!(
+        (b["job_count"].as_u64(), b["files"].as_u64()),
+        (Some(1), Some(12)),
+        "{seen}"
+    );
+    assert!(b["bytes_done"].as_u64().unwrap() >= 2 << 20, "{seen}");
+    assert_eq!(b["bytes"].as_u64(), Some(12 << 20), "{seen}");
+    assert!(b["block"].as_u64().unwrap() > 0, "{seen}");
+    wait_job(d, &recall);
+    // Settled: the drive runs no batch.
+    let t0 = Instant::now();
+    loop {
+        let (_, v, _) = reel(d, &["drive", "show", &name]);
+        if v["batch"].is_null() {
+            break;
+        }
+        assert!(t0.elapsed() < BOUND, "the batch stayed after the job: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(w.stop(), 0);
+}
+
+fn job_done(dir: &Path, id: &str) -> bool {
+    let v = show_job(dir, id);
+    matches!(v["state"].as_str(), Some("done" | "failed" | "cancelled"))
 }

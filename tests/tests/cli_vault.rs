@@ -40,6 +40,19 @@ fn left(dir: &Path, n: usize) -> Vec<serde_json::Value> {
     }
 }
 
+/// The label-check job an import result names for `barcode`.
+fn label_check_job(result: &str, barcode: &str) -> String {
+    let line = result
+        .lines()
+        .find(|l| l.starts_with(&format!("{barcode}: its label is checked")))
+        .unwrap_or_else(|| panic!("no label check for {barcode}: {result}"));
+    line.split("by job ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_string()
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> Option<String>) -> String {
     let t0 = Instant::now();
     loop {
@@ -220,6 +233,16 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         );
         assert!(result.contains("new to reel"), "{result}");
         assert!(vaulted(d).is_empty());
+        // The cartridge back from the vault has its label checked: it is the one reel knows.
+        let check = label_check_job(&result, b);
+        let (code, v, err) = reel(d, &["jobs", "wait", &check, "--timeout", "120"]);
+        assert_eq!(code, 0, "{v} {err}");
+        assert_eq!(v[0]["result"]["labels"][0]["label"], "matches", "{v}");
+        assert_eq!(v[0]["result"]["labels"][0]["barcode"], b, "{v}");
+        assert!(
+            !result.contains("ZZ0001L9: its label"),
+            "a cartridge new to reel has no label to check: {result}"
+        );
         let (code, v, err) = reel(d, &["jobs", "wait", &recall, "--timeout", "120"]);
         assert_eq!(code, 0, "{v} {err}");
         for (i, sum) in sums.iter().enumerate() {
@@ -266,5 +289,48 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         assert!(result.contains("new again"), "{result}");
         assert!(result.contains("RL0010L9: already in slot"), "{result}");
         assert_eq!(vaulted(d).len(), 4);
+        assert!(
+            !result.contains("its label is checked"),
+            "a cartridge never labelled has no label to check: {result}"
+        );
+
+        // Another cartridge wearing its barcode comes back (the simulator's medium of `b` is
+        // replaced by a blank one): the label check marks it broken and says why.
+        reel_ok(d, &["cartridge", "export", b, "--to", "vault C"]);
+        left(d, 5);
+        let ie = reel_ok(d, &["library", "inventory"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["barcode"] == b)
+            .map(|e| e["index"].as_u64().unwrap())
+            .unwrap();
+        sim_mail(
+            lib.path(),
+            0,
+            5,
+            &format!(r#"{{"op":"ie_remove","ie":{ie}}}"#),
+        );
+        std::fs::remove_dir_all(lib.path().join(b)).unwrap();
+        sim_mail(
+            lib.path(),
+            0,
+            6,
+            &format!(r#"{{"op":"ie_insert","ie":{ie},"barcode":"{b}"}}"#),
+        );
+        let r = reel_ok(d, &["cartridge", "import", b, "--timeout", "60"]);
+        let result = r["import"]["result"].as_str().unwrap().to_string();
+        assert!(result.contains("back from vault C"), "{result}");
+        let check = label_check_job(&result, b);
+        let (code, v, _) = reel(d, &["jobs", "wait", &check, "--timeout", "120"]);
+        assert_ne!(code, 0, "the check of a blank impostor passed: {v}");
+        let c = reel_ok(d, &["cartridge", "show", b]);
+        assert_eq!(c["state"], "broken", "{c}");
+        assert!(
+            c["state_reason"].as_str().unwrap().contains("it is blank"),
+            "{c}"
+        );
+        let j = show_job(d, &check);
+        assert!(j.to_string().contains("marked broken"), "{j}");
     }
 }

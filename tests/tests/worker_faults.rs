@@ -844,6 +844,18 @@ async fn every_damage_is_caught_and_recorded_where_it_was_met() {
                 .any(|r| r.catch.kind == CatchKind::MediumError && r.catch.first_block == block),
             "{name}: the medium error at block {block} is recorded: {c:?}"
         );
+        // `reel cartridge ls|show` counts them as the cartridge's errors.
+        let recorded = cat
+            .catches(Some(&copy.barcode), 0, 1000)
+            .await
+            .unwrap()
+            .len();
+        let counted = cat.catch_counts(None).await.unwrap();
+        assert_eq!(
+            counted.get(&copy.barcode).copied(),
+            Some(recorded as u64),
+            "{name}"
+        );
         w.stop().await.unwrap();
     }
 }

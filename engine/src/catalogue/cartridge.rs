@@ -118,6 +118,8 @@ pub struct Cartridge {
     pub last_mounted_unix: i64,
     /// When its end of data last moved: its last write (unix seconds; 0: never).
     pub last_written_unix: i64,
+    /// When reel last read data from it, by a recall or a verify (unix seconds; 0: never).
+    pub last_read_unix: i64,
 }
 
 impl Cartridge {
@@ -134,7 +136,7 @@ macro_rules! cartridge_columns {
     () => {
         "barcode, pool, state, worm, capacity_bytes, used_bytes, eod_block, next_file, \
          calibrated, mount_count, label_epoch, cartridge_uuid, state_reason, state_by, \
-         state_unix, last_mounted_unix, last_written_unix"
+         state_unix, last_mounted_unix, last_written_unix, last_read_unix"
     };
 }
 
@@ -158,6 +160,7 @@ struct CartridgeRow {
     state_unix: i64,
     last_mounted_unix: i64,
     last_written_unix: i64,
+    last_read_unix: i64,
 }
 
 impl TryFrom<CartridgeRow> for Cartridge {
@@ -183,6 +186,7 @@ impl TryFrom<CartridgeRow> for Cartridge {
             state_unix: r.state_unix,
             last_mounted_unix: r.last_mounted_unix,
             last_written_unix: r.last_written_unix,
+            last_read_unix: r.last_read_unix,
             barcode: r.barcode,
         })
     }
@@ -468,6 +472,16 @@ impl Catalogue {
             "add_mount",
             "UPDATE cartridges SET mount_count = mount_count + 1, updated_unix = $1, \
              last_mounted_unix = $1 WHERE barcode = $2",
+            barcode,
+        )
+        .await
+    }
+
+    /// Record that reel read data from the cartridge now (a recall or a verify).
+    pub async fn note_read(&self, barcode: &str) -> Result<()> {
+        self.update_one(
+            "note_read",
+            "UPDATE cartridges SET last_read_unix = $1, updated_unix = $1 WHERE barcode = $2",
             barcode,
         )
         .await
@@ -851,6 +865,7 @@ mod tests {
                 state_unix: 0,
                 last_mounted_unix: 0,
                 last_written_unix: 0,
+                last_read_unix: 0,
             }
         );
         assert!(c.cartridge("B00002L9").await?.ok_or("missing")?.worm);
@@ -1019,6 +1034,13 @@ mod tests {
         c.set_calibrated("M1").await?;
         let m = c.cartridge("M1").await?.ok_or("missing")?;
         assert_eq!((m.mount_count, m.calibrated), (2, true));
+        assert_eq!(m.last_read_unix, 0, "never read yet");
+        c.note_read("M1").await?;
+        assert!(c.cartridge("M1").await?.ok_or("missing")?.last_read_unix > 0);
+        assert!(matches!(
+            c.note_read("NOPE").await,
+            Err(CatalogueError::UnknownCartridge { .. })
+        ));
         assert!(matches!(
             c.add_mount("NOPE").await,
             Err(CatalogueError::UnknownCartridge { .. })

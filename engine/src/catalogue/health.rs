@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::Catalogue;
 use super::backend::on_pool;
 use super::error::{DbContext, Result};
-use crate::health::{Concern, Reading};
+use crate::health::{Concern, ErrorCounts, Reading};
 
 /// One unmount's reading as the catalogue keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -35,6 +35,8 @@ pub struct HealthRecord {
     pub repositions: Option<u64>,
     /// Backhitches while loaded.
     pub backhitches: Option<u64>,
+    /// The drive's error counters while loaded.
+    pub errors: ErrorCounts,
 }
 
 #[derive(sqlx::FromRow)]
@@ -50,6 +52,10 @@ struct HealthRow {
     bytes_read: Option<i64>,
     repositions: Option<i64>,
     backhitches: Option<i64>,
+    write_errors_corrected: Option<i64>,
+    write_errors_uncorrected: Option<i64>,
+    read_errors_corrected: Option<i64>,
+    read_errors_uncorrected: Option<i64>,
 }
 
 /// Longest drive serial kept (a plugin reports what the drive says).
@@ -76,12 +82,19 @@ impl From<HealthRow> for HealthRecord {
             bytes_read: r.bytes_read.map(|n| n.max(0) as u64),
             repositions: r.repositions.map(|n| n.max(0) as u64),
             backhitches: r.backhitches.map(|n| n.max(0) as u64),
+            errors: ErrorCounts {
+                write_corrected: r.write_errors_corrected.map(|n| n.max(0) as u64),
+                write_uncorrected: r.write_errors_uncorrected.map(|n| n.max(0) as u64),
+                read_corrected: r.read_errors_corrected.map(|n| n.max(0) as u64),
+                read_uncorrected: r.read_errors_uncorrected.map(|n| n.max(0) as u64),
+            },
         }
     }
 }
 
 const COLUMNS: &str = "id, barcode, library, drive, drive_serial, at_unix, tape_alerts, bytes_written, \
-                       bytes_read, repositions, backhitches";
+                       bytes_read, repositions, backhitches, write_errors_corrected, \
+                       write_errors_uncorrected, read_errors_corrected, read_errors_uncorrected";
 
 impl Catalogue {
     /// Append one unmount's reading.
@@ -91,8 +104,10 @@ impl Catalogue {
         on_pool!(&self.backend, |pool| {
             sqlx::query(
                 "INSERT INTO cartridge_health (barcode, drive, drive_serial, at_unix, tape_alerts, \
-                 bytes_written, bytes_read, repositions, backhitches, library) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                 bytes_written, bytes_read, repositions, backhitches, library, \
+                 write_errors_corrected, write_errors_uncorrected, read_errors_corrected, \
+                 read_errors_uncorrected) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             )
             .bind(&r.barcode)
             .bind(i64::from(r.drive))
@@ -104,6 +119,10 @@ impl Catalogue {
             .bind(count(r.repositions))
             .bind(count(r.backhitches))
             .bind(&r.library)
+            .bind(count(r.errors.write_corrected))
+            .bind(count(r.errors.write_uncorrected))
+            .bind(count(r.errors.read_corrected))
+            .bind(count(r.errors.read_uncorrected))
             .execute(pool)
             .await
             .ctx(OP)?;
@@ -183,7 +202,7 @@ impl Catalogue {
 mod tests {
     use crate::catalogue::test_support::{TestResult, cat, on_both_backends};
     use crate::catalogue::testing::TestCatalogue;
-    use crate::health::Reading;
+    use crate::health::{ErrorCounts, Reading};
 
     on_both_backends!(readings_are_kept_by_cartridge_and_drive);
 
@@ -200,6 +219,11 @@ mod tests {
             bytes_read: None,
             repositions: Some(3),
             backhitches: None,
+            errors: ErrorCounts {
+                read_corrected: Some(7),
+                read_uncorrected: Some(1),
+                ..ErrorCounts::default()
+            },
         };
         c.record_health(&r("RL0001L9", "DRV1", 0)).await?;
         c.record_health(&r("RL0001L9", "DRV2", 1 << 3)).await?;
@@ -211,6 +235,19 @@ mod tests {
         assert_eq!(one[0].alerts, "4 media");
         assert_eq!(one[0].bytes_written, Some(10));
         assert_eq!(one[0].bytes_read, None);
+        assert_eq!(
+            (
+                one[0].errors.read_corrected,
+                one[0].errors.read_uncorrected,
+                one[0].errors.write_corrected
+            ),
+            (Some(7), Some(1), None)
+        );
+        assert_eq!(
+            one[0].errors.describe(),
+            "read errors 7 corrected, 1 not",
+            "a side the drive does not count is left out"
+        );
         assert_eq!(c.medium_alerts("RL0001L9").await?, 1);
         assert_eq!(c.medium_alerts("RL0002L9").await?, 0);
         let drv = c.health_of_library_drive("lib", 1, 10).await?;

@@ -1,6 +1,8 @@
 //! The integrity log (`integrity_catches`): every failed check a session reported
 //! ([`crate::integrity`]), appended, listed by cartridge.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::Catalogue;
@@ -118,6 +120,25 @@ impl Catalogue {
             })
             .collect()
     }
+
+    /// How many catches each cartridge has (of one cartridge, or of all), by barcode: the
+    /// `errors` of `reel cartridge ls|show`. Cartridges with none are absent.
+    pub async fn catch_counts(&self, barcode: Option<&str>) -> Result<BTreeMap<String, u64>> {
+        const OP: &str = "catch_counts";
+        let rows: Vec<(String, i64)> = on_pool!(&self.backend, |pool| {
+            sqlx::query_as(
+                "SELECT barcode, COUNT(*) FROM integrity_catches \
+                 WHERE ($1 IS NULL OR barcode = $1) GROUP BY barcode",
+            )
+            .bind(barcode)
+            .fetch_all(pool)
+            .await
+            .ctx(OP)?
+        });
+        rows.into_iter()
+            .map(|(b, n)| Ok((b, from_db("catch count", n)?)))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +181,16 @@ mod tests {
         let after = c.catches(None, all[0].id, 1).await?;
         assert_eq!(after.len(), 1);
         assert_eq!(after[0].catch.barcode, "RL0002L9");
+        let counts = c.catch_counts(None).await?;
+        assert_eq!(counts.get("RL0001L9"), Some(&2));
+        assert_eq!(counts.get("RL0002L9"), Some(&1));
+        assert_eq!(counts.len(), 2);
+        let one = c.catch_counts(Some("RL0002L9")).await?;
+        assert_eq!(
+            one.into_iter().collect::<Vec<_>>(),
+            vec![("RL0002L9".into(), 1)]
+        );
+        assert!(c.catch_counts(Some("RL0009L9")).await?.is_empty());
         Ok(())
     }
 }

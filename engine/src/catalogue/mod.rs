@@ -43,7 +43,7 @@ mod vault;
 mod writer_lease;
 
 pub use backend::MIGRATIONS_TABLE;
-pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK};
+pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK, REEL};
 pub use cleaning::{CleaningCartridge, CleaningOutcome, CleaningRecord};
 pub use container::{Container, ContainerState};
 pub use error::{CatalogueError, Result, StoreFault};
@@ -197,13 +197,13 @@ mod tests {
             _ => return Err("no pool".into()),
         };
         // 0001, 0003 (object metadata), 0004 (the writer lease table), 0005 (the integrity
-        // log), 0006 (cartridge state notes), 0007 (cartridge health), 0008 (the vault) and
-        // 0009 (cleaning); PostgreSQL has one more: copies' references checked per statement
-        // (0002).
+        // log), 0006 (cartridge state notes), 0007 (cartridge health), 0008 (the vault), 0009
+        // (cleaning), 0010 (last read) and 0011 (drives' error counters); PostgreSQL has one
+        // more: copies' references checked per statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            9
+            11
         } else {
-            8
+            10
         };
         assert_eq!(applied, expected);
         again.close().await;

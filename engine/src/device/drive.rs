@@ -130,6 +130,12 @@ impl Drive {
                 (None, None) => None,
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             },
+            errors: crate::health::ErrorCounts {
+                write_corrected: delta(16, |s| s.write_errors_corrected),
+                write_uncorrected: delta(17, |s| s.write_errors_uncorrected),
+                read_corrected: delta(18, |s| s.read_errors_corrected),
+                read_uncorrected: delta(19, |s| s.read_errors_uncorrected),
+            },
         })
     }
 

@@ -17,6 +17,7 @@ pub mod clean;
 pub mod confine;
 pub mod destination;
 pub mod intake;
+pub mod label_check;
 pub mod mail_slot;
 pub mod mount;
 pub mod order;
@@ -314,6 +315,10 @@ pub struct Progress {
     pub objects: u64,
     /// Bytes finished.
     pub bytes: u64,
+    /// The tape block near which the session is: the end of data after a write's last group
+    /// commit, the first block of the container of the last object recalled; `None` until
+    /// known.
+    pub block: Option<u64>,
 }
 
 /// A progress callback: the session's totals so far, and the indices (in the session's item

@@ -678,6 +678,7 @@ fn finisher(
         if let Ok(n) = &r {
             done.objects += 1;
             done.bytes += n;
+            done.block = Some(items[i].container_first_block);
             progress(done, &[i]);
         }
         let _ = results.send(RecallResult {

@@ -430,6 +430,7 @@ async fn run(
                     }
                 }
                 ctx.catalogue.set_eod(&barcode, block, file, used).await?;
+                progress.block = Some(block);
                 if live {
                     durable.append(&mut written_not_durable);
                 } else {

@@ -37,6 +37,9 @@ pub enum CartridgeTask {
         /// Whether the library reports the cartridge WORM.
         worm: bool,
     },
+    /// Read the cartridge's label and compare it with the catalogue; a cartridge whose label
+    /// differs is marked broken with what differs.
+    CheckLabel,
 }
 
 impl CartridgeTask {
@@ -64,9 +67,9 @@ impl CartridgeTask {
     pub fn label(&self, barcode: &str) -> String {
         match self {
             CartridgeTask::Verify { container } => format!("container {container} on {barcode}"),
-            CartridgeTask::Label { .. } | CartridgeTask::Rebuild { .. } => {
-                format!("cartridge {barcode}")
-            }
+            CartridgeTask::Label { .. }
+            | CartridgeTask::Rebuild { .. }
+            | CartridgeTask::CheckLabel => format!("cartridge {barcode}"),
         }
     }
 }
@@ -96,6 +99,12 @@ pub fn job_result(
             serde_json::json!({"objects": counts.total, "bytes": counts.bytes_total})
         }
         JobKind::Recall => recall_result(counts, &results),
+        // A label check reports what it found; a container's read-back reports nothing.
+        JobKind::Verify if !results.is_empty() => serde_json::json!({
+            "verified": counts.done,
+            "bytes": counts.bytes_total,
+            "labels": results,
+        }),
         JobKind::Verify => {
             serde_json::json!({"verified": counts.done, "bytes": counts.bytes_total})
         }
@@ -170,6 +179,7 @@ pub(crate) mod tests {
                 pool: "main".into(),
             },
             CartridgeTask::Rebuild { worm: true },
+            CartridgeTask::CheckLabel,
         ] {
             assert_eq!(CartridgeTask::of(&request(t.detail())).unwrap(), Some(t));
         }

@@ -76,7 +76,7 @@ fn join(mode: &str, target: String) -> Option<MountTarget> {
 }
 
 /// The drive name of a drive lease.
-fn drive_of(fence: &Fence) -> Result<&str> {
+pub(crate) fn drive_of(fence: &Fence) -> Result<&str> {
     fence
         .resource
         .strip_prefix("drive:")

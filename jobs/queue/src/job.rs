@@ -177,7 +177,7 @@ pub enum SpecError {
     #[error("a recall takes keys or a prefix, not both")]
     KeysAndPrefix,
     /// A verify named no target, or more than one.
-    #[error("a verify takes exactly one of a cartridge, a container or a sample period")]
+    #[error("a verify takes exactly one of a cartridge, a container, a sample period or a label")]
     VerifyTarget,
     /// An intake named barcodes and asked for every new cartridge too.
     #[error("an intake takes barcodes or every new cartridge, not both")]
@@ -225,20 +225,25 @@ pub enum VerifyTarget {
         /// Sampling period.
         every: u64,
     },
+    /// Only the label of a cartridge: read it at BOT and compare it with the catalogue (what
+    /// `reel cartridge import` asks for each cartridge it brings back from a vault).
+    Label(String),
 }
 
 impl VerifyTarget {
     /// Exactly one of: every container of `cartridge`, the `container` with this catalogue id,
-    /// one container in `sample_every` over the library.
+    /// one container in `sample_every` over the library, the `label` of this cartridge.
     pub fn new(
         cartridge: Option<String>,
         container: Option<i64>,
         sample_every: Option<u64>,
+        label: Option<String>,
     ) -> Result<Self, SpecError> {
-        match (cartridge, container, sample_every) {
-            (Some(c), None, None) => Ok(VerifyTarget::Cartridge(c)),
-            (None, Some(id), None) => Ok(VerifyTarget::Container(id)),
-            (None, None, Some(every)) => Ok(VerifyTarget::Sample { every }),
+        match (cartridge, container, sample_every, label) {
+            (Some(c), None, None, None) => Ok(VerifyTarget::Cartridge(c)),
+            (None, Some(id), None, None) => Ok(VerifyTarget::Container(id)),
+            (None, None, Some(every), None) => Ok(VerifyTarget::Sample { every }),
+            (None, None, None, Some(b)) => Ok(VerifyTarget::Label(b)),
             _ => Err(SpecError::VerifyTarget),
         }
     }
@@ -396,16 +401,24 @@ mod tests {
             Ok(RecallSelection::Keys(vec!["a".into()]))
         );
         assert_eq!(
-            VerifyTarget::new(None, None, None),
+            VerifyTarget::new(None, None, None, None),
             Err(SpecError::VerifyTarget)
         );
         assert_eq!(
-            VerifyTarget::new(Some("L1".into()), Some(3), None),
+            VerifyTarget::new(Some("L1".into()), Some(3), None, None),
             Err(SpecError::VerifyTarget)
         );
         assert_eq!(
-            VerifyTarget::new(None, None, Some(7)),
+            VerifyTarget::new(Some("L1".into()), None, None, Some("L1".into())),
+            Err(SpecError::VerifyTarget)
+        );
+        assert_eq!(
+            VerifyTarget::new(None, None, Some(7), None),
             Ok(VerifyTarget::Sample { every: 7 })
+        );
+        assert_eq!(
+            VerifyTarget::new(None, None, None, Some("L1".into())),
+            Ok(VerifyTarget::Label("L1".into()))
         );
         assert_eq!(
             IntakeSelection::new(vec!["L1".into()], true),

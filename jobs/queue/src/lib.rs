@@ -37,6 +37,7 @@ pub mod cartridge_task;
 pub mod config;
 pub mod confine;
 pub mod db;
+pub mod drive_progress;
 pub mod drive_request;
 pub mod drive_state;
 pub mod drives;

@@ -634,7 +634,7 @@ pub async fn check_verify(catalogue: &Catalogue, job: &VerifyJob) -> Result<()> 
                 return Err(SubmissionError::UnknownContainer { id: *id }.into());
             }
         }
-        VerifyTarget::Cartridge(b) => {
+        VerifyTarget::Cartridge(b) | VerifyTarget::Label(b) => {
             if b.trim().is_empty() {
                 return Err(SubmissionError::Invalid {
                     field: "cartridge",

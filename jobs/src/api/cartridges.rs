@@ -83,6 +83,11 @@ pub(super) async fn list(
         })?),
     };
     let elements = elements(&state).await?;
+    let errors = state
+        .catalogue()
+        .catch_counts(None)
+        .await
+        .map_err(JobsError::Catalogue)?;
     let cartridges = state
         .catalogue()
         .cartridges()
@@ -91,7 +96,7 @@ pub(super) async fn list(
         .into_iter()
         .filter(|c| q.pool.is_none() || c.pool == q.pool)
         .filter(|c| want.is_none_or(|s| c.state == s))
-        .map(|c| CartridgeDetail::of(c, &elements))
+        .map(|c| CartridgeDetail::of(c, &elements, &errors))
         .collect();
     Ok(Json(CartridgeList { cartridges }))
 }
@@ -123,8 +128,13 @@ pub(super) async fn show(
         .await
         .map_err(JobsError::Catalogue)?
         .ok_or_else(|| unknown(&barcode))?;
+    let errors = state
+        .catalogue()
+        .catch_counts(Some(&barcode))
+        .await
+        .map_err(JobsError::Catalogue)?;
     Ok(Json(
-        CartridgeDetail::of(c, &elements(&state).await?)
+        CartridgeDetail::of(c, &elements(&state).await?, &errors)
             .with_health(state.catalogue())
             .await?,
     ))
@@ -159,5 +169,14 @@ pub(super) async fn set(
     let Json(req) = body?;
     let by = format!("token:{} ({})", caller.token().id, caller.token().name);
     let (_, c) = set_state(state.catalogue(), &barcode, &req.state, &req.reason, &by).await?;
-    Ok(Json(CartridgeDetail::of(c, &elements(&state).await?)))
+    let errors = state
+        .catalogue()
+        .catch_counts(Some(&barcode))
+        .await
+        .map_err(JobsError::Catalogue)?;
+    Ok(Json(CartridgeDetail::of(
+        c,
+        &elements(&state).await?,
+        &errors,
+    )))
 }

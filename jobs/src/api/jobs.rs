@@ -69,7 +69,7 @@ pub struct RecallRequest {
     pub priority: Option<i32>,
 }
 
-/// `POST /v1/jobs/verify`: exactly one of `cartridge`, `container`, `sample_every`.
+/// `POST /v1/jobs/verify`: exactly one of `cartridge`, `container`, `sample_every`, `label`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
@@ -82,6 +82,10 @@ pub struct VerifyRequest {
     /// A sample: one container in N over the library.
     #[serde(default)]
     pub sample_every: Option<u64>,
+    /// Only this cartridge's label: read it and compare it with the catalogue; a cartridge
+    /// whose label differs is marked broken with what differs.
+    #[serde(default)]
+    pub label: Option<String>,
     /// Priority, higher first (default 10: background work), -1000 to 1000.
     #[serde(default)]
     #[schema(minimum = -1000, maximum = 1000)]
@@ -372,7 +376,7 @@ fn spec_error(e: SpecError) -> ApiError {
         ),
         SpecError::VerifyTarget => ApiError::bad_request(
             "a verify needs exactly one target",
-            "give exactly one of `cartridge`, `container` or `sample_every`",
+            "give exactly one of `cartridge`, `container`, `sample_every` or `label`",
         ),
         SpecError::BarcodesAndAllNew => ApiError::bad_request(
             "`barcodes` and `all_new` are both given: give one, not both",
@@ -520,8 +524,8 @@ pub(super) async fn submit_verify(
 ) -> ApiResult<(StatusCode, Json<JobView>)> {
     caller.require(Scope::Submit, "verify")?;
     let Json(req) = body?;
-    let target =
-        VerifyTarget::new(req.cartridge, req.container, req.sample_every).map_err(spec_error)?;
+    let target = VerifyTarget::new(req.cartridge, req.container, req.sample_every, req.label)
+        .map_err(spec_error)?;
     let spec = JobSpec::Verify(VerifyJob { target });
     submit(&state, &caller, spec, req.priority).await
 }

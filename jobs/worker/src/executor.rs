@@ -14,6 +14,7 @@ use reel_engine::catalogue::{Cartridge, CartridgeState, Catalogue, ContainerStat
 use reel_engine::service::{
     HeldDrive, HeldWriteError, ServiceOptions, TapeService, recall_options,
 };
+use reel_engine::session::label_check::LabelCheck;
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
 use reel_engine::session::write::ArchiveItem;
@@ -354,6 +355,32 @@ impl EngineExecutor {
                         Err(e) => return Err(e),
                     }
                 }
+                CartridgeTask::CheckLabel => match self.service.check_label_held(held).await? {
+                    LabelCheck::Matches { pool, epoch } => {
+                        info!(%barcode, ?pool, epoch, "label checked: it is the cartridge the catalogue knows");
+                        out.done.push(r.id);
+                        out.results.push((
+                            r.id,
+                            json!({"barcode": barcode, "label": "matches", "pool": pool, "epoch": epoch}),
+                        ));
+                    }
+                    LabelCheck::Differs { reason } => {
+                        // Marked broken: no work mounts it again until an operator looks.
+                        fenced().await?;
+                        warn!(%barcode, %reason, "label check failed: marking the cartridge broken");
+                        let why = format!("label check: {reason}");
+                        self.catalogue()
+                            .set_cartridge_state_noted(
+                                &barcode,
+                                CartridgeState::Broken,
+                                &why,
+                                reel_engine::catalogue::REEL,
+                            )
+                            .await?;
+                        out.failed
+                            .push((r.id, format!("cartridge {barcode} marked broken: {why}")));
+                    }
+                },
                 CartridgeTask::Verify { container } => {
                     verify.entry(*container).or_default().push(r.id);
                 }
@@ -380,14 +407,12 @@ impl EngineExecutor {
 /// request of the session's item `i`.
 fn session_progress(progress: &ProgressFn, ids: Vec<i64>) -> session::ProgressFn {
     let progress = progress.clone();
-    Arc::new(move |_, finished: &[usize]| {
+    Arc::new(move |p: session::Progress, finished: &[usize]| {
         let done: Vec<i64> = finished
             .iter()
             .filter_map(|i| ids.get(*i).copied())
             .collect();
-        if !done.is_empty() {
-            progress(&done);
-        }
+        progress(&done, p.block);
     })
 }
 
@@ -600,6 +625,25 @@ impl TapeExecutor for EngineExecutor {
     async fn plan_verify(&self, _job_id: &str, job: &VerifyJob) -> Result<Vec<NewTapeRequest>> {
         let mut containers = Vec::new();
         match &job.target {
+            VerifyTarget::Label(b) => {
+                let c = self.catalogue().cartridge(b).await?.ok_or_else(|| {
+                    invalid(
+                        "cartridge",
+                        b,
+                        "is not in the catalogue; list cartridges with `reel cartridge ls`",
+                    )
+                })?;
+                if !mountable(c.state) {
+                    return Err(invalid(
+                        "cartridge",
+                        b,
+                        "is exported (out of the library); bring it back with `reel cartridge import` first",
+                    ));
+                }
+                let mut pools = HashMap::new();
+                let pool = self.pool_of(&mut pools, b).await?;
+                return Ok(vec![task_request(CartridgeTask::CheckLabel, b, pool, 0)]);
+            }
             VerifyTarget::Cartridge(b) => {
                 match self.catalogue().cartridge(b).await? {
                     None => {
@@ -832,7 +876,7 @@ impl TapeExecutor for EngineExecutor {
             .map(|_| ())
     }
 
-    async fn take_in(&self, only: &[String], by: &str) -> Result<Vec<String>> {
+    async fn take_in(&self, only: &[String], by: &str) -> Result<crate::vault::TakenIn> {
         crate::vault::take_in(&self.service, only, by).await
     }
 
@@ -1208,6 +1252,12 @@ impl TapeExecutor for EngineExecutor {
         };
         drop(held);
         out.drive_time.add(&rep.summary);
+        if rep.results.iter().any(|r| r.outcome.is_ok()) {
+            // When it was last read, for `reel cartridge ls|show`; the reads stand without it.
+            if let Err(e) = self.service.catalogue().note_read(barcode).await {
+                warn!(%barcode, error = %e, "cannot record when the cartridge was last read");
+            }
+        }
         // The session's drive time goes into its job's result once, on the first request it
         // read (see `cartridge_task::job_result`).
         let mut timing = Some(json!({

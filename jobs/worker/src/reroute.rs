@@ -135,6 +135,7 @@ mod tests {
             state_unix: 1,
             last_mounted_unix: 0,
             last_written_unix: 0,
+            last_read_unix: 0,
         }
     }
 

@@ -12,9 +12,12 @@
 //! cartridges named) into empty storage slots and gives each exported one back the state it
 //! had. A cartridge is checked against the catalogue by its barcode and by its write-once
 //! flag (a cartridge reporting WORM where the catalogue has a rewritable one, or the reverse,
-//! is not the cartridge the catalogue knows: it is marked broken with that reason). Its label
-//! is checked where reel reads it anyway: a write session checks the label epoch in the
-//! cartridge memory, and a read checks each container's header against the catalogue.
+//! is not the cartridge the catalogue knows: it is marked broken with that reason). Each
+//! labelled cartridge back from a vault then gets a label check ([`TakenIn::to_check`]): the
+//! worker submits a `reel verify --label` job for it, which mounts it, reads its label and
+//! marks it broken if the label is not the one the catalogue recorded. Until that job runs,
+//! reel's other checks stand: a write checks the label epoch in the cartridge memory, a read
+//! each container's header.
 
 use std::collections::BTreeSet;
 
@@ -52,9 +55,18 @@ pub async fn send_out_exported(svc: &TapeService) -> Result<Vec<(String, SendOut
     Ok(out)
 }
 
+/// What an import did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TakenIn {
+    /// One line per cartridge saying what was done.
+    pub lines: Vec<String>,
+    /// Labelled cartridges back from a vault, whose label is to be checked.
+    pub to_check: Vec<String>,
+}
+
 /// Take cartridges in from the mail slots (those in `only`, or all when it is empty), as
-/// `by`; one line per cartridge saying what was done.
-pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Vec<String>> {
+/// `by`.
+pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<TakenIn> {
     let lib = svc.library();
     let cat = svc.catalogue();
     let session = JobsError::Session;
@@ -70,6 +82,7 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Vec
         .await
         .map_err(session)?;
     let mut lines = Vec::new();
+    let mut to_check = Vec::new();
     let mut seen = BTreeSet::new();
     let mut unknown = false;
     for t in &moved {
@@ -107,11 +120,11 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Vec
             }
             Some(c) => {
                 let worm = worm_of(&t.barcode).unwrap_or(c.worm);
-                lines.push(format!(
-                    "{}: {what}; {}",
-                    t.barcode,
-                    restore(svc, &t.barcode, c.worm, worm, by).await?
-                ));
+                let (line, back) = restore(svc, &t.barcode, c.worm, worm, by).await?;
+                if back && c.cartridge_uuid.is_some() {
+                    to_check.push(t.barcode.clone());
+                }
+                lines.push(format!("{}: {what}; {line}", t.barcode));
             }
         }
     }
@@ -130,11 +143,11 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Vec
                     "drive"
                 };
                 let worm = e.flags & REEL_ELEMENT_WORM != 0;
-                format!(
-                    "{b}: already in {kind} {}; {}",
-                    e.index,
-                    restore(svc, b, c.worm, worm, by).await?
-                )
+                let (line, back) = restore(svc, b, c.worm, worm, by).await?;
+                if back && c.cartridge_uuid.is_some() {
+                    to_check.push(b.clone());
+                }
+                format!("{b}: already in {kind} {}; {line}", e.index)
             }
             (Some(e), None) if e.kind != REEL_ELEMENT_IMPORT_EXPORT => {
                 unknown = true;
@@ -151,18 +164,19 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Vec
     if lines.is_empty() {
         lines.push("the mail slots hold no cartridge".into());
     }
-    Ok(lines)
+    Ok(TakenIn { lines, to_check })
 }
 
 /// A known cartridge is inside: give an exported one back its state, after checking it is
-/// the cartridge the catalogue knows (its write-once flag).
+/// the cartridge the catalogue knows (its write-once flag). What was done, and whether it came
+/// back from a vault with its state.
 async fn restore(
     svc: &TapeService,
     barcode: &str,
     catalogue_worm: bool,
     library_worm: bool,
     by: &str,
-) -> Result<String> {
+) -> Result<(String, bool)> {
     let cat = svc.catalogue();
     let entry = cat.vault_entry(barcode).await?;
     if catalogue_worm != library_worm {
@@ -185,19 +199,22 @@ async fn restore(
         }
         cat.set_cartridge_state_noted(barcode, CartridgeState::Broken, &reason, by)
             .await?;
-        return Ok(format!("marked broken: {reason}"));
+        return Ok((format!("marked broken: {reason}"), false));
     }
     Ok(match entry {
         None => {
             let c = cat.cartridge(barcode).await?;
-            format!(
-                "known to reel and not exported; its state stays {}",
-                c.map(|c| c.state.to_string()).unwrap_or_default()
+            (
+                format!(
+                    "known to reel and not exported; its state stays {}",
+                    c.map(|c| c.state.to_string()).unwrap_or_default()
+                ),
+                false,
             )
         }
         Some(e) => match cat.back_from_vault(barcode, by).await? {
-            Some(s) => format!("back from {}; {s} again", e.location),
-            None => "already back".to_string(),
+            Some(s) => (format!("back from {}; {s} again", e.location), true),
+            None => ("already back".to_string(), false),
         },
     })
 }

@@ -44,8 +44,10 @@ use reel_queue::{JobQueue, Ticket};
 
 /// Progress inside a batch: called with the ids of requests whose work is finished (a recalled
 /// file in place, archived objects durable) as it happens, before the batch ends and settles
-/// them. The drive loop turns it into each job's progress while the batch runs.
-pub type ProgressFn = Arc<dyn Fn(&[i64]) + Send + Sync>;
+/// them, and the tape block near which the drive is when the executor knows it. The drive loop
+/// turns it into each job's progress and the drive's ([`reel_queue::drive_progress`]) while
+/// the batch runs.
+pub type ProgressFn = Arc<dyn Fn(&[i64], Option<u64>) + Send + Sync>;
 
 /// What an executor did with a batch of requests. Requests in no list (the batch stopped early
 /// for a reason not theirs: a cancel, shutdown, early warning) go back to the queue as they
@@ -193,17 +195,18 @@ pub trait TapeExecutor: Send + Sync + 'static {
     }
 
     /// Take cartridges in from the mail slots (`only`, or all when empty) for an import
-    /// request by `by`; one line per cartridge ([`crate::vault::take_in`]).
+    /// request by `by` ([`crate::vault::take_in`]).
     fn take_in(
         &self,
         only: &[String],
         by: &str,
-    ) -> impl Future<Output = Result<Vec<String>>> + Send {
+    ) -> impl Future<Output = Result<crate::vault::TakenIn>> + Send {
         let _ = (only, by);
         async {
-            Ok(vec![
-                "this executor has no changer; nothing was moved".to_string(),
-            ])
+            Ok(crate::vault::TakenIn {
+                lines: vec!["this executor has no changer; nothing was moved".to_string()],
+                to_check: Vec::new(),
+            })
         }
     }
 
@@ -345,6 +348,8 @@ pub struct Runtime<E> {
     pub board: DriveBoard,
     /// Which drives are in service, for every host.
     pub drive_states: DriveStates,
+    /// What each drive's running batch has done so far, for every host.
+    pub drive_progress: reel_queue::drive_progress::DriveProgress,
     /// Operators' requests to recover a drive's cartridge (`reel drive reset`).
     pub resets: reel_queue::drive_request::DriveResets,
     /// Operators' requests to clean a drive (`reel drive clean`).
@@ -395,6 +400,7 @@ impl<E: TapeExecutor> Runtime<E> {
             requests: TapeRequests::new(db.clone()),
             board: DriveBoard::new(db.clone()),
             drive_states: DriveStates::new(db.clone()),
+            drive_progress: reel_queue::drive_progress::DriveProgress::new(db.clone()),
             resets: reel_queue::drive_request::DriveResets::new(db.clone()),
             cleans: reel_queue::drive_request::DriveResets::cleans(db.clone()),
             imports: reel_queue::cartridge_import::CartridgeImports::new(db.clone()),
@@ -775,11 +781,13 @@ impl<E: TapeExecutor> Runtime<E> {
                 .fail_attempt(&rec.id, &msg, false, true, Duration::ZERO)
                 .await?;
         } else {
+            // Archives record no request results; a verify's are its label checks' (its
+            // container read-backs record none).
             let results = match rec.kind {
-                JobKind::Intake | JobKind::Rebuild | JobKind::Recall => {
+                JobKind::Intake | JobKind::Rebuild | JobKind::Recall | JobKind::Verify => {
                     self.requests.results(&rec.id).await?
                 }
-                _ => Vec::new(),
+                JobKind::Archive => Vec::new(),
             };
             self.store()
                 .finish(
@@ -818,6 +826,14 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+impl AbortOnDrop {
+    /// Abort the task and wait until it has stopped, so nothing it was writing lands after.
+    async fn stop(mut self) {
+        self.0.abort();
+        let _ = (&mut self.0).await;
     }
 }
 
@@ -1248,7 +1264,13 @@ async fn vault_pass<E: TapeExecutor>(rt: &Runtime<E>, send_out: bool) -> Result<
     };
     while let Some(req) = rt.imports.take(&library, &rt.name).await? {
         let lines = match rt.executor.take_in(&req.barcodes, &req.requested_by).await {
-            Ok(lines) => lines,
+            Ok(t) => {
+                let mut lines = t.lines;
+                for b in t.to_check {
+                    lines.push(check_label_later(rt, &b).await);
+                }
+                lines
+            }
             Err(e) => vec![format!("the import stopped: {e}; ask again")],
         };
         tracing::info!(request = req.id, by = %req.requested_by, result = %lines.join("; "),
@@ -1256,6 +1278,23 @@ async fn vault_pass<E: TapeExecutor>(rt: &Runtime<E>, send_out: bool) -> Result<
         rt.imports.finish(req.id, &lines.join("\n")).await?;
     }
     Ok(())
+}
+
+/// Submit the label check of a cartridge back from a vault (a `reel verify --label` job);
+/// the line the import reports for it.
+async fn check_label_later<E: TapeExecutor>(rt: &Runtime<E>, barcode: &str) -> String {
+    let spec = JobSpec::Verify(VerifyJob {
+        target: reel_queue::job::VerifyTarget::Label(barcode.to_string()),
+    });
+    match rt.queue.submit(spec, None).await {
+        Ok(job) => format!(
+            "{barcode}: its label is checked against the catalogue by job {} (`reel jobs show {}`)",
+            job.id, job.id
+        ),
+        Err(e) => format!(
+            "{barcode}: its label check could not be queued ({e}); run `reel verify --label {barcode}`"
+        ),
+    }
 }
 
 async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
@@ -1854,7 +1893,7 @@ async fn drive_step<E: TapeExecutor>(
         return Ok(());
     }
     // What the batch finishes reaches its jobs' records while it runs.
-    let (progress, publisher) = batch_progress(rt, &batch);
+    let (progress, publisher) = batch_progress(rt, &batch, fence);
     // A user's cancel of any job in the batch stops the batch at its next record boundary and
     // frees the drive; the cancelled job's unfinished requests are dropped, the other jobs'
     // go back to the queue. So does the drive being taken down (`reel drive down`): every
@@ -1928,7 +1967,11 @@ async fn drive_step<E: TapeExecutor>(
         }
     };
     watcher.abort();
-    drop(publisher);
+    // Stopped before the drive's row is cleared, so a last report cannot land after it.
+    publisher.stop().await;
+    if let Err(e) = rt.drive_progress.clear(fence).await {
+        tracing::debug!(%drive, error = %e, "cannot clear the drive's batch progress");
+    }
     let mut cancelled = std::collections::BTreeSet::new();
     for j in &jobs {
         if rt.store().cancel_requested(j).await? {
@@ -1986,33 +2029,69 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// The progress callback of a batch, and the task that publishes what it reports: every
 /// [`PROGRESS_EVERY`], each job with newly finished requests gets its record's progress set
 /// to what the table counts done plus what this batch finished of it (still `claimed` there
-/// until the batch settles). The task stops when the returned guard is dropped, before the
-/// batch settles; `finalize_record` never steps back from it while requests are claimed.
+/// until the batch settles), and the drive's batch progress is written for `reel drive show`.
+/// The task stops when the returned guard is dropped, before the batch settles;
+/// `finalize_record` never steps back from it while requests are claimed.
 fn batch_progress<E: TapeExecutor>(
     rt: &Arc<Runtime<E>>,
     batch: &[TapeRequest],
+    fence: &Fence,
 ) -> (ProgressFn, AbortOnDrop) {
-    let finished: Arc<std::sync::Mutex<Vec<i64>>> = Arc::default();
+    // Requests finished since the last publication, and the last block reported.
+    type Reported = (Vec<i64>, Option<u64>);
+    let reported: Arc<std::sync::Mutex<Reported>> = Arc::default();
     let progress: ProgressFn = {
-        let finished = finished.clone();
-        Arc::new(move |ids: &[i64]| {
-            finished
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend_from_slice(ids)
+        let reported = reported.clone();
+        Arc::new(move |ids: &[i64], block: Option<u64>| {
+            let mut r = reported.lock().unwrap_or_else(|e| e.into_inner());
+            r.0.extend_from_slice(ids);
+            if block.is_some() {
+                r.1 = block;
+            }
         })
     };
     let of: std::collections::HashMap<i64, (String, u64)> = batch
         .iter()
         .map(|r| (r.id, (r.job_id.clone(), r.bytes)))
         .collect();
+    let jobs: std::collections::BTreeSet<String> = batch.iter().map(|r| r.job_id.clone()).collect();
+    let mut drive = reel_queue::drive_progress::BatchProgress {
+        job_count: jobs.len() as u64,
+        jobs: jobs
+            .into_iter()
+            .take(reel_queue::drive_progress::JOBS_KEPT)
+            .collect(),
+        files: batch.iter().map(|r| r.files).sum(),
+        bytes: batch.iter().map(|r| r.bytes).sum(),
+        started_ms: reel_queue::db::now_ms(),
+        ..Default::default()
+    };
+    let files_of: std::collections::HashMap<i64, u64> =
+        batch.iter().map(|r| (r.id, r.files)).collect();
     let (requests, store) = (rt.requests.clone(), rt.store().clone());
+    let (drives, fence) = (rt.drive_progress.clone(), fence.clone());
     let task = tokio::spawn(async move {
         let mut seen = std::collections::HashSet::new();
         let mut per_job: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        // The drive's row is written at the start (the batch is under way) and then whenever
+        // something moved.
+        let mut moved = true;
         loop {
+            if moved {
+                if let Err(e) = drives.report(&fence, &drive).await {
+                    tracing::debug!(error = %e, "cannot record the drive's batch progress");
+                }
+                moved = false;
+            }
             tokio::time::sleep(PROGRESS_EVERY).await;
-            let ids = std::mem::take(&mut *finished.lock().unwrap_or_else(|e| e.into_inner()));
+            let (ids, block) = {
+                let mut r = reported.lock().unwrap_or_else(|e| e.into_inner());
+                (std::mem::take(&mut r.0), r.1)
+            };
+            if block != drive.block {
+                drive.block = block;
+                moved = true;
+            }
             let mut touched = std::collections::BTreeSet::new();
             for id in ids {
                 if let Some((job, bytes)) = of.get(&id)
@@ -2022,6 +2101,9 @@ fn batch_progress<E: TapeExecutor>(
                     e.0 += 1;
                     e.1 += bytes;
                     touched.insert(job.clone());
+                    drive.files_done += files_of.get(&id).copied().unwrap_or(0);
+                    drive.bytes_done += bytes;
+                    moved = true;
                 }
             }
             for job in touched {

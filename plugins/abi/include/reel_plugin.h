@@ -29,7 +29,9 @@ typedef struct ReelDrive ReelDrive;
 // - 1.1: `library_info` (the library's own identity: vendor, product, serial number).
 // - 1.2: `set_log` (the host's log sink for the plugin's events) and
 //   `ReelDriveInfo::capabilities` (what one drive can do, in a library of mixed drives).
-#define REEL_ABI_MINOR 2
+// - 1.3: `ReelDriveStats` error counters (write and read errors the drive corrected and did
+//   not, SCSI log pages 02h and 03h).
+#define REEL_ABI_MINOR 3
 
 // The call succeeded. The status may still carry flags (for example early warning on write).
 #define REEL_OK 0
@@ -372,6 +374,16 @@ typedef struct ReelDriveStats {
     uint64_t writes_not_at_eod;
     // Relabels: writes at BOT over a written read-write cartridge.
     uint64_t relabels;
+    // Write errors the drive corrected (rewrites; SCSI log page 02h, "total errors
+    // corrected"). From ABI 1.3.
+    uint64_t write_errors_corrected;
+    // Write errors the drive could not correct (log page 02h, "total uncorrected errors").
+    // From ABI 1.3.
+    uint64_t write_errors_uncorrected;
+    // Read errors the drive corrected (retries, ECC; log page 03h). From ABI 1.3.
+    uint64_t read_errors_corrected;
+    // Read errors the drive could not correct (log page 03h). From ABI 1.3.
+    uint64_t read_errors_uncorrected;
 } ReelDriveStats;
 
 // Medium geometry for access ordering, as read after a load.

@@ -17,7 +17,9 @@ pub const REEL_ABI_MAJOR: u16 = 1;
 /// - 1.1: `library_info` (the library's own identity: vendor, product, serial number).
 /// - 1.2: `set_log` (the host's log sink for the plugin's events) and
 ///   `ReelDriveInfo::capabilities` (what one drive can do, in a library of mixed drives).
-pub const REEL_ABI_MINOR: u16 = 2;
+/// - 1.3: `ReelDriveStats` error counters (write and read errors the drive corrected and did
+///   not, SCSI log pages 02h and 03h).
+pub const REEL_ABI_MINOR: u16 = 3;
 /// Name of the exported entry symbol for major version 1.
 pub const REEL_PLUGIN_ENTRY_V1: &str = "reel_plugin_v1";
 
@@ -328,6 +330,16 @@ pub struct ReelDriveStats {
     pub writes_not_at_eod: u64,
     /// Relabels: writes at BOT over a written read-write cartridge.
     pub relabels: u64,
+    /// Write errors the drive corrected (rewrites; SCSI log page 02h, "total errors
+    /// corrected"). From ABI 1.3.
+    pub write_errors_corrected: u64,
+    /// Write errors the drive could not correct (log page 02h, "total uncorrected errors").
+    /// From ABI 1.3.
+    pub write_errors_uncorrected: u64,
+    /// Read errors the drive corrected (retries, ECC; log page 03h). From ABI 1.3.
+    pub read_errors_corrected: u64,
+    /// Read errors the drive could not correct (log page 03h). From ABI 1.3.
+    pub read_errors_uncorrected: u64,
 }
 
 /// Medium geometry for access ordering, as read after a load.

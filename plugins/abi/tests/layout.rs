@@ -72,7 +72,7 @@ fn position_layout() {
 
 #[test]
 fn drive_stats_layout() {
-    layout!(ReelDriveStats, size = 136, align = 8, {
+    layout!(ReelDriveStats, size = 168, align = 8, {
         struct_size: 0,
         valid: 4,
         busy_ns: 8,
@@ -91,6 +91,10 @@ fn drive_stats_layout() {
         mounts: 112,
         writes_not_at_eod: 120,
         relabels: 128,
+        write_errors_corrected: 136,
+        write_errors_uncorrected: 144,
+        read_errors_corrected: 152,
+        read_errors_uncorrected: 160,
     });
 }
 

@@ -722,6 +722,38 @@ impl reel_plugin_abi::sdk::Drive for TapeDrive {
                 tracing::debug!(device = %self.dev.name(), "no volume statistics: {}", f.message)
             }
         }
+        // Error counters (pages 02h, 03h), where the drive keeps them: bits 16-19.
+        for (page, what, corrected, uncorrected, bit) in [
+            (
+                log::PAGE_WRITE_ERROR_COUNTERS,
+                "write error counters",
+                &mut s.write_errors_corrected,
+                &mut s.write_errors_uncorrected,
+                16,
+            ),
+            (
+                log::PAGE_READ_ERROR_COUNTERS,
+                "read error counters",
+                &mut s.read_errors_corrected,
+                &mut s.read_errors_uncorrected,
+                18,
+            ),
+        ] {
+            match self.log_page(page, what) {
+                Ok(p) => {
+                    let e = log::ErrorCounters::from_params(&p);
+                    if let Some(n) = e.corrected {
+                        *corrected = n;
+                        s.valid |= 1 << bit;
+                    }
+                    if let Some(n) = e.uncorrected {
+                        *uncorrected = n;
+                        s.valid |= 1 << (bit + 1);
+                    }
+                }
+                Err(f) => tracing::debug!(device = %self.dev.name(), "no {what}: {}", f.message),
+            }
+        }
         self.finish(call, Ok(s))
     }
 

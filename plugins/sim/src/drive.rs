@@ -558,6 +558,7 @@ fn read_record(
         let t = cfg.reposition_ms as f64 / 1000.0;
         st.spend(t);
         st.stats.repositions += 1;
+        st.stats.read_errors_uncorrected += 1;
         return Err(Fault::check(
             sk::MEDIUM_ERROR,
             asc::UNRECOVERED_READ_ERROR,

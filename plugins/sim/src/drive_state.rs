@@ -140,7 +140,9 @@ impl DriveState {
             media_alert: false,
             stats: ReelDriveStats {
                 struct_size: std::mem::size_of::<ReelDriveStats>() as u32,
-                valid: 0xFFFF,
+                // Every counter: the model has no soft errors, so its corrected-error counts
+                // are truly zero; an injected medium error is an uncorrected read error.
+                valid: 0xF_FFFF,
                 ..Default::default()
             },
             now: 0.0,

@@ -86,7 +86,20 @@ fn medium_error_at_cartridge_and_block_then_retry_succeeds() {
     assert_eq!(ok(d.read_position(&mut Call::default())).block, 1);
     ok(d.read_record(&mut b, &mut Call::default()));
     assert_eq!(b, rec(1000, 1));
-    assert_eq!(ok(d.statistics(&mut Call::default())).repositions, 1);
+    let st = ok(d.statistics(&mut Call::default()));
+    assert_eq!(st.repositions, 1);
+    // An uncorrected read error, counted as a drive's log page 03h counts it; the model has
+    // no soft errors, so nothing corrected, and all four counters are valid.
+    assert_eq!(
+        (
+            st.read_errors_uncorrected,
+            st.read_errors_corrected,
+            st.write_errors_corrected,
+            st.write_errors_uncorrected
+        ),
+        (1, 0, 0, 0)
+    );
+    assert_eq!(st.valid >> 16 & 0xF, 0xF);
 }
 
 #[test]

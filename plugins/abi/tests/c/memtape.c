@@ -20,7 +20,6 @@ _Static_assert(sizeof(ReelStatus) == 288, "ReelStatus size");
 _Static_assert(offsetof(ReelStatus, message) == 32, "ReelStatus.message offset");
 _Static_assert(sizeof(ReelElement) == 64, "ReelElement size");
 _Static_assert(sizeof(ReelPosition) == 32, "ReelPosition size");
-_Static_assert(sizeof(ReelDriveStats) == 136, "ReelDriveStats size");
 _Static_assert(sizeof(ReelGeometry) == 48, "ReelGeometry size");
 _Static_assert(offsetof(ReelPluginV1, library_open) == 40, "first slot offset");
 _Static_assert(offsetof(ReelPluginV1, drive_rao) == 248, "last 1.0 slot offset");
@@ -28,7 +27,9 @@ _Static_assert(offsetof(ReelPluginV1, drive_rao) == 248, "last 1.0 slot offset")
 _Static_assert(REEL_ABI_MINOR == 0, "the v1.0 header");
 _Static_assert(sizeof(ReelPluginV1) == 256, "ReelPluginV1 size (1.0)");
 _Static_assert(sizeof(ReelDriveInfo) == 128, "ReelDriveInfo size (1.0)");
+_Static_assert(sizeof(ReelDriveStats) == 136, "ReelDriveStats size (1.0)");
 #else
+_Static_assert(sizeof(ReelDriveStats) == 168, "ReelDriveStats size (1.3: error counters)");
 _Static_assert(sizeof(ReelLibraryInfo) == 120, "ReelLibraryInfo size");
 _Static_assert(sizeof(ReelDriveInfo) == 136, "ReelDriveInfo size (1.2)");
 _Static_assert(sizeof(ReelPluginV1) == 272, "ReelPluginV1 size");

@@ -1,8 +1,13 @@
-//! LOG SENSE (4Dh): page 12h TapeAlert response (read without clearing, unlike page 2Eh),
-//! page 17h volume statistics and page 31h tape capacity.
+//! LOG SENSE (4Dh): pages 02h and 03h write and read error counters, page 12h TapeAlert
+//! response (read without clearing, unlike page 2Eh), page 17h volume statistics and page 31h
+//! tape capacity.
 
 use super::{ParseError, be_n, be16};
 
+/// Write error counter page.
+pub const PAGE_WRITE_ERROR_COUNTERS: u8 = 0x02;
+/// Read error counter page.
+pub const PAGE_READ_ERROR_COUNTERS: u8 = 0x03;
 /// TapeAlert response page (does not clear the flags when read).
 pub const PAGE_TAPE_ALERT_RESPONSE: u8 = 0x12;
 /// Volume statistics page.
@@ -125,6 +130,28 @@ impl VolumeStatistics {
     }
 }
 
+/// The totals of a write (02h) or read (03h) error counter page (SPC): errors the drive
+/// corrected and errors it could not. Cumulative over the drive's life or since the counters
+/// were last reset; a host compares two readings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorCounters {
+    /// Total errors corrected (0003h).
+    pub corrected: Option<u64>,
+    /// Total uncorrected errors (0006h).
+    pub uncorrected: Option<u64>,
+}
+
+impl ErrorCounters {
+    /// Pick the totals out of page 02h or 03h.
+    pub fn from_params(params: &[LogParam]) -> ErrorCounters {
+        let get = |c: u16| params.iter().find(|p| p.code == c).map(LogParam::number);
+        ErrorCounters {
+            corrected: get(0x0003),
+            uncorrected: get(0x0006),
+        }
+    }
+}
+
 /// Tape capacity page 31h: (remaining, maximum) of the main partition, in MiB.
 pub fn tape_capacity(params: &[LogParam]) -> Option<(u64, u64)> {
     let get = |c: u16| params.iter().find(|p| p.code == c).map(LogParam::number);
@@ -197,6 +224,38 @@ mod tests {
         .unwrap();
         assert_eq!(tape_capacity(&c), Some((256, 65536)));
         assert_eq!(tape_capacity(&[]), None);
+    }
+
+    #[test]
+    fn error_counter_totals() {
+        // 0000h (corrected without delay) is not a total and is ignored.
+        let p = parse(
+            &page(
+                0x03,
+                &[
+                    (0, &[9]),
+                    (3, &[0, 0, 0, 5]),
+                    (6, &[0, 0, 0, 0, 0, 0, 0, 2]),
+                ],
+            ),
+            0x03,
+        )
+        .unwrap();
+        assert_eq!(
+            ErrorCounters::from_params(&p),
+            ErrorCounters {
+                corrected: Some(5),
+                uncorrected: Some(2)
+            }
+        );
+        let p = parse(&page(0x02, &[(3, &[1])]), 0x02).unwrap();
+        assert_eq!(
+            ErrorCounters::from_params(&p),
+            ErrorCounters {
+                corrected: Some(1),
+                uncorrected: None
+            }
+        );
     }
 
     #[test]

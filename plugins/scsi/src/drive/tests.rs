@@ -588,16 +588,47 @@ fn tape_alerts_and_statistics() {
         &[0x4D, 0, 0x57],
         Reply::data(log_page(0x17, &[(1, vec![0, 0, 0, 12])])),
     );
+    // Write error counters: 4 corrected, 1 not; read: 9 corrected, no uncorrected total.
+    s.expect(
+        &[0x4D, 0, 0x42],
+        Reply::data(log_page(
+            0x02,
+            &[(3, vec![0, 0, 0, 4]), (6, vec![0, 0, 0, 1])],
+        )),
+    );
+    s.expect(
+        &[0x4D, 0, 0x43],
+        Reply::data(log_page(0x03, &[(3, vec![0, 0, 0, 9])])),
+    );
     let st = d.statistics(&mut Call::default()).unwrap();
+    assert_eq!(s.pending(), 0, "pages 17h, 02h and 03h were read");
     assert_eq!(st.mounts, 12);
     assert_eq!(st.bytes_written, 10);
     assert_eq!(st.records_written, 1);
     assert_ne!(st.valid & (1 << 4), 0);
     assert_eq!(st.valid & (1 << 14), 0, "writes_not_at_eod is not known");
+    assert_eq!(
+        (
+            st.write_errors_corrected,
+            st.write_errors_uncorrected,
+            st.read_errors_corrected
+        ),
+        (4, 1, 9)
+    );
+    assert_eq!(
+        st.valid >> 16 & 0xF,
+        0b0111,
+        "read uncorrected was not reported"
+    );
     // no LOG SENSE (tgt): host counters still reported, alerts unsupported
     s.always(&[0x4D], Reply::sense(5, (0x20, 0)));
     let st = d.statistics(&mut Call::default()).unwrap();
     assert_eq!(st.mounts, 0);
+    assert_eq!(
+        st.valid >> 16 & 0xF,
+        0,
+        "no error counters without LOG SENSE"
+    );
     assert_eq!(
         d.tape_alerts(&mut Call::default()).unwrap_err().code,
         REEL_E_UNSUPPORTED
