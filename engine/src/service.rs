@@ -693,6 +693,48 @@ impl TapeService {
                 );
             }
         }
+        // Back from a vault and its label not read since: read it before the first write (the
+        // import's label-check job may not have run yet). A label that is not the one the
+        // catalogue recorded: the cartridge is broken with what differs, the items go
+        // elsewhere.
+        if cart.label_unchecked_unix != 0 {
+            use crate::session::label_check::{LabelCheck, check_label};
+            match check_label(&self.catalogue, &held.drive, &cart.barcode).await {
+                Ok(LabelCheck::Matches { .. }) => {
+                    if let Err(e) = self.catalogue.set_label_checked(&cart.barcode).await {
+                        return (Some(held), Err(HeldWriteError::Failed(e.into())));
+                    }
+                    info!(barcode = %cart.barcode, "label checked before the first write since the vault");
+                }
+                Ok(LabelCheck::Differs { reason } | LabelCheck::Unknown { reason }) => {
+                    let why = format!("label check: {reason}");
+                    warn!(barcode = %cart.barcode, reason = %why, "cartridge broken; the write goes elsewhere");
+                    if let Err(e) = self
+                        .catalogue
+                        .set_cartridge_state_noted(
+                            &cart.barcode,
+                            CartridgeState::Broken,
+                            &why,
+                            crate::catalogue::REEL,
+                        )
+                        .await
+                    {
+                        return (Some(held), Err(HeldWriteError::Failed(e.into())));
+                    }
+                    return (
+                        Some(held),
+                        Err(HeldWriteError::Refused { items, reason: why }),
+                    );
+                }
+                // The drive's moment, not the cartridge's label: ejected, tried again.
+                Err(SessionError::Device(e)) if e.is_drive_fault() => {
+                    let e = SessionError::Device(e);
+                    self.eject(held).await;
+                    return (None, Err(e.into()));
+                }
+                Err(e) => return (Some(held), Err(HeldWriteError::Failed(e))),
+            }
+        }
         // The capacity the drive reports for this medium replaces the inventory's figure.
         let cart = match crate::session::space::record_capacity(
             &self.catalogue,

@@ -165,6 +165,9 @@ pub struct CartridgeDetail {
     pub last_written_unix: i64,
     /// Last read by a recall or a verify (unix seconds; 0: never).
     pub last_read_unix: i64,
+    /// Since when its label is unchecked: back from a vault, not read since; no write goes to
+    /// it before it is (unix seconds; 0: nothing to check).
+    pub label_unchecked_unix: i64,
     /// Errors reel's checks caught on it: medium errors, records damaged on the way to or
     /// from a drive, content that failed its checksum (`reel library integrity --cartridge`).
     pub errors: u64,
@@ -201,6 +204,7 @@ impl CartridgeDetail {
             last_mounted_unix: c.last_mounted_unix,
             last_written_unix: c.last_written_unix,
             last_read_unix: c.last_read_unix,
+            label_unchecked_unix: c.label_unchecked_unix,
             health: None,
         }
     }
@@ -335,6 +339,12 @@ fn detail(c: &CartridgeDetail, label: &Cartridge) -> String {
             .map(|u| format!(", uuid {u}"))
             .unwrap_or_default()
     ));
+    if c.label_unchecked_unix != 0 {
+        out.push(format!(
+            "           unchecked since it came back from a vault {}: no write before it is read",
+            when(c.label_unchecked_unix)
+        ));
+    }
     if health.is_empty() {
         out.push("health     no unmount recorded yet".into());
     } else {

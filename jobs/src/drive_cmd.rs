@@ -126,7 +126,10 @@ impl DriveView {
             worker: self.board.as_ref().map(|b| b.holder.clone()),
             activity: self.activity(),
             cartridge: self.loaded.clone(),
-            rate_bytes_per_sec: self.batch.as_ref().and_then(|b| b.rate_bytes_per_sec()),
+            rate_bytes_per_sec: self
+                .batch
+                .as_ref()
+                .and_then(|b| b.rate_bytes_per_sec(reel_queue::db::now_ms())),
             batch: self.batch.clone(),
             health: None,
             cleanings: None,
@@ -338,9 +341,9 @@ fn batch_lines(b: &BatchProgress) -> Vec<String> {
         bytes(b.bytes),
         crate::text::ago_ms(b.started_ms)
     ));
-    if let Some(rate) = b.rate_bytes_per_sec() {
+    if let Some(rate) = b.rate_bytes_per_sec(reel_queue::db::now_ms()) {
         out.push(format!(
-            "throughput {}/s since the batch started (as of {})",
+            "throughput {}/s since the batch started (last progress {})",
             bytes(rate),
             crate::text::ago_ms(b.updated_ms)
         ));

@@ -239,6 +239,8 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         assert_eq!(code, 0, "{v} {err}");
         assert_eq!(v[0]["result"]["labels"][0]["label"], "matches", "{v}");
         assert_eq!(v[0]["result"]["labels"][0]["barcode"], b, "{v}");
+        let c = reel_ok(d, &["cartridge", "show", b]);
+        assert_eq!(c["label_unchecked_unix"], 0, "the check cleared it: {c}");
         assert!(
             !result.contains("ZZ0001L9: its label"),
             "a cartridge new to reel has no label to check: {result}"

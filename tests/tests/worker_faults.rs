@@ -908,3 +908,49 @@ async fn a_drive_reset_while_checking_the_label_epoch_does_not_disable_the_cartr
         w.stop().await.unwrap();
     }
 }
+
+/// A cartridge back from a vault has its label unchecked until read: the next write to it
+/// reads the label first (the import's label-check job may not have run), and the right label
+/// clears the mark and lets the write go on. Every acknowledged object still recalls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_reads_the_label_of_a_cartridge_back_from_a_vault_first() {
+    init_tracing();
+    for store in stores("worker_unchecked_label").await {
+        let name = store.name();
+        let site = site(&store);
+        let w = start(&site).await;
+        let a = batch("ua", 3, 100_000, 21);
+        archive(&w, &a, "default").await;
+        let cat = w.service().catalogue();
+        let barcode = cat.copies("ua/0000", 1).await.unwrap()[0].barcode.clone();
+        // The only cartridge the next write may take: the others of the pool are made full.
+        for c in cat.cartridges().await.unwrap() {
+            if c.barcode != barcode && c.state == CartridgeState::Active {
+                cat.set_cartridge_state_noted(&c.barcode, CartridgeState::Full, "test", "test")
+                    .await
+                    .unwrap();
+            }
+        }
+        // Out and back in the catalogue at once (the robot never moves it).
+        cat.send_to_vault(&barcode, "shelf 1", "test")
+            .await
+            .unwrap();
+        cat.back_from_vault(&barcode, "test").await.unwrap();
+        let c = cat.cartridge(&barcode).await.unwrap().unwrap();
+        assert!(c.label_unchecked_unix > 0, "{name}: {c:?}");
+        let b = batch("ub", 3, 100_000, 22);
+        archive(&w, &b, "default").await;
+        let got = cat.copies("ub/0000", 1).await.unwrap()[0].barcode.clone();
+        assert_eq!(got, barcode, "{name}");
+        let c = cat.cartridge(&barcode).await.unwrap().unwrap();
+        assert_eq!(
+            c.label_unchecked_unix, 0,
+            "{name}: the write read the label: {c:?}"
+        );
+        assert_eq!(c.state, CartridgeState::Active, "{name}");
+        let mut sums = a.sums.clone();
+        sums.extend(b.sums.clone());
+        recall_all(&w, &sums, &keys(&sums)).await;
+        w.stop().await.unwrap();
+    }
+}

@@ -120,6 +120,9 @@ pub struct Cartridge {
     pub last_written_unix: i64,
     /// When reel last read data from it, by a recall or a verify (unix seconds; 0: never).
     pub last_read_unix: i64,
+    /// Since when its label is unchecked (it came back from a vault and no one has read its
+    /// label since; unix seconds); 0: nothing to check. No write goes to it before the check.
+    pub label_unchecked_unix: i64,
 }
 
 impl Cartridge {
@@ -136,7 +139,7 @@ macro_rules! cartridge_columns {
     () => {
         "barcode, pool, state, worm, capacity_bytes, used_bytes, eod_block, next_file, \
          calibrated, mount_count, label_epoch, cartridge_uuid, state_reason, state_by, \
-         state_unix, last_mounted_unix, last_written_unix, last_read_unix"
+         state_unix, last_mounted_unix, last_written_unix, last_read_unix, label_unchecked_unix"
     };
 }
 
@@ -161,6 +164,7 @@ struct CartridgeRow {
     last_mounted_unix: i64,
     last_written_unix: i64,
     last_read_unix: i64,
+    label_unchecked_unix: i64,
 }
 
 impl TryFrom<CartridgeRow> for Cartridge {
@@ -187,6 +191,7 @@ impl TryFrom<CartridgeRow> for Cartridge {
             last_mounted_unix: r.last_mounted_unix,
             last_written_unix: r.last_written_unix,
             last_read_unix: r.last_read_unix,
+            label_unchecked_unix: r.label_unchecked_unix,
             barcode: r.barcode,
         })
     }
@@ -482,6 +487,17 @@ impl Catalogue {
         self.update_one(
             "note_read",
             "UPDATE cartridges SET last_read_unix = $1, updated_unix = $1 WHERE barcode = $2",
+            barcode,
+        )
+        .await
+    }
+
+    /// The cartridge's label was read and is the one the catalogue recorded: writes may use it
+    /// again.
+    pub async fn set_label_checked(&self, barcode: &str) -> Result<()> {
+        self.update_one(
+            "set_label_checked",
+            "UPDATE cartridges SET label_unchecked_unix = 0, updated_unix = $1 WHERE barcode = $2",
             barcode,
         )
         .await
@@ -866,6 +882,7 @@ mod tests {
                 last_mounted_unix: 0,
                 last_written_unix: 0,
                 last_read_unix: 0,
+                label_unchecked_unix: 0,
             }
         );
         assert!(c.cartridge("B00002L9").await?.ok_or("missing")?.worm);

@@ -198,12 +198,13 @@ mod tests {
         };
         // 0001, 0003 (object metadata), 0004 (the writer lease table), 0005 (the integrity
         // log), 0006 (cartridge state notes), 0007 (cartridge health), 0008 (the vault), 0009
-        // (cleaning), 0010 (last read) and 0011 (drives' error counters); PostgreSQL has one
-        // more: copies' references checked per statement (0002).
+        // (cleaning), 0010 (last read), 0011 (drives' error counters) and 0012 (labels
+        // unchecked since a vault); PostgreSQL has one more: copies' references checked per
+        // statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            11
+            12
         } else {
-            10
+            11
         };
         assert_eq!(applied, expected);
         again.close().await;

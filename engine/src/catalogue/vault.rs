@@ -231,9 +231,11 @@ impl Catalogue {
                         .execute(&mut *tx)
                         .await
                         .ctx(OP)?;
+                    // A labelled one's label is unchecked until read (no write before).
                     sqlx::query(
                         "UPDATE cartridges SET state = $2, state_reason = $3, state_by = $4, \
-                         state_unix = $5, updated_unix = $5 WHERE barcode = $1",
+                         state_unix = $5, updated_unix = $5, label_unchecked_unix = \
+                         CASE WHEN cartridge_uuid IS NULL THEN 0 ELSE $5 END WHERE barcode = $1",
                     )
                     .bind(barcode)
                     .bind(&state)
@@ -330,6 +332,18 @@ mod tests {
         let a = c.cartridge("A1").await?.ok_or("missing")?;
         assert_eq!(a.state, CartridgeState::Disabled);
         assert_eq!(a.state_reason, "dusty");
+        assert!(
+            a.label_unchecked_unix > 0,
+            "its label is unchecked until read"
+        );
+        c.set_label_checked("A1").await?;
+        assert_eq!(
+            c.cartridge("A1")
+                .await?
+                .ok_or("missing")?
+                .label_unchecked_unix,
+            0
+        );
         assert_eq!(c.back_from_vault("A1", "bob").await?, None);
         assert!(c.vault_entries().await?.is_empty());
         // Unknown, empty and hostile locations.

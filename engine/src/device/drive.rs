@@ -105,10 +105,12 @@ impl Drive {
             );
             return None;
         }
-        // A field the drive keeps (its `valid` bit), changed since the load.
+        // A field the drive kept at the load and at the unload (its `valid` bit in both: a
+        // load-time reading that failed is all zeros, and would charge the drive's lifetime
+        // totals to this cartridge), changed since the load.
         let delta = |bit: u32, f: fn(&ReelDriveStats) -> u64| -> Option<u64> {
             let (now, before) = (now?, before?);
-            (now.valid & (1 << bit) != 0).then(|| f(&now).saturating_sub(f(&before)))
+            (now.valid & before.valid & (1 << bit) != 0).then(|| f(&now).saturating_sub(f(&before)))
         };
         Some(crate::health::Reading {
             barcode: barcode.to_string(),

@@ -2,10 +2,10 @@
 //! catalogue's record: barcode, pool, label UUID and epoch.
 //!
 //! Run for each cartridge that comes back from a vault (`reel cartridge import` asks for it,
-//! `reel verify --label` on demand): a cartridge that left the building may come back erased,
-//! relabelled by another site, or as another cartridge wearing the same barcode. Reads and
-//! writes check too (a read compares each container's header, a write the label epoch in the
-//! cartridge memory), but only when work reaches the cartridge; this check answers at once.
+//! `reel verify --label` on demand, and a write to a cartridge whose label is unchecked since it
+//! came back runs it first): a cartridge that left the building may come back erased,
+//! relabelled by another site, or as another cartridge wearing the same barcode. A read
+//! compares each container's header with the catalogue too, but only when work reaches it.
 
 use serde::Serialize;
 
@@ -29,6 +29,13 @@ pub enum LabelCheck {
     /// It is not the cartridge the catalogue knows, in words.
     Differs {
         /// What differs.
+        reason: String,
+    },
+    /// The catalogue has no label for it (never labelled, or an intake that stopped after
+    /// writing the label) and the tape holds something: nothing to compare with. Intake or a
+    /// rebuild decides what it is; the check changes nothing.
+    Unknown {
+        /// What the tape holds.
         reason: String,
     },
 }
@@ -55,14 +62,21 @@ pub async fn check_label(
              another cartridge with the same barcode",
             known.label_epoch
         )),
-        (LabelState::Foreign(what), _) => differs(format!(
+        (LabelState::Foreign(what), Some(_)) => differs(format!(
             "it holds another application's data ({what}), not reel's label"
         )),
-        (LabelState::Reel(l), None) => differs(format!(
-            "it carries a reel label (pool {}, uuid {}, epoch {}) the catalogue does not know: \
-             rebuild the catalogue from it (`reel rebuild`) if it is yours",
-            l.pool, l.cartridge_uuid, l.epoch
-        )),
+        (LabelState::Foreign(what), None) => Ok(LabelCheck::Unknown {
+            reason: format!(
+                "the catalogue has it unlabelled and it holds another application's data ({what}); `reel intake` refuses it"
+            ),
+        }),
+        (LabelState::Reel(l), None) => Ok(LabelCheck::Unknown {
+            reason: format!(
+                "the catalogue has it unlabelled but it carries a reel label (pool {}, uuid {}, \
+                 epoch {}): rebuild the catalogue from it (`reel rebuild`) if it is yours",
+                l.pool, l.cartridge_uuid, l.epoch
+            ),
+        }),
         (LabelState::Reel(l), Some(uuid)) => {
             let mut wrong = Vec::new();
             if l.barcode != barcode {

@@ -46,10 +46,11 @@ pub struct BatchProgress {
 }
 
 impl BatchProgress {
-    /// Bytes finished per second since the batch started, MEASURED: `None` before the first
-    /// second or the first finished byte.
-    pub fn rate_bytes_per_sec(&self) -> Option<u64> {
-        let ms = u64::try_from(self.updated_ms.saturating_sub(self.started_ms)).ok()?;
+    /// Bytes finished per second from the batch's start to `now_ms` (unix ms), MEASURED: a
+    /// batch that stalls shows its rate falling. `None` before the first second or the first
+    /// finished byte.
+    pub fn rate_bytes_per_sec(&self, now_ms: i64) -> Option<u64> {
+        let ms = u64::try_from(now_ms.saturating_sub(self.started_ms)).ok()?;
         (ms >= 1000 && self.bytes_done > 0)
             .then(|| u64::try_from(u128::from(self.bytes_done) * 1000 / u128::from(ms)).ok())
             .flatten()
@@ -77,7 +78,9 @@ impl DriveProgress {
     }
 
     /// Write the fenced drive's batch progress (its `updated_ms` is set to now). Fails with
-    /// [`crate::error::JobsError::Fenced`] when the drive lease is no longer held.
+    /// [`crate::error::JobsError::Fenced`] when the drive lease is no longer held; a writer
+    /// that lost the lease between that check and the write never replaces the row of a
+    /// later holder (a higher epoch).
     pub async fn report(&self, fence: &Fence, p: &BatchProgress) -> Result<()> {
         fence.check().await?;
         let drive = drive_of(fence)?;
@@ -91,7 +94,8 @@ impl DriveProgress {
                    files = excluded.files, files_done = excluded.files_done, \
                    bytes = excluded.bytes, bytes_done = excluded.bytes_done, \
                    block = excluded.block, started_ms = excluded.started_ms, \
-                   updated_ms = excluded.updated_ms";
+                   updated_ms = excluded.updated_ms \
+                   WHERE reel_drive_progress.epoch <= excluded.epoch";
         let now = now_ms();
         on_db!(&self.db, |pool| sqlx::query(sql)
             .bind(drive)
@@ -204,7 +208,11 @@ mod tests {
         assert_eq!(got.jobs.len(), JOBS_KEPT, "ids are bounded");
         assert_eq!(got.job_count, 30, "the count is not");
         assert_eq!((got.files_done, got.block), (0, None));
-        assert_eq!(got.rate_bytes_per_sec(), None, "nothing finished yet");
+        assert_eq!(
+            got.rate_bytes_per_sec(now_ms()),
+            None,
+            "nothing finished yet"
+        );
 
         // Half done, near block 1000: about 16 MiB/s over the two seconds.
         p.files_done = 32;
@@ -219,8 +227,10 @@ mod tests {
         assert_eq!(live.len(), 2);
         let got = &live[0].1;
         assert_eq!((got.files_done, got.block), (32, Some(1000)));
-        let rate = got.rate_bytes_per_sec().unwrap();
+        let rate = got.rate_bytes_per_sec(now_ms()).unwrap();
         assert!(rate > 0 && rate <= 16 << 20, "{rate}");
+        // Stalled: the rate falls as time passes.
+        assert!(got.rate_bytes_per_sec(started + 4000).unwrap() <= 8 << 20);
 
         // Cleared when the batch settles.
         progress.clear(&a).await.unwrap();

@@ -298,7 +298,8 @@ impl EngineExecutor {
     /// Run a batch's cartridge tasks on the cartridge mounted in `held`: labels, then
     /// rebuilds, then one read-back pass over every container the batch verifies (in block
     /// order). Each task's outcome goes into `out`; a drive fault or a cancel stops the run and
-    /// is returned, with what was settled before it kept in `out`.
+    /// is returned, with what was settled before it kept in `out`. `true` when a label check
+    /// found the cartridge is not the one the catalogue knows (it is now broken).
     async fn run_tasks(
         &self,
         held: &HeldDrive,
@@ -306,8 +307,9 @@ impl EngineExecutor {
         fence: &Fence,
         cancel: &CancelToken,
         out: &mut BatchOutcome,
-    ) -> std::result::Result<(), SessionError> {
+    ) -> std::result::Result<bool, SessionError> {
         let barcode = held.mount.barcode.clone();
+        let mut not_ours = false;
         // Container to the requests that verify it (two jobs may ask for the same one).
         let mut verify: HashMap<i64, Vec<i64>> = HashMap::new();
         // Labels and rebuilds write the catalogue (a label the tape too): only under the lease.
@@ -358,6 +360,8 @@ impl EngineExecutor {
                 CartridgeTask::CheckLabel => match self.service.check_label_held(held).await? {
                     LabelCheck::Matches { pool, epoch } => {
                         info!(%barcode, ?pool, epoch, "label checked: it is the cartridge the catalogue knows");
+                        fenced().await?;
+                        self.catalogue().set_label_checked(&barcode).await?;
                         out.done.push(r.id);
                         out.results.push((
                             r.id,
@@ -379,6 +383,12 @@ impl EngineExecutor {
                             .await?;
                         out.failed
                             .push((r.id, format!("cartridge {barcode} marked broken: {why}")));
+                        not_ours = true;
+                    }
+                    // Nothing to compare with: said, nothing changed.
+                    LabelCheck::Unknown { reason } => {
+                        out.failed
+                            .push((r.id, format!("cartridge {barcode}: {reason}")));
                     }
                 },
                 CartridgeTask::Verify { container } => {
@@ -386,8 +396,16 @@ impl EngineExecutor {
                 }
             }
         }
-        if verify.is_empty() {
-            return Ok(());
+        if verify.is_empty() || not_ours {
+            // A cartridge that is not the one the catalogue knows has nothing of it to verify:
+            // its verifies go back to the queue (and fail there, the cartridge being broken).
+            out.retry.extend(
+                verify
+                    .values()
+                    .flatten()
+                    .map(|id| (*id, format!("cartridge {barcode} failed its label check"))),
+            );
+            return Ok(not_ours);
         }
         let ids: Vec<i64> = verify.keys().copied().collect();
         let rep = self.service.verify_held(held, Some(&ids), cancel).await?;
@@ -399,7 +417,7 @@ impl EngineExecutor {
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 }
 
@@ -638,6 +656,13 @@ impl TapeExecutor for EngineExecutor {
                         "cartridge",
                         b,
                         "is exported (out of the library); bring it back with `reel cartridge import` first",
+                    ));
+                }
+                if c.cartridge_uuid.is_none() {
+                    return Err(invalid(
+                        "cartridge",
+                        b,
+                        "has no label in the catalogue (never labelled): nothing to compare; `reel intake` labels it",
                     ));
                 }
                 let mut pools = HashMap::new();
@@ -1191,7 +1216,20 @@ impl TapeExecutor for EngineExecutor {
         let cancel = engine_cancel(cancel);
         if !tasks.is_empty() {
             let tasks = tasks.iter().map(|(i, t)| (&requests[*i], t)).collect();
-            if let Err(e) = self.run_tasks(&held, tasks, fence, &cancel, &mut out).await {
+            let ran = self.run_tasks(&held, tasks, fence, &cancel, &mut out).await;
+            if let Ok(true) = ran {
+                // Not the cartridge the catalogue knows: nothing is read from it. Its recall
+                // reads go back to the queue, where the re-route pass sends them to other
+                // copies (it is broken now).
+                out.retry.extend(reads.iter().map(|(i, _)| {
+                    (
+                        requests[*i].id,
+                        format!("cartridge {barcode} failed its label check"),
+                    )
+                }));
+                return Ok(out);
+            }
+            if let Err(e) = ran {
                 if matches!(e, session::SessionError::Device(_)) {
                     self.service.eject(held).await;
                 }

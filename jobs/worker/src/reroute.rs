@@ -136,6 +136,7 @@ mod tests {
             last_mounted_unix: 0,
             last_written_unix: 0,
             last_read_unix: 0,
+            label_unchecked_unix: 0,
         }
     }
 

@@ -829,11 +829,19 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl AbortOnDrop {
-    /// Abort the task and wait until it has stopped, so nothing it was writing lands after.
+/// The task that publishes a running batch's progress. Stopped, not aborted, once the batch
+/// returns: a write it has begun finishes before the drive's row is cleared, so no late
+/// report lands after the clear. Dropped without [`Publisher::stop`], it is aborted.
+struct Publisher {
+    stop: CancellationToken,
+    task: AbortOnDrop,
+}
+
+impl Publisher {
+    /// Ask the task to stop at its next pause and wait until it has.
     async fn stop(mut self) {
-        self.0.abort();
-        let _ = (&mut self.0).await;
+        self.stop.cancel();
+        let _ = (&mut self.task.0).await;
     }
 }
 
@@ -1280,13 +1288,19 @@ async fn vault_pass<E: TapeExecutor>(rt: &Runtime<E>, send_out: bool) -> Result<
     Ok(())
 }
 
-/// Submit the label check of a cartridge back from a vault (a `reel verify --label` job);
-/// the line the import reports for it.
+/// Submit the label check of a cartridge back from a vault (a `reel verify --label` job, at
+/// the priority of user work, not of background verifies); the line the import reports for
+/// it. Losing it loses no safety: the cartridge's label stays unchecked in the catalogue until
+/// read, and the first write to it reads it first.
 async fn check_label_later<E: TapeExecutor>(rt: &Runtime<E>, barcode: &str) -> String {
     let spec = JobSpec::Verify(VerifyJob {
         target: reel_queue::job::VerifyTarget::Label(barcode.to_string()),
     });
-    match rt.queue.submit(spec, None).await {
+    match rt
+        .queue
+        .submit(spec, Some(reel_queue::job::DEFAULT_PRIORITY))
+        .await
+    {
         Ok(job) => format!(
             "{barcode}: its label is checked against the catalogue by job {} (`reel jobs show {}`)",
             job.id, job.id
@@ -1967,7 +1981,6 @@ async fn drive_step<E: TapeExecutor>(
         }
     };
     watcher.abort();
-    // Stopped before the drive's row is cleared, so a last report cannot land after it.
     publisher.stop().await;
     if let Err(e) = rt.drive_progress.clear(fence).await {
         tracing::debug!(%drive, error = %e, "cannot clear the drive's batch progress");
@@ -2030,13 +2043,13 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// [`PROGRESS_EVERY`], each job with newly finished requests gets its record's progress set
 /// to what the table counts done plus what this batch finished of it (still `claimed` there
 /// until the batch settles), and the drive's batch progress is written for `reel drive show`.
-/// The task stops when the returned guard is dropped, before the batch settles;
-/// `finalize_record` never steps back from it while requests are claimed.
+/// The task is stopped ([`Publisher::stop`]) before the batch settles; `finalize_record`
+/// never steps back from it while requests are claimed.
 fn batch_progress<E: TapeExecutor>(
     rt: &Arc<Runtime<E>>,
     batch: &[TapeRequest],
     fence: &Fence,
-) -> (ProgressFn, AbortOnDrop) {
+) -> (ProgressFn, Publisher) {
     // Requests finished since the last publication, and the last block reported.
     type Reported = (Vec<i64>, Option<u64>);
     let reported: Arc<std::sync::Mutex<Reported>> = Arc::default();
@@ -2070,6 +2083,8 @@ fn batch_progress<E: TapeExecutor>(
         batch.iter().map(|r| (r.id, r.files)).collect();
     let (requests, store) = (rt.requests.clone(), rt.store().clone());
     let (drives, fence) = (rt.drive_progress.clone(), fence.clone());
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
     let task = tokio::spawn(async move {
         let mut seen = std::collections::HashSet::new();
         let mut per_job: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -2083,7 +2098,10 @@ fn batch_progress<E: TapeExecutor>(
                 }
                 moved = false;
             }
-            tokio::time::sleep(PROGRESS_EVERY).await;
+            tokio::select! {
+                _ = stopped.cancelled() => return,
+                _ = tokio::time::sleep(PROGRESS_EVERY) => {}
+            }
             let (ids, block) = {
                 let mut r = reported.lock().unwrap_or_else(|e| e.into_inner());
                 (std::mem::take(&mut r.0), r.1)
@@ -2127,7 +2145,13 @@ fn batch_progress<E: TapeExecutor>(
             }
         }
     });
-    (progress, AbortOnDrop(task))
+    (
+        progress,
+        Publisher {
+            stop,
+            task: AbortOnDrop(task),
+        },
+    )
 }
 
 /// A cartridge that could not be mounted for reading (gone from the library, exported, a

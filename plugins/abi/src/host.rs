@@ -530,6 +530,9 @@ impl Plugin {
 }
 
 /// Rounds of `REEL_E_BUFFER_TOO_SMALL` [`LibraryHandle::control`] follows before it gives up.
+/// The `ReelDriveStats::valid` bits of the fields before ABI 1.3 (`busy_ns` to `relabels`).
+const STATS_VALID_BEFORE_1_3: u32 = 0xFFFF;
+
 const CONTROL_GROW_ROUNDS: usize = 4;
 /// The largest `control` response the host accepts (16 MiB).
 const CONTROL_MAX_RESPONSE: usize = 16 << 20;
@@ -1120,6 +1123,11 @@ impl DriveHandle {
         };
         // SAFETY: valid handle, out struct and status for the call.
         self.run("drive_statistics", |d, s| unsafe { f(d, &mut out, s) })?;
+        // Before 1.3 the struct ends at `relabels`: what a plugin says of the fields after it
+        // (stray bits in `valid`) is not the plugin's to say.
+        if self.library.plugin.abi_minor() < 3 {
+            out.valid &= STATS_VALID_BEFORE_1_3;
+        }
         Ok(out)
     }
     /// TapeAlert bitmap.

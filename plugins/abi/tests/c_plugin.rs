@@ -59,6 +59,33 @@ fn a_plugin_built_against_the_frozen_v1_0_header_passes() {
     assert!(report.passed(), "the v1.0 plugin failed the kit:\n{report}");
 }
 
+/// ABI 1.3 appended error counters to `ReelDriveStats` (valid bits 16-19): a plugin of an
+/// earlier minor that sets those bits anyway (its struct has no such fields) is not believed.
+#[test]
+fn an_older_plugins_stray_statistics_bits_are_not_believed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(
+        common::crate_dir().join("tests/c/v1_0/reel_plugin.h"),
+        dir.path().join("reel_plugin.h"),
+    )
+    .expect("copy the frozen header");
+    let plugin = build(
+        dir.path(),
+        "memtape10_stray",
+        &["MEMTAPE_ABI_V1_0", "MEMTAPE_STRAY_STATS_BITS"],
+    );
+    assert_eq!(plugin.abi_minor(), 0);
+    let mut lib = LibraryHandle::open(&plugin, "").expect("library_open");
+    let mut drive = lib.open_drive(0).expect("drive 0");
+    let st = drive.statistics().expect("statistics");
+    assert_ne!(st.valid & (1 << 4), 0, "its own counters stand");
+    assert_eq!(st.valid >> 16, 0, "bits past its struct are cleared");
+    assert_eq!(
+        (st.read_errors_uncorrected, st.write_errors_uncorrected),
+        (0, 0)
+    );
+}
+
 /// ABI 1.2: what a plugin logs through the host's `set_log` sink lands in the host's `tracing`
 /// (target `reel_plugin`) with the plugin's name; a more verbose level than the host records
 /// is not sent.

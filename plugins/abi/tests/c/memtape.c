@@ -260,6 +260,9 @@ static int32_t mt_library_open(const char *config, ReelLibrary **out, ReelStatus
     /* valid: bytes/records written and read, filemarks, locates, mounts (field order bits) */
     l->stats.valid = (1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 9) |
                      (1u << 13);
+#ifdef MEMTAPE_STRAY_STATS_BITS /* a careless older plugin: bits past its struct's fields */
+    l->stats.valid |= 0xF0000u;
+#endif
     *out = l;
     return REEL_OK;
 }
