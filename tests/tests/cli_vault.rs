@@ -256,6 +256,23 @@ async fn cartridges_go_offsite_and_come_back_and_recalls_wait_for_them() {
         }
         let c = reel_ok(d, &["cartridge", "show", "ZZ0001L9"]);
         assert_eq!(c["state"], "new", "{c}");
+        // A label check of a cartridge reel does not know is refused; one of a cartridge it
+        // never labelled fails at planning with nothing compared and nothing marked.
+        reel_refused(
+            d,
+            &["verify", "--label", "NOPE01L9"],
+            "no cartridge `NOPE01L9`",
+        );
+        let j = job_id(&reel_ok(d, &["verify", "--label", "ZZ0001L9"]));
+        let (code, _, _) = reel(d, &["jobs", "wait", &j, "--timeout", "60"]);
+        assert_ne!(code, 0);
+        let j = show_job(d, &j);
+        assert!(
+            j.to_string().contains("has no label in the catalogue"),
+            "{j}"
+        );
+        let c = reel_ok(d, &["cartridge", "show", "ZZ0001L9"]);
+        assert_eq!(c["state"], "new", "{c}");
         let imports = reel_ok(d, &["cartridge", "imports"]);
         assert_eq!(imports["imports"].as_array().unwrap().len(), 2, "{imports}");
 

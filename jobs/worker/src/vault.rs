@@ -120,8 +120,8 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Tak
             }
             Some(c) => {
                 let worm = worm_of(&t.barcode).unwrap_or(c.worm);
-                let (line, back) = restore(svc, &t.barcode, c.worm, worm, by).await?;
-                if back && c.cartridge_uuid.is_some() {
+                let (line, check) = restore(svc, &t.barcode, c.worm, worm, by).await?;
+                if check {
                     to_check.push(t.barcode.clone());
                 }
                 lines.push(format!("{}: {what}; {line}", t.barcode));
@@ -143,8 +143,8 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Tak
                     "drive"
                 };
                 let worm = e.flags & REEL_ELEMENT_WORM != 0;
-                let (line, back) = restore(svc, b, c.worm, worm, by).await?;
-                if back && c.cartridge_uuid.is_some() {
+                let (line, check) = restore(svc, b, c.worm, worm, by).await?;
+                if check {
                     to_check.push(b.clone());
                 }
                 format!("{b}: already in {kind} {}; {line}", e.index)
@@ -168,8 +168,9 @@ pub async fn take_in(svc: &TapeService, only: &[String], by: &str) -> Result<Tak
 }
 
 /// A known cartridge is inside: give an exported one back its state, after checking it is
-/// the cartridge the catalogue knows (its write-once flag). What was done, and whether it came
-/// back from a vault with its state.
+/// the cartridge the catalogue knows (its write-once flag). What was done, and whether its
+/// label is to be checked (the catalogue marked it unchecked on the way back: a labelled
+/// cartridge back from a vault).
 async fn restore(
     svc: &TapeService,
     barcode: &str,
@@ -213,7 +214,12 @@ async fn restore(
             )
         }
         Some(e) => match cat.back_from_vault(barcode, by).await? {
-            Some(s) => (format!("back from {}; {s} again", e.location), true),
+            Some(s) => (
+                format!("back from {}; {s} again", e.location),
+                cat.cartridge(barcode)
+                    .await?
+                    .is_some_and(|c| c.label_unchecked_unix != 0),
+            ),
             None => ("already back".to_string(), false),
         },
     })
