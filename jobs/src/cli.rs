@@ -57,6 +57,18 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Take new cartridges into the library's catalogue.
     Intake(IntakeArgs),
+    /// Delete objects: at once from look-ups and recalls, into the recycle log, where `reel
+    /// undelete` brings them back for `[lifecycle] quarantine_days` (a job; keys under a
+    /// legal hold are refused).
+    Delete(crate::lifecycle_cmd::DeleteArgs),
+    /// Bring deleted objects back from the recycle log, within the quarantine.
+    Undelete(crate::lifecycle_cmd::UndeleteArgs),
+    /// The recycle log: deleted objects, who deleted them, why, until when they come back.
+    #[command(subcommand)]
+    Recycle(crate::lifecycle_cmd::RecycleCommand),
+    /// Legal holds: keys or prefixes nothing deletes until the hold is released.
+    #[command(subcommand)]
+    Hold(crate::lifecycle_cmd::HoldCommand),
     /// Inspect and manage jobs.
     #[command(subcommand)]
     Jobs(JobsCommand),
@@ -482,6 +494,15 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             });
             submit(loaded, spec, i.submit, json).await
         }
+        Command::Delete(d) => {
+            let spec = crate::lifecycle_cmd::delete_spec(&d)?;
+            submit(loaded, spec, d.submit, json).await
+        }
+        Command::Undelete(u) => {
+            lifecycle(loaded, crate::lifecycle_cmd::Lifecycle::Undelete(u)).await
+        }
+        Command::Recycle(r) => lifecycle(loaded, crate::lifecycle_cmd::Lifecycle::Recycle(r)).await,
+        Command::Hold(h) => lifecycle(loaded, crate::lifecycle_cmd::Lifecycle::Hold(h)).await,
         Command::Jobs(j) => jobs(loaded, j, json).await,
         Command::Catalog(CatalogCommand::Rebuild {
             cartridges,
@@ -1423,6 +1444,19 @@ async fn wait(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+async fn lifecycle(loaded: &LoadedConfig, cmd: crate::lifecycle_cmd::Lifecycle) -> Result<Output> {
+    ensure_data_dir(loaded).await?;
+    let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+    let p = crate::lifecycle_cmd::run(&cat, loaded.config.lifecycle.quarantine_days, cmd).await;
+    cat.close().await;
+    let p = p?;
+    Ok(Output {
+        json: p.json,
+        text: p.text,
+        status: 0,
+    })
 }
 
 async fn catalog(loaded: &LoadedConfig, cmd: CatalogCommand) -> Result<Output> {

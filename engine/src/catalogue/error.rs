@@ -178,6 +178,37 @@ pub enum CatalogueError {
         reason: String,
     },
 
+    /// A deletion would remove what a legal hold covers (`hold.rs`).
+    #[error(
+        "{what} is under legal hold {hold} (placed by {by}: {reason}); nothing it covers is \
+         deleted until the hold is released (`reel hold release {hold}`, by whoever may lift it)"
+    )]
+    Held {
+        /// The key or prefix asked for (`key a/b`, `prefix a/`).
+        what: String,
+        /// The hold's number.
+        hold: i64,
+        /// Who placed it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// An undelete named objects whose deletion is older than the quarantine: their copies are
+    /// dead space, and reclaim may already have erased them.
+    #[error(
+        "{what} was deleted {days} days ago, past the {quarantine_days}-day quarantine; it can no \
+         longer be brought back (its copies count as dead space)"
+    )]
+    PastQuarantine {
+        /// The key or prefix asked for.
+        what: String,
+        /// Days since its deletion.
+        days: i64,
+        /// The quarantine.
+        quarantine_days: u64,
+    },
+
     /// A state name is not one the catalogue knows.
     #[error("unknown {kind} state {value:?}; expected one of: {expected}")]
     UnknownState {

@@ -28,9 +28,11 @@ mod cartridge;
 mod cleaning;
 mod close;
 mod container;
+mod deletion;
 mod dump;
 mod error;
 mod health;
+mod hold;
 mod integrity;
 mod object;
 mod pool;
@@ -46,8 +48,10 @@ pub use backend::MIGRATIONS_TABLE;
 pub use cartridge::{Cartridge, CartridgeState, FIRST_CONTAINER_FILE, LABELLED_EOD_BLOCK, REEL};
 pub use cleaning::{CleaningCartridge, CleaningOutcome, CleaningRecord};
 pub use container::{Container, ContainerState};
+pub use deletion::{DAY, DeleteBatch, DeleteScope, Recycled, Undeleted, quarantine_secs};
 pub use error::{CatalogueError, Result, StoreFault};
 pub use health::HealthRecord;
+pub use hold::{HoldScope, LegalHold, MAX_REASON, check_reason};
 pub use integrity::CatchRecord;
 pub use object::{
     CopiedObject, CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT,
@@ -199,12 +203,12 @@ mod tests {
         // 0001, 0003 (object metadata), 0004 (the writer lease table), 0005 (the integrity
         // log), 0006 (cartridge state notes), 0007 (cartridge health), 0008 (the vault), 0009
         // (cleaning), 0010 (last read), 0011 (drives' error counters) and 0012 (labels
-        // unchecked since a vault); PostgreSQL has one more: copies' references checked per
-        // statement (0002).
+        // unchecked since a vault), 0013 (deletions and legal holds); PostgreSQL has one more:
+        // copies' references checked per statement (0002).
         let expected = if again.pool_postgres().is_some() {
-            12
+            13
         } else {
-            11
+            12
         };
         assert_eq!(applied, expected);
         again.close().await;

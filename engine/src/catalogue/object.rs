@@ -95,7 +95,8 @@ pub fn validate_key_prefix(prefix: &str) -> Result<()> {
     })
 }
 
-/// The SQL condition "object `o` has a copy in a durable or verified container".
+/// The SQL condition "object `o` is not deleted (`deletion.rs`) and has a copy in a durable or
+/// verified container".
 ///
 /// Written so that the only way to evaluate it is object first: the copies of `o` through the
 /// `copies` primary key (`object_id` leads it), then each copy's container through its primary
@@ -109,6 +110,8 @@ pub fn validate_key_prefix(prefix: &str) -> Result<()> {
 macro_rules! visible {
     ($o:literal) => {
         concat!(
+            $o,
+            ".deletion_id IS NULL AND ",
             "(SELECT 1 FROM copies vc WHERE vc.object_id = ",
             $o,
             ".id AND (SELECT vk.state FROM containers vk WHERE vk.id = vc.container_id) \

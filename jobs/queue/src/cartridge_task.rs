@@ -81,7 +81,7 @@ pub type TaskResult = serde_json::Value;
 /// (intake, rebuild).
 pub fn unit(kind: JobKind) -> &'static str {
     match kind {
-        JobKind::Archive | JobKind::Recall => "objects",
+        JobKind::Archive | JobKind::Recall | JobKind::Delete => "objects",
         JobKind::Verify => "containers",
         JobKind::Intake | JobKind::Rebuild => "cartridges",
     }
@@ -109,6 +109,8 @@ pub fn job_result(
             serde_json::json!({"verified": counts.done, "bytes": counts.bytes_total})
         }
         JobKind::Intake | JobKind::Rebuild => serde_json::json!({"cartridges": results}),
+        // A delete has no tape requests: its result is made where it runs (the worker).
+        JobKind::Delete => serde_json::json!({"keys": counts.done}),
     }
 }
 

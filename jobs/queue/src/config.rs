@@ -22,6 +22,7 @@ const SECTIONS: &[&str] = &[
     "archive",
     "recall",
     "intake",
+    "lifecycle",
     "worker",
     "scheduler",
     "serve",
@@ -41,6 +42,8 @@ pub struct Config {
     pub recall: RecallConfig,
     /// Taking new cartridges in.
     pub intake: IntakeConfig,
+    /// Deleting and keeping data.
+    pub lifecycle: LifecycleConfig,
     /// The worker process.
     pub worker: WorkerConfig,
     /// Mount decisions.
@@ -291,6 +294,36 @@ pub struct IntakeConfig {
 impl Default for IntakeConfig {
     fn default() -> Self {
         IntakeConfig { spares: 2 }
+    }
+}
+
+/// Longest quarantine `[lifecycle] quarantine_days` accepts.
+pub const MAX_QUARANTINE_DAYS: u64 = 36_500;
+
+/// `[lifecycle]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LifecycleConfig {
+    /// Days a deleted object stays in the recycle log, where `reel undelete` brings it back;
+    /// after that its copies are dead space.
+    pub quarantine_days: u64,
+    /// Keys a delete job marks per transaction.
+    pub delete_batch: u32,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        LifecycleConfig {
+            quarantine_days: 31,
+            delete_batch: 2000,
+        }
+    }
+}
+
+impl LifecycleConfig {
+    /// The quarantine in seconds.
+    pub fn quarantine_secs(&self) -> u64 {
+        reel_engine::catalogue::quarantine_secs(self.quarantine_days)
     }
 }
 
@@ -679,6 +712,22 @@ impl Config {
         }
         if w.concurrency == 0 {
             return bad("[worker] concurrency", "must be at least 1".into());
+        }
+        let l = &self.lifecycle;
+        if l.quarantine_days > MAX_QUARANTINE_DAYS {
+            return bad(
+                "[lifecycle] quarantine_days",
+                format!(
+                    "{} is more than {MAX_QUARANTINE_DAYS} (100 years)",
+                    l.quarantine_days
+                ),
+            );
+        }
+        if l.delete_batch == 0 || l.delete_batch > 100_000 {
+            return bad(
+                "[lifecycle] delete_batch",
+                format!("{} must be 1..=100000 keys per transaction", l.delete_batch),
+            );
         }
         let a = &self.archive;
         // The ranges the sessions accept: refused by every command that loads the config, not

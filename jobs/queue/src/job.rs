@@ -26,16 +26,19 @@ pub enum JobKind {
     Intake,
     /// Rebuild the catalogue from tapes.
     Rebuild,
+    /// Delete objects from the catalogue (into the recycle log).
+    Delete,
 }
 
 impl JobKind {
     /// Every kind.
-    pub const ALL: [JobKind; 5] = [
+    pub const ALL: [JobKind; 6] = [
         JobKind::Archive,
         JobKind::Recall,
         JobKind::Verify,
         JobKind::Intake,
         JobKind::Rebuild,
+        JobKind::Delete,
     ];
 
     /// Lower-case name.
@@ -46,6 +49,7 @@ impl JobKind {
             JobKind::Verify => "verify",
             JobKind::Intake => "intake",
             JobKind::Rebuild => "rebuild",
+            JobKind::Delete => "delete",
         }
     }
 
@@ -68,7 +72,7 @@ impl FromStr for JobKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown job kind `{s}` (archive, recall, verify, intake, rebuild)")
+                format!("unknown job kind `{s}` (archive, recall, verify, intake, rebuild, delete)")
             })
     }
 }
@@ -288,6 +292,43 @@ pub struct IntakeJob {
     pub pool: Option<String>,
 }
 
+/// Most keys one delete job names: a longer list is a prefix, or several jobs.
+pub const MAX_DELETE_KEYS: usize = 100_000;
+
+/// Which objects to delete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteSelection {
+    /// These keys (every generation of each).
+    Keys(Vec<String>),
+    /// Every key with this prefix (never empty).
+    Prefix(String),
+}
+
+impl DeleteSelection {
+    /// These `keys`, or every key under `prefix`; not both.
+    pub fn new(keys: Vec<String>, prefix: Option<String>) -> Result<Self, SpecError> {
+        match prefix {
+            Some(_) if !keys.is_empty() => Err(SpecError::KeysAndPrefix),
+            Some(p) => Ok(DeleteSelection::Prefix(p)),
+            None => Ok(DeleteSelection::Keys(keys)),
+        }
+    }
+}
+
+/// Delete objects: at once from look-ups and recalls, into the recycle log, where `reel
+/// undelete` brings them back during the quarantine. Keys under a legal hold are not deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteJob {
+    /// What to delete.
+    pub selection: DeleteSelection,
+    /// Why (kept in the recycle log).
+    pub reason: String,
+    /// Who asked: the operator's name for the `reel` command, `token NAME (ID)` over the API
+    /// (set by the server, never taken from the request).
+    pub by: String,
+}
+
 /// Rebuild catalogue entries by reading tapes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RebuildJob {
@@ -309,6 +350,8 @@ pub enum JobSpec {
     Intake(IntakeJob),
     /// See [`RebuildJob`].
     Rebuild(RebuildJob),
+    /// See [`DeleteJob`].
+    Delete(DeleteJob),
 }
 
 impl JobSpec {
@@ -320,6 +363,7 @@ impl JobSpec {
             JobSpec::Verify(_) => JobKind::Verify,
             JobSpec::Intake(_) => JobKind::Intake,
             JobSpec::Rebuild(_) => JobKind::Rebuild,
+            JobSpec::Delete(_) => JobKind::Delete,
         }
     }
 
@@ -376,6 +420,33 @@ impl JobSpec {
             }) if b.is_empty() => Err("intake needs at least one barcode (or --all-new)".into()),
             JobSpec::Intake(IntakeJob { pool: Some(p), .. }) if p.trim().is_empty() => {
                 Err("intake pool name is empty".into())
+            }
+            JobSpec::Delete(d) => {
+                match &d.selection {
+                    DeleteSelection::Keys(k) if k.is_empty() => {
+                        return Err("delete needs at least one key (or a --prefix)".into());
+                    }
+                    DeleteSelection::Keys(k) if k.len() > MAX_DELETE_KEYS => {
+                        return Err(format!(
+                            "delete names {} keys; at most {MAX_DELETE_KEYS} per job: delete a \
+                             prefix, or split the list",
+                            k.len()
+                        ));
+                    }
+                    DeleteSelection::Prefix(p) if p.is_empty() => {
+                        return Err(
+                            "delete prefix is empty: that would be every object; give a prefix"
+                                .into(),
+                        );
+                    }
+                    _ => {}
+                }
+                if d.reason.trim().is_empty() {
+                    return Err(
+                        "delete needs a reason (--reason): it is kept in the recycle log".into(),
+                    );
+                }
+                Ok(())
             }
             _ => Ok(()),
         }

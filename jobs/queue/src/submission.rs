@@ -22,6 +22,9 @@
 //!   nothing; a destination that is relative or holds NUL.
 //! - verify: a container or cartridge the catalogue does not know.
 //! - intake: empty or repeated barcodes, an empty pool name.
+//! - delete: no reason; no keys, more than [`MAX_DELETE_KEYS`], a bad or repeated key, a key
+//!   with nothing to delete; an empty prefix or one with nothing under it; anything a legal
+//!   hold covers.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
@@ -36,8 +39,8 @@ use reel_engine::session::space::largest_object;
 use crate::config::Config;
 use crate::error::{JobsError, Result};
 use crate::job::{
-    ArchiveJob, ArchiveSource, IntakeJob, IntakeSelection, JobSpec, RecallJob, RecallSelection,
-    VerifyJob, VerifyTarget,
+    ArchiveJob, ArchiveSource, DeleteJob, DeleteSelection, IntakeJob, IntakeSelection, JobSpec,
+    MAX_DELETE_KEYS, RecallJob, RecallSelection, VerifyJob, VerifyTarget,
 };
 
 /// How many values (keys) one error lists at most.
@@ -221,6 +224,16 @@ pub enum SubmissionError {
         "`keys`: {count} key(s) are not in the catalogue: {keys}; check them with `reel catalog find KEY` (GET /v1/catalog/objects/KEY), or archive them first"
     )]
     UnknownKeys {
+        /// How many.
+        count: usize,
+        /// The first few, quoted.
+        keys: String,
+    },
+    /// Keys a delete names that have nothing to delete.
+    #[error(
+        "`keys`: {count} key(s) have nothing to delete (never archived, or deleted already: see `reel recycle ls`): {keys}"
+    )]
+    NothingToDelete {
         /// How many.
         count: usize,
         /// The first few, quoted.
@@ -626,6 +639,80 @@ pub async fn check_recall(catalogue: &Catalogue, job: &RecallJob) -> Result<()> 
     Ok(())
 }
 
+/// A delete: a reason and a name of who asks; keys valid and distinct, each with something to
+/// delete, or a non-empty prefix with something under it; nothing a legal hold covers (the
+/// job skips keys under a hold placed after this check, and names them).
+pub async fn check_delete(catalogue: &Catalogue, job: &DeleteJob) -> Result<()> {
+    reel_engine::catalogue::check_reason("reason", &job.reason)?;
+    reel_engine::catalogue::check_reason("name of who deletes", &job.by)?;
+    match &job.selection {
+        DeleteSelection::Keys(keys) => {
+            if keys.is_empty() {
+                return Err(SubmissionError::Missing {
+                    field: "keys",
+                    message: "delete needs at least one key (or a prefix)".into(),
+                }
+                .into());
+            }
+            if keys.len() > MAX_DELETE_KEYS {
+                return Err(SubmissionError::Invalid {
+                    field: "keys",
+                    value: format!("{} keys", keys.len()),
+                    reason: format!(
+                        "at most {MAX_DELETE_KEYS} per job; delete a prefix, or split the list"
+                    ),
+                }
+                .into());
+            }
+            let mut seen = HashSet::with_capacity(keys.len());
+            for k in keys {
+                validate_key(k).map_err(|e| invalid("keys", k, e))?;
+                if !seen.insert(k.as_str()) {
+                    return Err(SubmissionError::KeyListedTwice { key: k.clone() }.into());
+                }
+            }
+            let live: HashSet<String> = catalogue.live_among(keys).await?.into_iter().collect();
+            let missing: Vec<&String> = keys.iter().filter(|k| !live.contains(*k)).collect();
+            if !missing.is_empty() {
+                let mut listed: Vec<String> = missing
+                    .iter()
+                    .take(LISTED)
+                    .map(|k| format!("`{k}`"))
+                    .collect();
+                if missing.len() > LISTED {
+                    listed.push(format!("and {} more", missing.len() - LISTED));
+                }
+                return Err(SubmissionError::NothingToDelete {
+                    count: missing.len(),
+                    keys: listed.join(", "),
+                }
+                .into());
+            }
+            if let Some((what, hold)) = catalogue.hold_against(keys, None).await? {
+                return Err(hold.refusal(&what).into());
+            }
+        }
+        DeleteSelection::Prefix(p) => {
+            validate_key_prefix(p).map_err(|e| invalid("prefix", p, e))?;
+            if p.is_empty() {
+                return Err(SubmissionError::Invalid {
+                    field: "prefix",
+                    value: String::new(),
+                    reason: "an empty prefix names every object; give the prefix to delete".into(),
+                }
+                .into());
+            }
+            if !catalogue.live_under(p).await? {
+                return Err(SubmissionError::PrefixMatchesNothing { prefix: p.clone() }.into());
+            }
+            if let Some((what, hold)) = catalogue.hold_against(&[], Some(p)).await? {
+                return Err(hold.refusal(&what).into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A verify: its target must exist in the catalogue.
 pub async fn check_verify(catalogue: &Catalogue, job: &VerifyJob) -> Result<()> {
     match &job.target {
@@ -717,6 +804,7 @@ pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Re
         JobSpec::Verify(v) => check_verify(catalogue, v).await?,
         JobSpec::Intake(i) => check_intake(i)?,
         JobSpec::Rebuild(_) => {}
+        JobSpec::Delete(d) => check_delete(catalogue, d).await?,
     }
     // The queue's own checks, so the refusal comes from here with the rest.
     spec.validate().map_err(|message| JobsError::Config {

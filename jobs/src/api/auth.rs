@@ -47,6 +47,11 @@ impl Caller {
         ))
     }
 
+    /// Who the caller is, for the records it leaves (`token:ID (NAME)`).
+    pub fn who(&self) -> String {
+        format!("token:{} ({})", self.0.id, self.0.name)
+    }
+
     /// Whether this caller may see and act on a job that `owner` submitted.
     pub fn owns_or_oversees(&self, owner: Option<&str>) -> bool {
         self.0.sees_all_jobs() || owner == Some(self.0.id.as_str())

@@ -184,6 +184,14 @@ fn catalogue_error(e: &CatalogueError) -> ApiError {
             S::CONFLICT,
             "the catalogue refused the change in its current state",
         ),
+        CatalogueError::Held { .. } => (
+            S::CONFLICT,
+            "an admin releases the hold with POST /v1/holds/{id}/release once it may be lifted",
+        ),
+        CatalogueError::PastQuarantine { .. } => (
+            S::CONFLICT,
+            "only what was deleted within [lifecycle] quarantine_days comes back",
+        ),
         _ => (
             S::INTERNAL_SERVER_ERROR,
             "see the log of reel serve for details",

@@ -38,6 +38,7 @@ mod drives;
 mod error;
 mod jobs;
 mod library;
+mod lifecycle;
 pub mod limits;
 mod metrics;
 mod objects;
@@ -210,6 +211,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/recall", post(jobs::submit_recall))
         .route("/v1/jobs/verify", post(jobs::submit_verify))
         .route("/v1/jobs/intake", post(jobs::submit_intake))
+        .route("/v1/jobs/delete", post(lifecycle::submit_delete))
+        .route("/v1/catalog/undelete", post(lifecycle::undelete))
+        .route("/v1/catalog/recycle", get(lifecycle::recycle))
+        .route(
+            "/v1/holds",
+            get(lifecycle::holds).post(lifecycle::place_hold),
+        )
+        .route("/v1/holds/{id}/release", post(lifecycle::release_hold))
         .route("/v1/jobs/{id}", get(jobs::show))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/retry", post(jobs::retry))

@@ -3,7 +3,9 @@
 use axum::response::Json;
 use utoipa::OpenApi;
 
-use super::{cartridges, catalog, drives, jobs, library, metrics, objects, queues, vault};
+use super::{
+    cartridges, catalog, drives, jobs, library, lifecycle, metrics, objects, queues, vault,
+};
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
 #[derive(OpenApi)]
@@ -17,6 +19,12 @@ use super::{cartridges, catalog, drives, jobs, library, metrics, objects, queues
         jobs::submit_recall,
         jobs::submit_verify,
         jobs::submit_intake,
+        lifecycle::submit_delete,
+        lifecycle::undelete,
+        lifecycle::recycle,
+        lifecycle::holds,
+        lifecycle::place_hold,
+        lifecycle::release_hold,
         jobs::list,
         jobs::show,
         jobs::cancel,

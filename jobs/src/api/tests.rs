@@ -522,6 +522,12 @@ async fn api_openapi_names_every_route() {
         ("/v1/jobs/recall", "post"),
         ("/v1/jobs/verify", "post"),
         ("/v1/jobs/intake", "post"),
+        ("/v1/jobs/delete", "post"),
+        ("/v1/catalog/undelete", "post"),
+        ("/v1/catalog/recycle", "get"),
+        ("/v1/holds", "get"),
+        ("/v1/holds", "post"),
+        ("/v1/holds/{id}/release", "post"),
         ("/v1/jobs", "get"),
         ("/v1/jobs/{id}", "get"),
         ("/v1/jobs/{id}/cancel", "post"),
@@ -2139,4 +2145,212 @@ async fn api_queues_and_failed_requests() {
     assert_eq!(v["failed"], json!([]), "{v}");
     let (_, v) = call(&f, Method::GET, &format!("/v1/jobs/{id}"), None).await;
     assert_eq!(v["failures"][0]["reason"], "disk on fire", "{v}");
+}
+
+#[tokio::test]
+async fn api_delete_undelete_recycle_and_holds() {
+    let f = fixture().await;
+    let st = &f.state;
+    seed(st, "S00001", "a/x").await;
+    seed(st, "S00002", "a/y").await;
+    seed(st, "S00003", "b/x").await;
+    let client = st
+        .tokens()
+        .create(
+            "client",
+            reel_queue::token::parse_scopes("submit").unwrap(),
+            vec!["/".into()],
+            vec!["a/".into()],
+            50,
+        )
+        .await
+        .unwrap()
+        .bearer;
+    // Outside the token's key prefixes; no reason; keys and a prefix; an empty prefix; a key
+    // with nothing to delete; a key twice.
+    for (body, status, needle) in [
+        (
+            json!({"keys": ["b/x"], "reason": "r"}),
+            StatusCode::FORBIDDEN,
+            "key prefixes",
+        ),
+        (
+            json!({"prefix": "b/", "reason": "r"}),
+            StatusCode::FORBIDDEN,
+            "key prefixes",
+        ),
+        (
+            json!({"keys": ["a/x"], "reason": " "}),
+            StatusCode::BAD_REQUEST,
+            "reason",
+        ),
+        (
+            json!({"keys": ["a/x"], "prefix": "a/", "reason": "r"}),
+            StatusCode::BAD_REQUEST,
+            "both",
+        ),
+        (
+            json!({"keys": ["a/nope"], "reason": "r"}),
+            StatusCode::BAD_REQUEST,
+            "nothing to delete",
+        ),
+        (
+            json!({"keys": ["a/x", "a/x"], "reason": "r"}),
+            StatusCode::BAD_REQUEST,
+            "twice",
+        ),
+        (
+            json!({"keys": [], "reason": "r"}),
+            StatusCode::BAD_REQUEST,
+            "at least one key",
+        ),
+    ] {
+        let (code, v) = post(st, &client, "/v1/jobs/delete", body.clone()).await;
+        assert_error(code, &v, status, needle);
+    }
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        "/v1/jobs/delete",
+        Some(json!({"prefix": "", "reason": "r"})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "empty prefix");
+    // Holds: only an admin places and releases one; a delete meeting it is refused.
+    let (code, v) = post(
+        st,
+        &client,
+        "/v1/holds",
+        json!({"key": "a/x", "reason": "case"}),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "`admin` scope");
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        "/v1/holds",
+        Some(json!({"key": "a/x", "prefix": "a/", "reason": "case"})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "exactly one");
+    let (code, hold) = call(
+        &f,
+        Method::POST,
+        "/v1/holds",
+        Some(json!({"key": "a/x", "reason": "case 9"})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{hold}");
+    assert!(
+        hold["placed_by"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("token:"),
+        "{hold}"
+    );
+    let id = hold["id"].as_i64().unwrap();
+    for body in [
+        json!({"keys": ["a/x"], "reason": "r"}),
+        json!({"prefix": "a/", "reason": "r"}),
+    ] {
+        let (code, v) = post(st, &client, "/v1/jobs/delete", body).await;
+        assert_error(code, &v, StatusCode::CONFLICT, "legal hold");
+    }
+    let (code, v) = call(&f, Method::GET, "/v1/holds", None).await;
+    assert_eq!(
+        (code, v["holds"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1)),
+        "{v}"
+    );
+    let (code, v) = post(
+        st,
+        &client,
+        &format!("/v1/holds/{id}/release"),
+        json!({"reason": "done"}),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "`admin` scope");
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        &format!("/v1/holds/{id}/release"),
+        Some(json!({"reason": "done"})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["active"], false, "{v}");
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        &format!("/v1/holds/{id}/release"),
+        Some(json!({"reason": "again"})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "released already");
+    let (code, v) = call(&f, Method::GET, "/v1/holds?all=true", None).await;
+    assert_eq!(
+        (code, v["holds"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1)),
+        "{v}"
+    );
+    // Now the delete is queued, as the token's.
+    let (code, v) = post(
+        st,
+        &client,
+        "/v1/jobs/delete",
+        json!({"prefix": "a/", "reason": "tidy"}),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["kind"], "delete", "{v}");
+    // The job runs on a worker; mark the objects here as it would, then undelete over HTTP.
+    let cat = st.catalogue();
+    let scope = reel_engine::catalogue::DeleteScope::Prefix("a/");
+    let d = cat
+        .open_deletion("j", "token:x (client)", "tidy", &scope)
+        .await
+        .unwrap();
+    assert_eq!(cat.delete_batch(d, &scope, "", 100).await.unwrap().keys, 2);
+    let (code, v) = call(&f, Method::GET, "/v1/catalog/recycle?prefix=a/", None).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["objects"].as_array().map(Vec::len), Some(2), "{v}");
+    let (code, v) = call(&f, Method::GET, "/v1/catalog/recycle?limit=0", None).await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "out of range");
+    let (code, v) = post(
+        st,
+        &client,
+        "/v1/catalog/undelete",
+        json!({"keys": ["b/x"]}),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "key prefixes");
+    let (code, v) = post(
+        st,
+        &client,
+        "/v1/catalog/undelete",
+        json!({"keys": ["a/x"]}),
+    )
+    .await;
+    assert_eq!((code, v["keys"].as_u64()), (StatusCode::OK, Some(1)), "{v}");
+    let (code, v) = post(
+        st,
+        &client,
+        "/v1/catalog/undelete",
+        json!({"keys": ["a/x"]}),
+    )
+    .await;
+    assert_error(
+        code,
+        &v,
+        StatusCode::BAD_REQUEST,
+        "nothing of it is deleted",
+    );
+    let (code, v) = post(st, &client, "/v1/catalog/undelete", json!({"prefix": "a/"})).await;
+    assert_eq!((code, v["keys"].as_u64()), (StatusCode::OK, Some(1)), "{v}");
+    let (code, v) = call(&f, Method::GET, "/v1/catalog/objects?prefix=a/", None).await;
+    assert_eq!(
+        (code, v.as_array().map(Vec::len)),
+        (StatusCode::OK, Some(2)),
+        "{v}"
+    );
 }

@@ -61,7 +61,7 @@ pub struct WantedList {
 }
 
 fn by(caller: &Caller) -> String {
-    format!("token:{} ({})", caller.token().id, caller.token().name)
+    caller.who()
 }
 
 /// Export cartridges: each becomes `exported` at once (no new work takes it; recalls only it

@@ -444,6 +444,10 @@ fn task_result(barcode: &str, found: serde_json::Value) -> serde_json::Value {
 }
 
 impl TapeExecutor for EngineExecutor {
+    fn object_catalogue(&self) -> Option<&Catalogue> {
+        Some(self.catalogue())
+    }
+
     async fn settle_catches(&self, within: std::time::Duration) {
         if !self.service.settle_catches(within).await {
             tracing::warn!(

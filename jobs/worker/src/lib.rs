@@ -19,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod delete;
 pub mod drive_metrics;
 pub mod embedded;
 pub mod executor;

@@ -262,6 +262,12 @@ pub trait TapeExecutor: Send + Sync + 'static {
         job: &RebuildJob,
     ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
+    /// The catalogue a delete job marks objects in (`crate::delete`); `None` (the default) for
+    /// an executor without one, whose delete jobs fail saying so.
+    fn object_catalogue(&self) -> Option<&reel_engine::catalogue::Catalogue> {
+        None
+    }
+
     /// Wait, at most `within`, until what the drives' checks caught is recorded (a stopping
     /// worker calls it last, so its last catches are kept). Nothing to wait for by default.
     fn settle_catches(&self, within: Duration) -> impl Future<Output = ()> + Send {
@@ -619,6 +625,8 @@ impl<E: TapeExecutor> Runtime<E> {
             JobSpec::Verify(v) => ex.plan_verify(id, v).await,
             JobSpec::Intake(i) => ex.plan_intake(id, i).await,
             JobSpec::Rebuild(r) => ex.plan_rebuild(id, r).await,
+            // Not a tape job: `execute` runs it before planning.
+            JobSpec::Delete(_) => Ok(Vec::new()),
         }?;
         for r in &mut reqs {
             r.priority = rec.priority;
@@ -632,6 +640,16 @@ impl<E: TapeExecutor> Runtime<E> {
         cancel: &CancellationToken,
         user: &CancellationToken,
     ) -> Ending {
+        // A delete touches no tape: it runs here, in bounded batches, to its end.
+        if let JobSpec::Delete(job) = &rec.spec {
+            return match crate::delete::run(self, rec, job, cancel).await {
+                Ok(v) => Ending::Done(v),
+                Err(_) if user.is_cancelled() => Ending::Cancelled,
+                Err(_) if cancel.is_cancelled() => Ending::Interrupted,
+                Err(JobsError::Cancelled(_)) => Ending::Cancelled,
+                Err(e) => Ending::Failed(e),
+            };
+        }
         let planned = self.plan_once(rec, cancel, self.plan(rec)).await;
         // Nothing to do on tape (no new cartridge to label, say): done now, not at the next
         // heartbeat.
@@ -787,7 +805,7 @@ impl<E: TapeExecutor> Runtime<E> {
                 JobKind::Intake | JobKind::Rebuild | JobKind::Recall | JobKind::Verify => {
                     self.requests.results(&rec.id).await?
                 }
-                JobKind::Archive => Vec::new(),
+                JobKind::Archive | JobKind::Delete => Vec::new(),
             };
             self.store()
                 .finish(
@@ -1681,6 +1699,12 @@ async fn drive_step<E: TapeExecutor>(
     mounted: &mut Option<Held>,
     short_pools: &mut BTreeMap<String, tokio::time::Instant>,
 ) -> Result<()> {
+    // The other drives before the queues: a drive settles its requests before it unloads, so
+    // a cartridge the board shows free has no done work left in the queues read after it.
+    // (Read the other way round, a drive that finished a cartridge's last read and unloaded it
+    // between the two reads looked free with work queued, and this drive mounted it again
+    // for nothing.)
+    let others = other_drives(rt, drive).await?;
     let mut queues = rt.requests.summaries().await?;
     let now = tokio::time::Instant::now();
     short_pools.retain(|_, until| *until > now);
@@ -1725,7 +1749,7 @@ async fn drive_step<E: TapeExecutor>(
     // Decide for this drive with every other drive's mount counted (group caps, a cartridge
     // in one drive, extra drives for a pool); see `queue::drives`.
     let mut drives = vec![state];
-    drives.extend(other_drives(rt, drive).await?);
+    drives.extend(others);
     let mut decision = scheduler::decide(policy, &queues, &drives)
         .into_iter()
         .next();
