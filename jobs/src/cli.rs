@@ -1449,7 +1449,7 @@ async fn wait(
 async fn lifecycle(loaded: &LoadedConfig, cmd: crate::lifecycle_cmd::Lifecycle) -> Result<Output> {
     ensure_data_dir(loaded).await?;
     let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
-    let p = crate::lifecycle_cmd::run(&cat, loaded.config.lifecycle.quarantine_days, cmd).await;
+    let p = crate::lifecycle_cmd::run(&cat, cmd).await;
     cat.close().await;
     let p = p?;
     Ok(Output {

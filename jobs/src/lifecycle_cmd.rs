@@ -12,9 +12,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use reel_engine::catalogue::{
-    Catalogue, DeleteScope, HoldScope, LegalHold, Recycled, Undeleted, quarantine_secs,
-};
+use reel_engine::catalogue::{Catalogue, DeleteScope, HoldScope, LegalHold, Recycled, Undeleted};
 use reel_queue::error::{JobsError, Result};
 
 /// A deleted object generation in the recycle log, for `--json` and the API.
@@ -129,15 +127,12 @@ impl From<Undeleted> for UndeleteView {
 /// Most keys one undelete names (as a delete).
 pub const MAX_UNDELETE_KEYS: usize = reel_queue::job::MAX_DELETE_KEYS;
 
-/// Bring back `keys` (all or none) or what is under `prefix`, deleted less than
-/// `quarantine_days` ago.
+/// Bring back `keys` (all or none) or what is under `prefix`, whose quarantine has not ended.
 pub async fn undelete(
     cat: &Catalogue,
     keys: Vec<String>,
     prefix: Option<String>,
-    quarantine_days: u64,
 ) -> Result<UndeleteView> {
-    let q = quarantine_secs(quarantine_days);
     let out = match (prefix, keys.is_empty()) {
         (Some(_), false) => {
             return Err(refused(
@@ -145,7 +140,7 @@ pub async fn undelete(
                 "give keys, or --prefix (`prefix`) alone",
             ));
         }
-        (Some(p), true) => cat.undelete(&DeleteScope::Prefix(&p), q).await?,
+        (Some(p), true) => cat.undelete(&DeleteScope::Prefix(&p)).await?,
         (None, true) => {
             return Err(refused(
                 "an undelete needs at least one key (or a prefix)",
@@ -165,21 +160,16 @@ pub async fn undelete(
             let mut sorted = keys;
             sorted.sort();
             sorted.dedup();
-            cat.undelete(&DeleteScope::Keys(&sorted), q).await?
+            cat.undelete(&DeleteScope::Keys(&sorted)).await?
         }
     };
     Ok(out.into())
 }
 
 /// The recycle log under `prefix`, at most `limit` entries.
-pub async fn recycle(
-    cat: &Catalogue,
-    prefix: &str,
-    limit: u64,
-    quarantine_days: u64,
-) -> Result<Vec<RecycledView>> {
+pub async fn recycle(cat: &Catalogue, prefix: &str, limit: u64) -> Result<Vec<RecycledView>> {
     Ok(cat
-        .recycle_log(prefix, limit, quarantine_secs(quarantine_days))
+        .recycle_log(prefix, limit)
         .await?
         .into_iter()
         .map(RecycledView::from)
@@ -205,6 +195,18 @@ pub fn hold_scope(key: Option<String>, prefix: Option<String>) -> Result<HoldSco
     }
 }
 
+/// A key or name as text for people: as it is, or quoted with escapes when it holds
+/// characters a terminal would act on or not show (a newline, an escape sequence).
+fn shown(s: &str) -> String {
+    if s.chars()
+        .any(|c| c.is_control() || reel_engine::catalogue::is_invisible(c))
+    {
+        format!("{s:?}")
+    } else {
+        s.to_string()
+    }
+}
+
 fn when(unix: i64) -> String {
     crate::text::when_ms(unix.saturating_mul(1000))
 }
@@ -218,7 +220,7 @@ pub fn recycle_text(rows: &[RecycledView], limit: u64) -> String {
     for r in rows {
         out.push_str(&format!(
             "{}  gen {}  {}  deleted {} by {} ({})  undeletable until {}\n",
-            r.key,
+            shown(&r.key),
             r.generation,
             crate::text::human_bytes(r.size),
             when(r.deleted_unix),
@@ -238,8 +240,8 @@ pub fn recycle_text(rows: &[RecycledView], limit: u64) -> String {
 /// Text of one hold.
 pub fn hold_text(h: &HoldView) -> String {
     let what = match (&h.key, &h.prefix) {
-        (Some(k), _) => format!("key {k}"),
-        (_, Some(p)) => format!("prefix {p}"),
+        (Some(k), _) => format!("key {}", shown(k)),
+        (_, Some(p)) => format!("prefix {}", shown(p)),
         _ => String::new(),
     };
     let mut line = format!(
@@ -300,7 +302,7 @@ pub enum RecycleCommand {
         #[arg(default_value = "")]
         prefix: String,
         /// At most this many.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
         limit: u64,
     },
 }
@@ -377,22 +379,18 @@ pub fn delete_spec(args: &DeleteArgs) -> Result<reel_queue::job::JobSpec> {
 }
 
 /// Run `reel undelete`, `reel recycle` or `reel hold` on the catalogue.
-pub async fn run(
-    cat: &Catalogue,
-    quarantine_days: u64,
-    cmd: Lifecycle,
-) -> Result<crate::cartridge_cmd::Printed> {
+pub async fn run(cat: &Catalogue, cmd: Lifecycle) -> Result<crate::cartridge_cmd::Printed> {
     use crate::cartridge_cmd::Printed;
     Ok(match cmd {
         Lifecycle::Undelete(u) => {
-            let out = undelete(cat, u.keys, u.prefix, quarantine_days).await?;
+            let out = undelete(cat, u.keys, u.prefix).await?;
             let mut text = format!(
                 "brought back {} key(s), {} object generation(s)\n",
                 out.keys, out.objects
             );
             if out.past_quarantine > 0 {
                 text.push_str(&format!(
-                    "{} key(s) under the prefix were deleted more than {quarantine_days} days ago: past the quarantine, not brought back\n",
+                    "{} key(s) under the prefix are past their quarantine: not brought back\n",
                     out.past_quarantine
                 ));
             }
@@ -402,7 +400,7 @@ pub async fn run(
             }
         }
         Lifecycle::Recycle(RecycleCommand::Ls { prefix, limit }) => {
-            let rows = recycle(cat, &prefix, limit, quarantine_days).await?;
+            let rows = recycle(cat, &prefix, limit).await?;
             Printed {
                 text: recycle_text(&rows, limit),
                 json: serde_json::to_value(&rows).unwrap_or_default(),

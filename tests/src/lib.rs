@@ -591,6 +591,33 @@ pub async fn catalogue_rows(data_dir: &Path, store_url: &str, sql: &str) -> Vec<
     }
 }
 
+/// Run one statement that changes the catalogue of a data directory (a test moving time, say,
+/// while no worker runs); returns the rows it changed.
+pub async fn catalogue_exec(data_dir: &Path, store_url: &str, sql: &str) -> u64 {
+    if let Some(file) = store_url.strip_prefix("sqlite:") {
+        let url = format!("sqlite:{}", data_dir.join(file).display());
+        let pool = sqlx::SqlitePool::connect(&url)
+            .await
+            .expect("open the catalogue");
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .expect("catalogue statement");
+        pool.close().await;
+        done.rows_affected()
+    } else {
+        let pool = sqlx::PgPool::connect(store_url)
+            .await
+            .expect("open the catalogue");
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .expect("catalogue statement");
+        pool.close().await;
+        done.rows_affected()
+    }
+}
+
 /// Objects with more than one copy that counts (in a durable or verified container), with
 /// their count, and the number of containers left durable (never verified).
 pub async fn extra_copies(data_dir: &Path, store_url: &str) -> (Vec<(String, i64)>, i64) {

@@ -185,3 +185,91 @@ async fn delete_undelete_and_legal_holds_through_the_worker() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_refuses_early_deletes_and_expires_what_it_no_longer_keeps() {
+    for store in stores("cli_retention").await {
+        let name = store.name();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        // Class `default` keeps objects a day, then lets them expire; class `two` has no
+        // retention.
+        write_config(
+            dir.path(),
+            &store.url(),
+            lib.path(),
+            2,
+            "[lifecycle]\ndelete_batch = 2\n\n[lifecycle.retention.default]\ndays = 1\nexpire = true\n",
+        );
+        let d = dir.path();
+        let w = Worker::start(d, 1);
+        let src = tempfile::tempdir().unwrap();
+        for (i, k) in ["r1", "r2", "r3"].iter().enumerate() {
+            write_random_file(&src.path().join(k), 20_000, i as u64);
+        }
+        let v = run_job(
+            d,
+            &[
+                "archive",
+                src.path().to_str().unwrap(),
+                "--key-prefix",
+                "r/",
+            ],
+        );
+        assert_eq!(v["state"], "done", "{name}: {v}");
+        let other = tempfile::tempdir().unwrap();
+        write_random_file(&other.path().join("free"), 20_000, 9);
+        let v = run_job(
+            d,
+            &[
+                "archive",
+                other.path().to_str().unwrap(),
+                "--key-prefix",
+                "f/",
+                "--class",
+                "two",
+            ],
+        );
+        assert_eq!(v["state"], "done", "{name}: {v}");
+        // Named keys are refused; a prefix skips them and says so.
+        reel_refused(
+            d,
+            &["delete", "r/r1", "--reason", "early"],
+            "retained by storage class default",
+        );
+        let v = run_job(d, &["delete", "--prefix", "r/", "--reason", "early"]);
+        assert_eq!(v["result"]["keys"], 0, "{name}: {v}");
+        assert_eq!(v["result"]["retained_count"], 3, "{name}: {v}");
+        assert_eq!(listed(d, "r/"), 3, "{name}");
+        // A hold on one of them, and two days pass (while no worker runs).
+        reel_ok(d, &["hold", "place", "--key", "r/r2", "--reason", "audit"]);
+        assert_eq!(w.stop(), 0);
+        let aged = catalogue_exec(
+            d,
+            &store.url(),
+            "UPDATE objects SET created_unix = created_unix - 172800",
+        )
+        .await;
+        assert_eq!(aged, 4, "{name}");
+        // The worker's first expiry pass deletes what the retention no longer keeps, except
+        // the held key; the class without retention is untouched.
+        let _w = Worker::start(d, 2);
+        let t0 = std::time::Instant::now();
+        while listed(d, "r/") != 1 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "{name}: nothing expired: {:?}",
+                reel_ok(d, &["catalog", "ls", "r/"])
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert_eq!(reel_ok(d, &["catalog", "ls", "r/"])[0]["key"], "r/r2");
+        assert_eq!(listed(d, "f/"), 1, "{name}");
+        let log = reel_ok(d, &["recycle", "ls", "r/"]);
+        assert_eq!(log.as_array().map(Vec::len), Some(2), "{name}: {log}");
+        assert_eq!(log[0]["deleted_by"], "reel (retention)", "{name}: {log}");
+        // A key of a class without retention is deleted when asked.
+        let v = run_job(d, &["delete", "f/free", "--reason", "done"]);
+        assert_eq!(v["result"]["keys"], 1, "{name}: {v}");
+    }
+}

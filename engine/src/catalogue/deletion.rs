@@ -20,8 +20,9 @@ use serde::Serialize;
 use super::Catalogue;
 use super::backend::{Backend, in_write_tx, now_unix, on_pool};
 use super::error::{CatalogueError, DbContext, Result, shorten};
-use super::hold::{HoldRow, LegalHold, check_reason, hold_columns};
+use super::hold::{active_holds_locked, check_reason};
 use super::object::{prefix_upper_bound, validate_key, validate_key_prefix};
+use super::retention::retained_now;
 
 /// Keys one statement names at most.
 const KEYS_PER_STATEMENT: usize = 500;
@@ -69,8 +70,7 @@ impl DeleteScope<'_> {
                     return Err(CatalogueError::InvalidInput {
                         what: "prefix",
                         value: String::new(),
-                        reason: "an empty prefix names every object; give the prefix to delete"
-                            .into(),
+                        reason: "an empty prefix names every object; give a prefix".into(),
                     });
                 }
                 Ok(())
@@ -90,6 +90,8 @@ pub struct DeleteBatch {
     pub held: Vec<(String, i64)>,
     /// Keys named that have nothing to delete (never archived, or deleted already).
     pub missing: Vec<String>,
+    /// Keys skipped because their storage class still retains a generation of them.
+    pub retained: Vec<String>,
     /// The last key this batch looked at: the next batch starts after it.
     pub last: Option<String>,
     /// Whether there may be more after `last`.
@@ -138,39 +140,71 @@ struct RecycledRow {
     deletion: i64,
     job_id: String,
     deleted_unix: i64,
+    purge_after_unix: i64,
     deleted_by: String,
     reason: String,
 }
 
-fn quarantine_cutoff(now: i64, quarantine_secs: u64) -> i64 {
-    now.saturating_sub(i64::try_from(quarantine_secs).unwrap_or(i64::MAX))
-}
-
 impl Catalogue {
-    /// The deletion of delete job `job_id`: made now (by `by`, for `reason`, of `scope`) or,
-    /// for a job run again after a crash, the one its first run made.
+    /// The deletion of delete job `job_id`: made now (by `by`, for `reason`, of `scope`, with
+    /// a quarantine of `quarantine_secs` from now) or, for a job run again after a crash, the
+    /// one its first run made.
     pub async fn open_deletion(
         &self,
         job_id: &str,
         by: &str,
         reason: &str,
         scope: &DeleteScope<'_>,
+        quarantine_secs: u64,
     ) -> Result<i64> {
-        const OP: &str = "open_deletion";
         check_reason("reason", reason)?;
         check_reason("name of who deletes", by)?;
         scope.check()?;
+        self.insert_deletion(job_id, by, reason, &scope.describe(), quarantine_secs)
+            .await
+    }
+
+    /// The deletion of the expiry run `run` (one per run of `reel_worker::delete::expire`), by
+    /// reel, of what the retention of `classes` no longer covers.
+    pub async fn open_expiry(
+        &self,
+        run: &str,
+        classes: &[String],
+        quarantine_secs: u64,
+    ) -> Result<i64> {
+        self.insert_deletion(
+            run,
+            "reel (retention)",
+            &format!("its retention ended (storage class {})", classes.join(", ")),
+            "expiry",
+            quarantine_secs,
+        )
+        .await
+    }
+
+    async fn insert_deletion(
+        &self,
+        job_id: &str,
+        by: &str,
+        reason: &str,
+        scope: &str,
+        quarantine_secs: u64,
+    ) -> Result<i64> {
+        const OP: &str = "open_deletion";
         let now = now_unix();
+        let purge = now.saturating_add(i64::try_from(quarantine_secs).unwrap_or(i64::MAX));
         let id: i64 = on_pool!(&self.backend, |pool| {
             sqlx::query(
-                "INSERT INTO deletions (job_id, deleted_unix, deleted_by, reason, scope) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id) DO NOTHING",
+                "INSERT INTO deletions \
+                 (job_id, deleted_unix, purge_after_unix, deleted_by, reason, scope) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id) DO NOTHING",
             )
             .bind(job_id)
             .bind(now)
+            .bind(purge)
             .bind(by.trim())
             .bind(reason.trim())
-            .bind(shorten(&scope.describe()))
+            .bind(shorten(scope))
             .execute(pool)
             .await
             .ctx(OP)?;
@@ -196,27 +230,10 @@ impl Catalogue {
         const OP: &str = "delete_batch";
         scope.check()?;
         let limit = limit.max(1);
+        let now = now_unix();
         let postgres = matches!(self.backend, Backend::Postgres(_));
         let out = in_write_tx!(&self.backend, OP, |tx| {
-            // No hold lands between reading the holds and marking the objects.
-            if postgres {
-                sqlx::query("LOCK TABLE legal_holds IN SHARE MODE")
-                    .execute(&mut *tx)
-                    .await
-                    .ctx(OP)?;
-            }
-            let holds: Vec<HoldRow> = sqlx::query_as(concat!(
-                "SELECT ",
-                hold_columns!(),
-                " FROM legal_holds WHERE released_unix IS NULL"
-            ))
-            .fetch_all(&mut *tx)
-            .await
-            .ctx(OP)?;
-            let holds = holds
-                .into_iter()
-                .map(LegalHold::try_from)
-                .collect::<Result<Vec<_>>>()?;
+            let holds = active_holds_locked!(tx, postgres, OP);
             // The keys this batch looks at, and which of them have something to delete.
             let (looked, live): (Vec<String>, Vec<String>) = match scope {
                 DeleteScope::Keys(keys) => {
@@ -279,10 +296,31 @@ impl Catalogue {
                     .cloned()
                     .collect();
             }
+            // Keys with a generation their class still retains stay, as held ones do.
+            let mut retained = std::collections::HashSet::new();
+            for chunk in live.chunks(KEYS_PER_STATEMENT) {
+                let mut qb = sqlx::QueryBuilder::new(concat!(
+                    "SELECT DISTINCT o.key FROM object_retention r \
+                     JOIN objects o ON o.key = r.key AND o.generation = r.generation \
+                     WHERE o.deletion_id IS NULL AND ",
+                    retained_now!("")
+                ));
+                qb.push_bind(now);
+                qb.push(" AND o.key IN (");
+                let mut list = qb.separated(", ");
+                for k in chunk {
+                    list.push_bind(k.as_str());
+                }
+                qb.push(")");
+                let found: Vec<String> =
+                    qb.build_query_scalar().fetch_all(&mut *tx).await.ctx(OP)?;
+                retained.extend(found);
+            }
             let mut doomed = Vec::with_capacity(live.len());
             for k in live {
                 match holds.iter().find(|h| h.covers(&k)) {
                     Some(h) => batch.held.push((k, h.id)),
+                    None if retained.contains(&k) => batch.retained.push(k),
                     None => doomed.push(k),
                 }
             }
@@ -304,30 +342,31 @@ impl Catalogue {
         Ok(out)
     }
 
-    /// Bring back what `scope` names whose deletion is younger than `quarantine_secs`, every
-    /// generation of each key. Keys named one by one are all brought back or none: one that is
-    /// not deleted, or deleted past the quarantine, refuses the call. A prefix brings back what
-    /// it can and counts what is past the quarantine; it is refused only when nothing under it
-    /// can come back.
-    pub async fn undelete(
-        &self,
-        scope: &DeleteScope<'_>,
-        quarantine_secs: u64,
-    ) -> Result<Undeleted> {
+    /// Bring back what `scope` names whose deletion's quarantine has not ended (the quarantine
+    /// is fixed when the deletion is made: a later, longer setting brings back nothing whose
+    /// copies were already dead space), every generation of each key. Keys named one by one
+    /// are all brought back or none: one that is not deleted, or past its quarantine, refuses
+    /// the call. A prefix brings back what it can and counts the keys it cannot; it is refused
+    /// only when nothing under it can come back.
+    pub async fn undelete(&self, scope: &DeleteScope<'_>) -> Result<Undeleted> {
         const OP: &str = "undelete";
         scope.check()?;
         let now = now_unix();
-        let cutoff = quarantine_cutoff(now, quarantine_secs);
-        let days = |unix: i64| (now - unix).max(0) / DAY as i64;
-        let quarantine_days = quarantine_secs / DAY;
+        let past = |what: String, deleted: i64, quarantine: i64| CatalogueError::PastQuarantine {
+            what,
+            days: (now - deleted).max(0) / DAY as i64,
+            quarantine_days: u64::try_from(quarantine.max(0)).unwrap_or(0) / DAY,
+        };
         let out = in_write_tx!(&self.backend, OP, |tx| {
             let mut out = Undeleted::default();
             match scope {
                 DeleteScope::Keys(keys) => {
                     for chunk in keys.chunks(KEYS_PER_STATEMENT) {
-                        // Each key's latest deletion.
+                        // Each key's latest deletion: when its quarantine ends, when it was
+                        // made, how long it was.
                         let mut qb = sqlx::QueryBuilder::new(
-                            "SELECT o.key, MAX(d.deleted_unix) FROM objects o \
+                            "SELECT o.key, MAX(d.purge_after_unix), MAX(d.deleted_unix), \
+                                    MAX(d.purge_after_unix - d.deleted_unix) FROM objects o \
                              JOIN deletions d ON d.id = o.deletion_id WHERE o.key IN (",
                         );
                         let mut list = qb.separated(", ");
@@ -335,10 +374,12 @@ impl Catalogue {
                             list.push_bind(k.as_str());
                         }
                         qb.push(") GROUP BY o.key");
-                        let found: Vec<(String, i64)> =
+                        let found: Vec<(String, i64, i64, i64)> =
                             qb.build_query_as().fetch_all(&mut *tx).await.ctx(OP)?;
-                        let found: std::collections::HashMap<String, i64> =
-                            found.into_iter().collect();
+                        let found: std::collections::HashMap<String, (i64, i64, i64)> = found
+                            .into_iter()
+                            .map(|(k, purge, deleted, q)| (k, (purge, deleted, q)))
+                            .collect();
                         for k in chunk {
                             match found.get(k) {
                                 None => {
@@ -349,21 +390,17 @@ impl Catalogue {
                                             .into(),
                                     });
                                 }
-                                Some(&unix) if unix < cutoff => {
-                                    return Err(CatalogueError::PastQuarantine {
-                                        what: format!("key {}", shorten(k)),
-                                        days: days(unix),
-                                        quarantine_days,
-                                    });
+                                Some(&(purge, deleted, q)) if purge <= now => {
+                                    return Err(past(format!("key {}", shorten(k)), deleted, q));
                                 }
                                 Some(_) => {}
                             }
                         }
                         let mut qb = sqlx::QueryBuilder::new(
                             "UPDATE objects SET deletion_id = NULL WHERE deletion_id IN \
-                             (SELECT id FROM deletions WHERE deleted_unix >= ",
+                             (SELECT id FROM deletions WHERE purge_after_unix > ",
                         );
-                        qb.push_bind(cutoff);
+                        qb.push_bind(now);
                         qb.push(") AND key IN (");
                         let mut list = qb.separated(", ");
                         for k in chunk {
@@ -377,30 +414,36 @@ impl Catalogue {
                 DeleteScope::Prefix(prefix) => {
                     let upper =
                         prefix_upper_bound(prefix).unwrap_or_else(|| "\u{10FFFF}".repeat(2));
-                    let (within, past, newest_past): (i64, i64, Option<i64>) = sqlx::query_as(
+                    // Keys that can come back, keys with something deleted, and of the
+                    // deletions past their quarantine the latest and its length.
+                    let (within, all, newest_past, quarantine): (
+                        i64,
+                        i64,
+                        Option<i64>,
+                        Option<i64>,
+                    ) = sqlx::query_as(
                         "SELECT \
-                           COUNT(DISTINCT CASE WHEN d.deleted_unix >= $3 THEN o.key END), \
-                           COUNT(DISTINCT CASE WHEN d.deleted_unix < $3 THEN o.key END), \
-                           MAX(CASE WHEN d.deleted_unix < $3 THEN d.deleted_unix END) \
-                         FROM objects o JOIN deletions d ON d.id = o.deletion_id \
-                         WHERE o.key >= $1 AND o.key < $2",
+                               COUNT(DISTINCT CASE WHEN d.purge_after_unix > $3 THEN o.key END), \
+                               COUNT(DISTINCT o.key), \
+                               MAX(CASE WHEN d.purge_after_unix <= $3 THEN d.deleted_unix END), \
+                               MAX(CASE WHEN d.purge_after_unix <= $3 \
+                                   THEN d.purge_after_unix - d.deleted_unix END) \
+                             FROM objects o JOIN deletions d ON d.id = o.deletion_id \
+                             WHERE o.key >= $1 AND o.key < $2",
                     )
                     .bind(*prefix)
                     .bind(&upper)
-                    .bind(cutoff)
+                    .bind(now)
                     .fetch_one(&mut *tx)
                     .await
                     .ctx(OP)?;
                     if within == 0 {
                         return Err(match newest_past {
-                            Some(unix) if past > 0 => CatalogueError::PastQuarantine {
-                                what: format!(
-                                    "everything deleted under prefix {}",
-                                    shorten(prefix)
-                                ),
-                                days: days(unix),
-                                quarantine_days,
-                            },
+                            Some(deleted) if all > 0 => past(
+                                format!("everything deleted under prefix {}", shorten(prefix)),
+                                deleted,
+                                quarantine.unwrap_or(0),
+                            ),
                             _ => CatalogueError::InvalidInput {
                                 what: "prefix",
                                 value: shorten(prefix),
@@ -412,17 +455,17 @@ impl Catalogue {
                     }
                     let done = sqlx::query(
                         "UPDATE objects SET deletion_id = NULL WHERE key >= $1 AND key < $2 \
-                         AND deletion_id IN (SELECT id FROM deletions WHERE deleted_unix >= $3)",
+                         AND deletion_id IN (SELECT id FROM deletions WHERE purge_after_unix > $3)",
                     )
                     .bind(*prefix)
                     .bind(&upper)
-                    .bind(cutoff)
+                    .bind(now)
                     .execute(&mut *tx)
                     .await
                     .ctx(OP)?;
                     out.objects = done.rows_affected();
                     out.keys = within as u64;
-                    out.past_quarantine = past as u64;
+                    out.past_quarantine = (all - within).max(0) as u64;
                 }
             }
             out
@@ -432,12 +475,7 @@ impl Catalogue {
 
     /// The recycle log: deleted object generations whose key starts with `prefix` (`""`:
     /// all), by key and generation, at most `limit`, each with when its quarantine ends.
-    pub async fn recycle_log(
-        &self,
-        prefix: &str,
-        limit: u64,
-        quarantine_secs: u64,
-    ) -> Result<Vec<Recycled>> {
+    pub async fn recycle_log(&self, prefix: &str, limit: u64) -> Result<Vec<Recycled>> {
         const OP: &str = "recycle_log";
         validate_key_prefix(prefix)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -445,7 +483,7 @@ impl Catalogue {
         let rows: Vec<RecycledRow> = on_pool!(&self.backend, |pool| {
             sqlx::query_as(
                 "SELECT o.key, o.generation, o.size, d.id AS deletion, d.job_id, \
-                        d.deleted_unix, d.deleted_by, d.reason \
+                        d.deleted_unix, d.purge_after_unix, d.deleted_by, d.reason \
                  FROM objects o JOIN deletions d ON d.id = o.deletion_id \
                  WHERE o.deletion_id IS NOT NULL AND o.key >= $1 AND o.key < $2 \
                  ORDER BY o.key, o.generation LIMIT $3",
@@ -457,13 +495,12 @@ impl Catalogue {
             .await
             .ctx(OP)?
         });
-        let q = i64::try_from(quarantine_secs).unwrap_or(i64::MAX);
         rows.into_iter()
             .map(|r| {
                 Ok(Recycled {
                     generation: super::backend::from_db("generation", r.generation)?,
                     size: super::backend::from_db("size", r.size)?,
-                    purge_after_unix: r.deleted_unix.saturating_add(q),
+                    purge_after_unix: r.purge_after_unix,
                     key: r.key,
                     deletion: r.deletion,
                     job_id: r.job_id,
@@ -473,6 +510,41 @@ impl Catalogue {
                 })
             })
             .collect()
+    }
+
+    /// How many keys and object generations deletion `id` holds deleted now (every attempt of
+    /// its job together, less what was undeleted).
+    pub async fn deletion_size(&self, id: i64) -> Result<(u64, u64)> {
+        const OP: &str = "deletion_size";
+        let (keys, objects): (i64, i64) = on_pool!(&self.backend, |pool| {
+            sqlx::query_as(
+                "SELECT COUNT(DISTINCT key), COUNT(*) FROM objects WHERE deletion_id = $1",
+            )
+            .bind(id)
+            .fetch_one(pool)
+            .await
+            .ctx(OP)?
+        });
+        Ok((
+            u64::try_from(keys).unwrap_or(0),
+            u64::try_from(objects).unwrap_or(0),
+        ))
+    }
+
+    /// Remove deletion `id` if it deleted nothing (an expiry run that found nothing due).
+    pub async fn drop_empty_deletion(&self, id: i64) -> Result<()> {
+        const OP: &str = "drop_empty_deletion";
+        on_pool!(&self.backend, |pool| {
+            sqlx::query(
+                "DELETE FROM deletions WHERE id = $1 \
+                 AND NOT EXISTS (SELECT 1 FROM objects WHERE deletion_id = $1)",
+            )
+            .bind(id)
+            .execute(pool)
+            .await
+            .ctx(OP)?;
+        });
+        Ok(())
     }
 
     /// Which of `keys` have something to delete (a generation not deleted), in the order given.
@@ -564,10 +636,13 @@ mod tests {
         archive(c, &all).await?;
         let scope = DeleteScope::Prefix("d/");
         assert!(c.live_under("d/").await?);
-        let d = c.open_deletion("job1", "alice", "cleanup", &scope).await?;
+        let d = c
+            .open_deletion("job1", "alice", "cleanup", &scope, Q)
+            .await?;
         // The same job again (a crash and a retry): the same deletion.
         assert_eq!(
-            c.open_deletion("job1", "alice", "cleanup", &scope).await?,
+            c.open_deletion("job1", "alice", "cleanup", &scope, Q)
+                .await?,
             d
         );
         let mut after = String::new();
@@ -590,7 +665,7 @@ mod tests {
         assert!(!c.live_under("d/").await?);
         let named = ["d/1".to_string(), "e/0".to_string(), "zz".to_string()];
         assert_eq!(c.live_among(&named).await?, vec!["e/0".to_string()]);
-        let log = c.recycle_log("d/", 100, Q).await?;
+        let log = c.recycle_log("d/", 100).await?;
         assert_eq!(log.len(), 7);
         assert_eq!(log[0].deleted_by, "alice");
         assert_eq!(log[0].purge_after_unix, log[0].deleted_unix + Q as i64);
@@ -599,18 +674,18 @@ mod tests {
         assert_eq!((b.keys, b.more), (0, false));
         // Undelete one key, then the rest by prefix.
         let one = ["d/3".to_string()];
-        let u = c.undelete(&DeleteScope::Keys(&one), Q).await?;
+        let u = c.undelete(&DeleteScope::Keys(&one)).await?;
         assert_eq!((u.keys, u.objects), (1, 1));
         assert!(c.object("d/3").await?.is_some());
         // Undeleting a key that is not deleted is refused, naming it.
-        let e = c.undelete(&DeleteScope::Keys(&one), Q).await.unwrap_err();
+        let e = c.undelete(&DeleteScope::Keys(&one)).await.unwrap_err();
         assert!(e.to_string().contains("nothing of it is deleted"), "{e}");
-        let u = c.undelete(&scope, Q).await?;
+        let u = c.undelete(&scope).await?;
         assert_eq!((u.keys, u.past_quarantine), (6, 0));
         assert_eq!(c.list_objects("d/", 100).await?.len(), 7);
-        assert!(c.recycle_log("", 100, Q).await?.is_empty());
+        assert!(c.recycle_log("", 100).await?.is_empty());
         // Nothing deleted under the prefix any more: refused.
-        assert!(c.undelete(&scope, Q).await.is_err());
+        assert!(c.undelete(&scope).await.is_err());
         // Refusals of the scope itself.
         assert!(
             c.delete_batch(d, &DeleteScope::Prefix(""), "", 3)
@@ -637,7 +712,7 @@ mod tests {
             .await?;
         let keys: Vec<String> = ["h/a", "h/b", "nope"].map(String::from).to_vec();
         let scope = DeleteScope::Keys(&keys);
-        let d = c.open_deletion("job2", "bob", "tidy", &scope).await?;
+        let d = c.open_deletion("job2", "bob", "tidy", &scope, Q).await?;
         let b = c.delete_batch(d, &scope, "", 100).await?;
         assert_eq!(b.keys, 1);
         assert_eq!(b.held, vec![("h/b".to_string(), h.id)]);
@@ -647,7 +722,7 @@ mod tests {
         assert!(c.object("h/b").await?.is_some());
         // A prefix deletion skips the held key too; once released it goes.
         let p = DeleteScope::Prefix("h/");
-        let d2 = c.open_deletion("job3", "bob", "tidy", &p).await?;
+        let d2 = c.open_deletion("job3", "bob", "tidy", &p, Q).await?;
         let b = c.delete_batch(d2, &p, "", 100).await?;
         assert_eq!((b.keys, b.held.len()), (1, 1));
         c.release_hold(h.id, "legal", "closed").await?;
@@ -663,30 +738,46 @@ mod tests {
         labelled(c, "A1", "p").await?;
         archive(c, &["q/a", "q/b"]).await?;
         let p = DeleteScope::Prefix("q/");
-        let d = c.open_deletion("job4", "carol", "old", &p).await?;
+        // An hour's quarantine, made a day ago.
+        let d = c.open_deletion("job4", "carol", "old", &p, 3600).await?;
         c.delete_batch(d, &p, "", 100).await?;
-        // A quarantine of 0 seconds has passed for a deletion made a second ago... or now:
-        // move the deletion back a day instead, to be sure.
         on_pool!(&c.backend, |pool| {
-            sqlx::query("UPDATE deletions SET deleted_unix = deleted_unix - 86400 WHERE id = $1")
-                .bind(d)
-                .execute(pool)
-                .await?;
+            sqlx::query(
+                "UPDATE deletions SET deleted_unix = deleted_unix - 86400, \
+                 purge_after_unix = purge_after_unix - 86400 WHERE id = $1",
+            )
+            .bind(d)
+            .execute(pool)
+            .await?;
         });
-        let e = c.undelete(&p, 3600).await.unwrap_err();
+        let e = c.undelete(&p).await.unwrap_err();
         assert!(
-            matches!(e, CatalogueError::PastQuarantine { days: 1, .. }),
+            matches!(
+                e,
+                CatalogueError::PastQuarantine {
+                    days: 1,
+                    quarantine_days: 0,
+                    ..
+                }
+            ),
             "{e}"
         );
         let one = ["q/a".to_string()];
-        let e = c
-            .undelete(&DeleteScope::Keys(&one), 3600)
-            .await
-            .unwrap_err();
+        let e = c.undelete(&DeleteScope::Keys(&one)).await.unwrap_err();
         assert!(e.to_string().contains("past the 0-day quarantine"), "{e}");
         assert!(c.object("q/a").await?.is_none());
-        // Within a longer quarantine it comes back.
-        assert_eq!(c.undelete(&p, Q).await?.keys, 2);
+        // A later deletion with a long quarantine comes back alone: the prefix brings back
+        // what it can and counts the rest.
+        labelled(c, "A2", "p").await?;
+        let copies = [copy("q/c", 1, 0, 10, 9)];
+        container_with(c, "A2", &copies, ContainerState::Durable).await?;
+        let three = ["q/c".to_string()];
+        let k = DeleteScope::Keys(&three);
+        let d2 = c.open_deletion("job5", "carol", "new", &k, Q).await?;
+        c.delete_batch(d2, &k, "", 100).await?;
+        let u = c.undelete(&p).await?;
+        assert_eq!((u.keys, u.past_quarantine), (1, 2));
+        assert!(c.object("q/c").await?.is_some() && c.object("q/a").await?.is_none());
         Ok(())
     }
 }

@@ -178,6 +178,13 @@ pub enum CatalogueError {
         reason: String,
     },
 
+    /// No legal hold has this number.
+    #[error("there is no legal hold {id}; list them with `reel hold ls --all`")]
+    UnknownHold {
+        /// The number asked for.
+        id: i64,
+    },
+
     /// A deletion would remove what a legal hold covers (`hold.rs`).
     #[error(
         "{what} is under legal hold {hold} (placed by {by}: {reason}); nothing it covers is \
@@ -192,6 +199,22 @@ pub enum CatalogueError {
         by: String,
         /// Why.
         reason: String,
+    },
+
+    /// A deletion would remove a generation its storage class still retains (`retention.rs`).
+    #[error(
+        "object key {key:?} generation {generation} is retained by storage class {storage_class} \
+         for {days_left} more day(s); it cannot be deleted before its retention ends"
+    )]
+    Retained {
+        /// The key.
+        key: String,
+        /// The generation.
+        generation: u64,
+        /// The class whose retention holds it.
+        storage_class: String,
+        /// Days left, rounded up.
+        days_left: i64,
     },
 
     /// An undelete named objects whose deletion is older than the quarantine: their copies are

@@ -140,6 +140,45 @@ macro_rules! hold_columns {
 }
 pub(crate) use hold_columns;
 
+/// The active holds, read in the write transaction `$tx` that is about to delete what they
+/// do not cover; on PostgreSQL (`$postgres`) with the table locked against new holds until it
+/// commits, so no hold lands between this read and the deletion.
+macro_rules! active_holds_locked {
+    ($tx:ident, $postgres:expr, $op:expr) => {{
+        if $postgres {
+            $crate::catalogue::error::DbContext::ctx(
+                sqlx::query("LOCK TABLE legal_holds IN SHARE MODE")
+                    .execute(&mut *$tx)
+                    .await,
+                $op,
+            )?;
+        }
+        let rows: Vec<$crate::catalogue::hold::HoldRow> = $crate::catalogue::error::DbContext::ctx(
+            sqlx::query_as(concat!(
+                "SELECT ",
+                $crate::catalogue::hold::hold_columns!(),
+                " FROM legal_holds WHERE released_unix IS NULL"
+            ))
+            .fetch_all(&mut *$tx)
+            .await,
+            $op,
+        )?;
+        rows.into_iter()
+            .map($crate::catalogue::hold::LegalHold::try_from)
+            .collect::<$crate::catalogue::error::Result<Vec<_>>>()?
+    }};
+}
+pub(crate) use active_holds_locked;
+
+/// Whether `c` is a Unicode format character that a terminal shows as nothing or that
+/// reorders the text around it (zero-width spaces and joiners, direction marks and overrides,
+/// the byte-order mark, the soft hyphen).
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
 /// Check a reason or a name: 1 to [`MAX_REASON`] bytes, no control characters.
 pub fn check_reason(what: &'static str, text: &str) -> Result<()> {
     let t = text.trim();
@@ -159,8 +198,11 @@ pub fn check_reason(what: &'static str, text: &str) -> Result<()> {
             t.len()
         )));
     }
-    if t.chars().any(char::is_control) {
-        return Err(bad("it holds control characters".into()));
+    if t.chars().any(|c| c.is_control() || is_invisible(c)) {
+        return Err(bad(
+            "it holds control or invisible characters (a line break, a direction mark, a zero-width space)"
+                .into(),
+        ));
     }
     Ok(())
 }
@@ -227,11 +269,7 @@ impl Catalogue {
             .await
             .ctx(OP)?;
             let Some(hold) = row.map(LegalHold::try_from).transpose()? else {
-                return Err(CatalogueError::InvalidInput {
-                    what: "legal hold",
-                    value: id.to_string(),
-                    reason: "there is no such hold; list them with `reel hold ls`".into(),
-                });
+                return Err(CatalogueError::UnknownHold { id });
             };
             if let (Some(_), Some(who)) = (hold.released_unix, &hold.released_by) {
                 return Err(CatalogueError::InvalidInput {
@@ -383,6 +421,11 @@ mod tests {
         );
         assert!(
             c.place_hold(&HoldScope::Key("/abs".into()), "a", "r")
+                .await
+                .is_err()
+        );
+        assert!(
+            c.place_hold(&HoldScope::Key("k".into()), "a", "x\u{202E}y")
                 .await
                 .is_err()
         );

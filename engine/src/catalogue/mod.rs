@@ -36,6 +36,7 @@ mod hold;
 mod integrity;
 mod object;
 mod pool;
+mod retention;
 mod statistics;
 #[cfg(test)]
 mod test_support;
@@ -51,13 +52,14 @@ pub use container::{Container, ContainerState};
 pub use deletion::{DAY, DeleteBatch, DeleteScope, Recycled, Undeleted, quarantine_secs};
 pub use error::{CatalogueError, Result, StoreFault};
 pub use health::HealthRecord;
-pub use hold::{HoldScope, LegalHold, MAX_REASON, check_reason};
+pub use hold::{HoldScope, LegalHold, MAX_REASON, check_reason, is_invisible};
 pub use integrity::CatchRecord;
 pub use object::{
     CopiedObject, CopyLocation, MAX_KEY_BYTES, NewCopy, Object, RESERVED_FIRST_SEGMENT,
     validate_key, validate_key_prefix,
 };
 pub use pool::StorageClass;
+pub use retention::{ExpireBatch, Retained, retained_refusal};
 pub use vault::{MAX_LOCATION, VaultEntry, check_location};
 pub use writer_lease::WriterLease;
 

@@ -309,6 +309,22 @@ pub struct LifecycleConfig {
     pub quarantine_days: u64,
     /// Keys a delete job marks per transaction.
     pub delete_batch: u32,
+    /// Minutes between two expiry passes of a worker (deleting what a retention with `expire`
+    /// no longer covers); 0: none.
+    pub expire_every_minutes: u64,
+    /// Storage class → its retention (`[lifecycle.retention.CLASS]`).
+    pub retention: BTreeMap<String, RetentionRule>,
+}
+
+/// `[lifecycle.retention.CLASS]`: how long objects of a storage class are kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionRule {
+    /// Days from an object's archiving before it may be deleted.
+    pub days: u64,
+    /// Whether a worker deletes it once they are over (into the recycle log, as a delete).
+    #[serde(default)]
+    pub expire: bool,
 }
 
 impl Default for LifecycleConfig {
@@ -316,6 +332,8 @@ impl Default for LifecycleConfig {
         LifecycleConfig {
             quarantine_days: 31,
             delete_batch: 2000,
+            expire_every_minutes: 60,
+            retention: BTreeMap::new(),
         }
     }
 }
@@ -324,6 +342,15 @@ impl LifecycleConfig {
     /// The quarantine in seconds.
     pub fn quarantine_secs(&self) -> u64 {
         reel_engine::catalogue::quarantine_secs(self.quarantine_days)
+    }
+
+    /// The storage classes whose objects expire once their retention is over.
+    pub fn expiring_classes(&self) -> Vec<String> {
+        self.retention
+            .iter()
+            .filter(|(_, r)| r.expire)
+            .map(|(c, _)| c.clone())
+            .collect()
     }
 }
 
@@ -722,6 +749,23 @@ impl Config {
                     l.quarantine_days
                 ),
             );
+        }
+        for (class, rule) in &l.retention {
+            if self.pools_of(class).is_none() {
+                return bad(
+                    "[lifecycle.retention]",
+                    format!("`{class}` is not a storage class of [archive.storage_classes]"),
+                );
+            }
+            if rule.days == 0 || rule.days > MAX_QUARANTINE_DAYS {
+                return bad(
+                    "[lifecycle.retention]",
+                    format!(
+                        "`{class}`: days = {} must be 1..={MAX_QUARANTINE_DAYS}",
+                        rule.days
+                    ),
+                );
+            }
         }
         if l.delete_batch == 0 || l.delete_batch > 100_000 {
             return bad(

@@ -23,8 +23,8 @@
 //! - verify: a container or cartridge the catalogue does not know.
 //! - intake: empty or repeated barcodes, an empty pool name.
 //! - delete: no reason; no keys, more than [`MAX_DELETE_KEYS`], a bad or repeated key, a key
-//!   with nothing to delete; an empty prefix or one with nothing under it; anything a legal
-//!   hold covers.
+//!   with nothing to delete or one its storage class still retains; an empty prefix or one
+//!   with nothing under it; anything a legal hold covers.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
@@ -690,6 +690,9 @@ pub async fn check_delete(catalogue: &Catalogue, job: &DeleteJob) -> Result<()> 
             }
             if let Some((what, hold)) = catalogue.hold_against(keys, None).await? {
                 return Err(hold.refusal(&what).into());
+            }
+            if let Some(r) = catalogue.retained_among(keys).await?.first() {
+                return Err(reel_engine::catalogue::retained_refusal(r).into());
             }
         }
         DeleteSelection::Prefix(p) => {

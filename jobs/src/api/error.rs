@@ -174,6 +174,9 @@ fn catalogue_error(e: &CatalogueError) -> ApiError {
             S::BAD_REQUEST,
             "fix the key or value; keys are UTF-8 paths without empty or dot segments",
         ),
+        CatalogueError::UnknownHold { .. } => {
+            (S::NOT_FOUND, "list the holds with GET /v1/holds?all=true")
+        }
         CatalogueError::UnknownCartridge { .. }
         | CatalogueError::UnknownPool { .. }
         | CatalogueError::UnknownContainer { .. } => (
@@ -187,6 +190,10 @@ fn catalogue_error(e: &CatalogueError) -> ApiError {
         CatalogueError::Held { .. } => (
             S::CONFLICT,
             "an admin releases the hold with POST /v1/holds/{id}/release once it may be lifted",
+        ),
+        CatalogueError::Retained { .. } => (
+            S::CONFLICT,
+            "its storage class's retention ([lifecycle.retention]) keeps it until it ends",
         ),
         CatalogueError::PastQuarantine { .. } => (
             S::CONFLICT,

@@ -186,13 +186,7 @@ pub(super) async fn undelete(
             (Vec::new(), Some(p))
         }
     };
-    let out = crate::lifecycle_cmd::undelete(
-        state.catalogue(),
-        keys,
-        prefix,
-        state.config().lifecycle.quarantine_days,
-    )
-    .await?;
+    let out = crate::lifecycle_cmd::undelete(state.catalogue(), keys, prefix).await?;
     tracing::info!(token = %caller.token().id, keys = out.keys, "undeleted over HTTP");
     Ok(Json(out))
 }
@@ -224,13 +218,9 @@ pub(super) async fn recycle(
             format!("give a limit from 1 to {MAX_LIST}, and page with a longer prefix"),
         ));
     }
-    let objects = crate::lifecycle_cmd::recycle(
-        state.catalogue(),
-        &q.prefix.unwrap_or_default(),
-        limit,
-        state.config().lifecycle.quarantine_days,
-    )
-    .await?;
+    let objects =
+        crate::lifecycle_cmd::recycle(state.catalogue(), &q.prefix.unwrap_or_default(), limit)
+            .await?;
     Ok(Json(RecycleList { objects }))
 }
 
@@ -302,7 +292,8 @@ pub(super) async fn place_hold(
     request_body = ReleaseRequest,
     responses(
         (status = 200, description = "released", body = HoldView),
-        (status = 400, description = "no such hold, one released already, an empty reason", body = ErrorBody),
+        (status = 400, description = "a hold released already, an empty reason", body = ErrorBody),
+        (status = 404, description = "no such hold", body = ErrorBody),
         (status = 403, description = "the token lacks `admin`", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )

@@ -2307,7 +2307,7 @@ async fn api_delete_undelete_recycle_and_holds() {
     let cat = st.catalogue();
     let scope = reel_engine::catalogue::DeleteScope::Prefix("a/");
     let d = cat
-        .open_deletion("j", "token:x (client)", "tidy", &scope)
+        .open_deletion("j", "token:x (client)", "tidy", &scope, 86_400)
         .await
         .unwrap();
     assert_eq!(cat.delete_batch(d, &scope, "", 100).await.unwrap().keys, 2);

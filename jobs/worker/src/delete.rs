@@ -48,12 +48,19 @@ pub async fn run<E: TapeExecutor>(
         DeleteScope::Prefix(_) => 0,
     };
     let deletion = cat
-        .open_deletion(&rec.id, &job.by, &job.reason, &scope)
+        .open_deletion(
+            &rec.id,
+            &job.by,
+            &job.reason,
+            &scope,
+            rt.config.lifecycle.quarantine_secs(),
+        )
         .await?;
     let batch_keys = rt.config.lifecycle.delete_batch as usize;
     let (mut keys, mut objects) = (0u64, 0u64);
     let (mut held, mut held_count) = (Vec::new(), 0u64);
     let (mut missing, mut missing_count) = (Vec::new(), 0u64);
+    let (mut retained, mut retained_count) = (Vec::new(), 0u64);
     let mut after = String::new();
     loop {
         if cancel.is_cancelled() {
@@ -77,7 +84,13 @@ pub async fn run<E: TapeExecutor>(
                 missing.push(key);
             }
         }
-        let looked = keys + held_count + missing_count;
+        retained_count += b.retained.len() as u64;
+        for key in b.retained {
+            if retained.len() < LISTED {
+                retained.push(key);
+            }
+        }
+        let looked = keys + held_count + missing_count + retained_count;
         rt.queue
             .store()
             .set_progress(
@@ -96,14 +109,70 @@ pub async fn run<E: TapeExecutor>(
         }
     }
     tracing::info!(deletion, keys, objects, held = held_count, "deleted");
+    // What the deletion holds: this attempt's keys and those of any attempt before it (a
+    // crash, a cancel and a retry).
+    let (all_keys, all_objects) = cat.deletion_size(deletion).await?;
     Ok(serde_json::json!({
         "deletion": deletion,
-        "keys": keys,
-        "objects": objects,
+        "keys": all_keys,
+        "objects": all_objects,
+        "keys_this_attempt": keys,
         "held_count": held_count,
         "held": held,
         "missing_count": missing_count,
         "missing": missing,
+        "retained_count": retained_count,
+        "retained": retained,
         "quarantine_days": rt.config.lifecycle.quarantine_days,
     }))
+}
+
+/// Most batches one expiry pass runs; what is left waits for the next pass, which then comes
+/// at the next maintenance tick.
+const EXPIRE_BATCHES: usize = 50;
+
+/// One expiry pass: delete, as reel, the generations of the storage classes whose retention
+/// says `expire` once it is over, in batches of `[lifecycle] delete_batch`, leaving what a
+/// legal hold covers. They go to the recycle log like any delete (undelete brings them back
+/// during the quarantine). Returns how many were deleted and whether more are due.
+pub async fn expire<E: TapeExecutor>(rt: &Runtime<E>) -> Result<(u64, bool)> {
+    let classes = rt.config.lifecycle.expiring_classes();
+    let Some(cat) = rt.executor.object_catalogue() else {
+        return Ok((0, false));
+    };
+    if classes.is_empty() {
+        return Ok((0, false));
+    }
+    let run = format!("expiry-{}-{}", rt.name, reel_queue::db::now_ms());
+    let deletion = cat
+        .open_expiry(&run, &classes, rt.config.lifecycle.quarantine_secs())
+        .await?;
+    let batch = rt.config.lifecycle.delete_batch as usize;
+    let (mut objects, mut held, mut after) = (0u64, 0u64, 0i64);
+    let mut more = false;
+    for _ in 0..EXPIRE_BATCHES {
+        if rt.shutdown.is_cancelled() {
+            more = true;
+            break;
+        }
+        let b = cat.expire_batch(deletion, &classes, after, batch).await?;
+        objects += b.objects;
+        held += b.held;
+        more = b.more;
+        match (b.more, b.last_id) {
+            (true, Some(id)) => after = id,
+            _ => break,
+        }
+    }
+    if objects == 0 {
+        cat.drop_empty_deletion(deletion).await?;
+    } else {
+        tracing::info!(
+            deletion,
+            objects,
+            held,
+            "expired what its retention no longer keeps"
+        );
+    }
+    Ok((objects, more))
 }

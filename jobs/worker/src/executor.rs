@@ -502,6 +502,18 @@ impl TapeExecutor for EngineExecutor {
         // One statement per few hundred keys, not a round trip each (a million objects).
         let keys: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
         let generations = self.catalogue().next_generations(&keys).await?;
+        // A class with a retention: each generation is recorded with its days before anything
+        // is written (planning again records the same).
+        if let Some(rule) = self.config.lifecycle.retention.get(&job.storage_class) {
+            let planned: Vec<(String, u64)> = keys
+                .iter()
+                .cloned()
+                .zip(generations.iter().copied())
+                .collect();
+            self.catalogue()
+                .record_retention(&job.storage_class, rule.days, &planned)
+                .await?;
+        }
         let mut reqs = Vec::with_capacity(files.len() * class.pools.len());
         for (
             SourceEntry {

@@ -1333,12 +1333,26 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
     let every = Duration::from_millis(rt.config.worker.heartbeat_ms);
     let retention = Duration::from_secs(rt.config.worker.retention_hours * 3600);
     let mut ticks: u64 = 0;
+    let expire_every = Duration::from_secs(rt.config.lifecycle.expire_every_minutes * 60);
+    let mut expired_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = rt.shutdown.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
         ticks += 1;
+        // What a retention with `expire` no longer keeps goes to the recycle log.
+        if !expire_every.is_zero() && expired_at.is_none_or(|t| t.elapsed() >= expire_every) {
+            match crate::delete::expire(&rt).await {
+                // More due: the next tick goes on.
+                Ok((_, true)) => {}
+                Ok((_, false)) => expired_at = Some(tokio::time::Instant::now()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "expiring objects past their retention failed");
+                    expired_at = Some(tokio::time::Instant::now());
+                }
+            }
+        }
         if let Err(e) = rt.finalize_waiting().await {
             tracing::warn!(error = %e, "updating waiting jobs failed");
         }
