@@ -232,6 +232,7 @@ pub(super) async fn recycle(
     params(HoldsQuery),
     responses(
         (status = 200, description = "the holds", body = HoldList),
+        (status = 400, description = "a bad query string (`all` is `true` or `false`)", body = ErrorBody),
         (status = 403, description = "the token lacks `read`", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
