@@ -53,6 +53,23 @@ async fn token(state: &AppState, scopes: &str, root: &str) -> String {
         .bearer
 }
 
+/// A new `submit` token named `name`, rooted at `/`, for keys under `prefix` only, with this
+/// highest priority.
+async fn prefixed_token(state: &AppState, name: &str, prefix: &str, max_priority: i32) -> String {
+    state
+        .tokens()
+        .create(
+            name,
+            reel_queue::token::parse_scopes("submit").unwrap(),
+            vec!["/".into()],
+            vec![prefix.into()],
+            max_priority,
+        )
+        .await
+        .unwrap()
+        .bearer
+}
+
 /// One request as the fixture's admin; returns the status and the body (JSON when it parses,
 /// else a JSON string).
 async fn call(f: &Fixture, method: Method, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -1054,18 +1071,7 @@ async fn key_prefixes_and_priority_bound_a_token() {
     let st = &f.state;
     seed(st, "S00001", "a/x").await;
     seed(st, "S00002", "b/x").await;
-    let t = st
-        .tokens()
-        .create(
-            "a",
-            reel_queue::token::parse_scopes("submit").unwrap(),
-            vec!["/".into()],
-            vec!["a/".into()],
-            10,
-        )
-        .await
-        .unwrap()
-        .bearer;
+    let t = prefixed_token(st, "a", "a/", 10).await;
     let to = "/tmp/reel-api-prefix";
     for body in [
         json!({"keys": ["b/x"], "to": to}),
@@ -2154,18 +2160,7 @@ async fn api_delete_undelete_recycle_and_holds() {
     seed(st, "S00001", "a/x").await;
     seed(st, "S00002", "a/y").await;
     seed(st, "S00003", "b/x").await;
-    let client = st
-        .tokens()
-        .create(
-            "client",
-            reel_queue::token::parse_scopes("submit").unwrap(),
-            vec!["/".into()],
-            vec!["a/".into()],
-            50,
-        )
-        .await
-        .unwrap()
-        .bearer;
+    let client = prefixed_token(st, "client", "a/", 50).await;
     // Outside the token's key prefixes; no reason; keys and a prefix; an empty prefix; a key
     // with nothing to delete; a key twice.
     for (body, status, needle) in [
