@@ -34,7 +34,8 @@ async fn delete_undelete_and_legal_holds_through_the_worker() {
         let name = store.name();
         let dir = tempfile::tempdir().unwrap();
         let lib = tempfile::tempdir().unwrap();
-        // Two keys per transaction: a prefix of five is three batches.
+        // Two keys per transaction, so the prefix of five goes in several batches (the
+        // engine's deletion tests count them; here the outcome is what is checked).
         write_config(
             dir.path(),
             &store.url(),
