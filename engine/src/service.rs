@@ -1133,6 +1133,19 @@ impl TapeService {
         label_cartridge(&self.catalogue, &held.drive, &held.mount.barcode, pool).await
     }
 
+    /// Reclaim the cartridge in `held` ([`crate::session::intake::relabel_for_reclaim`]).
+    pub async fn reclaim_held(
+        &self,
+        held: &HeldDrive,
+    ) -> Result<crate::session::intake::ReclaimOutcome, SessionError> {
+        crate::session::intake::relabel_for_reclaim(
+            &self.catalogue,
+            &held.drive,
+            &held.mount.barcode,
+        )
+        .await
+    }
+
     /// Read the label of the cartridge in `held` and compare it with the catalogue
     /// ([`crate::session::label_check`]); changes nothing.
     pub async fn check_label_held(

@@ -151,6 +151,8 @@ pub struct CartridgeDetail {
     pub location: Option<String>,
     /// Bytes written.
     pub used_bytes: u64,
+    /// Its label epoch: one more each time it is relabelled (reclaimed).
+    pub label_epoch: u64,
     /// Capacity as the drive reported it (0: not known yet).
     pub capacity_bytes: u64,
     /// Capacity less used; none while the capacity is not known.
@@ -198,6 +200,7 @@ impl CartridgeDetail {
             state_by: c.state_by,
             state_unix: c.state_unix,
             used_bytes: c.used_bytes,
+            label_epoch: c.label_epoch,
             capacity_bytes: c.capacity_bytes,
             worm: c.worm,
             mount_count: c.mount_count,

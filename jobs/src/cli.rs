@@ -69,6 +69,14 @@ pub enum Command {
     /// Legal holds: keys or prefixes nothing deletes until the hold is released.
     #[command(subcommand)]
     Hold(crate::lifecycle_cmd::HoldCommand),
+    /// Move every live object off cartridges (by barcode, pool, state, media generation or
+    /// live ratio) to cartridges of a pool, or only add missing copies (a job, below user
+    /// work); `--policy` runs the pools' policies now; `--dry-run` says what it would do.
+    Repack(crate::repack_cmd::RepackArgs),
+    /// Relabel cartridges that hold nothing to keep (no live, held, retained or quarantined
+    /// data) with a new label epoch and give them back to their pools (a job);
+    /// `--dry-run` says what may be reclaimed and what keeps the others.
+    Reclaim(crate::repack_cmd::ReclaimArgs),
     /// Inspect and manage jobs.
     #[command(subcommand)]
     Jobs(JobsCommand),
@@ -503,6 +511,8 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
         }
         Command::Recycle(r) => lifecycle(loaded, crate::lifecycle_cmd::Lifecycle::Recycle(r)).await,
         Command::Hold(h) => lifecycle(loaded, crate::lifecycle_cmd::Lifecycle::Hold(h)).await,
+        Command::Repack(r) => repack(loaded, r, json).await,
+        Command::Reclaim(r) => reclaim(loaded, r, json).await,
         Command::Jobs(j) => jobs(loaded, j, json).await,
         Command::Catalog(CatalogCommand::Rebuild {
             cartridges,
@@ -1444,6 +1454,78 @@ async fn wait(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// `reel repack`: a dry run, the policies' jobs, or one repack job.
+async fn repack(
+    loaded: &LoadedConfig,
+    r: crate::repack_cmd::RepackArgs,
+    json: bool,
+) -> Result<Output> {
+    ensure_data_dir(loaded).await?;
+    let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+    let by = crate::drive_cmd::operator();
+    if r.policy {
+        let queue = open_queue(loaded).await?;
+        let plan = crate::repack_cmd::plan(&cat, &loaded.config, queue.store()).await?;
+        let mut text = crate::repack_cmd::plan_text(&plan);
+        let mut ids = Vec::new();
+        if !r.dry_run {
+            for spec in reel_queue::repack_select::policy_jobs(&plan, &by) {
+                reel_queue::submission::check(&spec, &loaded.config, &cat).await?;
+                let rec = queue.submit(spec, r.submit.priority).await?;
+                text.push_str(&format!("submitted {} job {}\n", rec.kind, rec.id));
+                ids.push(rec.id);
+            }
+        }
+        return Ok(Output {
+            json: json!({"plan": plan, "submitted": ids}),
+            text,
+            status: 0,
+        });
+    }
+    let (spec, chosen) =
+        crate::repack_cmd::repack_job(&cat, r.selection(), r.to_pool.clone(), r.add_copies, by)
+            .await?;
+    if r.dry_run {
+        return Ok(Output {
+            json: json!({"cartridges": chosen}),
+            text: crate::repack_cmd::candidates_text(&chosen),
+            status: 0,
+        });
+    }
+    cat.close().await;
+    submit(loaded, spec, r.submit, json).await
+}
+
+/// `reel reclaim`: a dry run, or one reclaim job.
+async fn reclaim(
+    loaded: &LoadedConfig,
+    r: crate::repack_cmd::ReclaimArgs,
+    json: bool,
+) -> Result<Output> {
+    ensure_data_dir(loaded).await?;
+    let cat = reel_engine::catalogue::Catalogue::open(&loaded.config.store.url).await?;
+    if r.dry_run {
+        let checks = reel_queue::repack_select::reclaim_checks(&cat, &r.barcodes).await?;
+        return Ok(Output {
+            json: json!(checks),
+            text: crate::repack_cmd::checks_text(&checks),
+            status: 0,
+        });
+    }
+    if r.barcodes.is_empty() {
+        return Err(reel_queue::submission::SubmissionError::Missing {
+            field: "barcodes",
+            message: "name the cartridges to reclaim (`reel reclaim --dry-run` lists what may be)"
+                .into(),
+        }
+        .into());
+    }
+    let spec =
+        crate::repack_cmd::reclaim_job(&cat, r.barcodes, crate::drive_cmd::operator()).await?;
+    cat.close().await;
+    submit(loaded, spec, r.submit, json).await
 }
 
 async fn lifecycle(loaded: &LoadedConfig, cmd: crate::lifecycle_cmd::Lifecycle) -> Result<Output> {

@@ -24,6 +24,7 @@ pub mod logging;
 pub mod manpage;
 pub mod plugin_cmd;
 pub mod queue_cmd;
+pub mod repack_cmd;
 pub mod text;
 pub mod vault_cmd;
 

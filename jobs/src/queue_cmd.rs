@@ -142,7 +142,8 @@ pub async fn library(db: &Db, cat: &Catalogue) -> Result<Library> {
 
 /// Every queue with the rule holding it, highest priority and oldest first.
 pub async fn queues(db: &Db, cat: &Catalogue, config: &Config) -> Result<Vec<QueueView>> {
-    let policy = Policy::from_config(&config.scheduler);
+    let policy =
+        Policy::from_config(&config.scheduler).with_background_cap(config.repack.max_drives);
     let mut summaries = TapeRequests::new(db.clone()).summaries().await?;
     summaries.sort_by(|a, b| {
         b.priority
@@ -196,7 +197,8 @@ pub async fn job_waits(
     };
     let by_target: BTreeMap<&MountTarget, &QueueSummary> =
         summaries.iter().map(|q| (&q.target, q)).collect();
-    let policy = Policy::from_config(&config.scheduler);
+    let policy =
+        Policy::from_config(&config.scheduler).with_background_cap(config.repack.max_drives);
     Ok(groups
         .iter()
         .map(|g| wait_of(g, &policy, &by_target, &lib, now))

@@ -36,6 +36,8 @@ mod hold;
 mod integrity;
 mod object;
 mod pool;
+mod reclaim;
+mod repack;
 mod retention;
 mod statistics;
 #[cfg(test)]
@@ -59,6 +61,8 @@ pub use object::{
     validate_key, validate_key_prefix,
 };
 pub use pool::StorageClass;
+pub use reclaim::ReclaimCheck;
+pub use repack::{DropOutcome, LiveOn, TapePosition};
 pub use retention::{ExpireBatch, Retained, retained_refusal};
 pub use vault::{MAX_LOCATION, VaultEntry, check_location};
 pub use writer_lease::WriterLease;

@@ -252,6 +252,7 @@ macro_rules! meta_columns {
         "o.kind, o.mode, o.uid, o.gid, o.mtime_ns, o.flags"
     };
 }
+pub(crate) use meta_columns;
 
 impl MetaColumns {
     /// The columns for `meta`, as they are stored.
@@ -332,7 +333,7 @@ impl TryFrom<ObjectRow> for Object {
 
 /// A copy joined with its container and cartridge.
 #[derive(sqlx::FromRow)]
-struct CopyRow {
+pub(super) struct CopyRow {
     key: String,
     generation: i64,
     barcode: String,

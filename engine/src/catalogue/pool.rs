@@ -161,7 +161,7 @@ impl Catalogue {
     }
 
     /// Whether the pool exists.
-    pub(crate) async fn pool_exists(&self, name: &str) -> Result<bool> {
+    pub async fn pool_exists(&self, name: &str) -> Result<bool> {
         const OP: &str = "pool_exists";
         let n: i64 = on_pool!(&self.backend, |pool| {
             sqlx::query_scalar("SELECT COUNT(*) FROM pools WHERE name = $1")

@@ -97,8 +97,98 @@ pub async fn label_cartridge(
     }
 }
 
+/// What reclaim did with a cartridge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ReclaimOutcome {
+    /// Relabelled with a new epoch: empty, active in its pool again.
+    Reclaimed {
+        /// Its pool.
+        pool: String,
+        /// The new label epoch.
+        epoch: u64,
+        /// Bytes of dead space given back.
+        bytes: u64,
+    },
+    /// Refused: nothing was written.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Reclaim the cartridge mounted in `drive`: check that it carries the label the catalogue
+/// knows, retire its containers in the catalogue if nothing on it must survive
+/// ([`Catalogue::retire_for_reclaim`]), then write a new label at BOT with the next epoch and
+/// a new UUID. Writing at BOT ends the data there: the old containers are beyond end of data
+/// and no catalogue entry of the old epoch can match the new label. Run again after a crash,
+/// it finds the containers already dead and finishes the relabel.
+pub async fn relabel_for_reclaim(
+    catalogue: &Catalogue,
+    drive: &Drive,
+    barcode: &str,
+) -> Result<ReclaimOutcome, SessionError> {
+    let Some(known) = catalogue.cartridge(barcode).await? else {
+        return Ok(ReclaimOutcome::Refused {
+            reason: format!("cartridge {barcode} is not in the catalogue"),
+        });
+    };
+    let Some(pool) = known.pool.clone() else {
+        return Ok(ReclaimOutcome::Refused {
+            reason: format!("cartridge {barcode} is in no pool; it was never labelled"),
+        });
+    };
+    match read_label(drive, barcode).await? {
+        LabelState::Reel(l) if Some(l.cartridge_uuid) == known.cartridge_uuid => {}
+        LabelState::Reel(l) => {
+            return Ok(ReclaimOutcome::Refused {
+                reason: format!(
+                    "cartridge {barcode} carries label {} (epoch {}), not the catalogue's; check it (`reel verify --label {barcode}`)",
+                    l.cartridge_uuid, l.epoch
+                ),
+            });
+        }
+        LabelState::Foreign(reason) => {
+            return Ok(ReclaimOutcome::Refused {
+                reason: format!("cartridge {barcode} is not reel's: {reason}"),
+            });
+        }
+        LabelState::Blank => {
+            return Ok(ReclaimOutcome::Refused {
+                reason: format!(
+                    "cartridge {barcode} reads blank, not the label the catalogue knows; check it (`reel verify --label {barcode}`)"
+                ),
+            });
+        }
+    }
+    let check = catalogue.retire_for_reclaim(barcode).await?;
+    if let Some(reason) = check.refusal() {
+        return Ok(ReclaimOutcome::Refused { reason });
+    }
+    let epoch = known.label_epoch + 1;
+    let label = Label {
+        barcode: barcode.to_string(),
+        pool: pool.clone(),
+        cartridge_uuid: Uuid::new_v4(),
+        epoch,
+        created_unix: unix_now(),
+    };
+    write_label(drive, &label).await?;
+    catalogue
+        .set_labelled(barcode, &pool, label.cartridge_uuid, epoch)
+        .await?;
+    super::space::record_capacity(catalogue, drive, barcode).await?;
+    info!(barcode, pool, epoch, bytes = check.used_bytes, "reclaimed");
+    Ok(ReclaimOutcome::Reclaimed {
+        pool,
+        epoch,
+        bytes: check.used_bytes,
+    })
+}
+
 /// Write the label record and a synchronous filemark at BOT, then the MAM attributes.
-/// Only ever called on a blank cartridge (end of data at BOT).
+/// Called on a blank cartridge (end of data at BOT), or by reclaim on one whose containers
+/// the catalogue has retired.
 async fn write_label(drive: &Drive, label: &Label) -> Result<(), SessionError> {
     drive.rewind().await?;
     let rec = label.encode();

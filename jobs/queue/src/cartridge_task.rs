@@ -40,6 +40,9 @@ pub enum CartridgeTask {
     /// Read the cartridge's label and compare it with the catalogue; a cartridge whose label
     /// differs is marked broken with what differs.
     CheckLabel,
+    /// Relabel a cartridge with no data left to keep, with the next label epoch, and give it
+    /// back to its pool (reclaim).
+    Reclaim,
 }
 
 impl CartridgeTask {
@@ -69,7 +72,8 @@ impl CartridgeTask {
             CartridgeTask::Verify { container } => format!("container {container} on {barcode}"),
             CartridgeTask::Label { .. }
             | CartridgeTask::Rebuild { .. }
-            | CartridgeTask::CheckLabel => format!("cartridge {barcode}"),
+            | CartridgeTask::CheckLabel
+            | CartridgeTask::Reclaim => format!("cartridge {barcode}"),
         }
     }
 }
@@ -81,9 +85,9 @@ pub type TaskResult = serde_json::Value;
 /// (intake, rebuild).
 pub fn unit(kind: JobKind) -> &'static str {
     match kind {
-        JobKind::Archive | JobKind::Recall | JobKind::Delete => "objects",
+        JobKind::Archive | JobKind::Recall | JobKind::Delete | JobKind::Repack => "objects",
         JobKind::Verify => "containers",
-        JobKind::Intake | JobKind::Rebuild => "cartridges",
+        JobKind::Intake | JobKind::Rebuild | JobKind::Reclaim => "cartridges",
     }
 }
 
@@ -108,9 +112,13 @@ pub fn job_result(
         JobKind::Verify => {
             serde_json::json!({"verified": counts.done, "bytes": counts.bytes_total})
         }
-        JobKind::Intake | JobKind::Rebuild => serde_json::json!({"cartridges": results}),
+        JobKind::Intake | JobKind::Rebuild | JobKind::Reclaim => {
+            serde_json::json!({"cartridges": results})
+        }
         // A delete has no tape requests: its result is made where it runs (the worker).
         JobKind::Delete => serde_json::json!({"keys": counts.done}),
+        // A repack's result is made where it runs too.
+        JobKind::Repack => serde_json::json!({"objects": counts.done}),
     }
 }
 

@@ -23,6 +23,7 @@ const SECTIONS: &[&str] = &[
     "recall",
     "intake",
     "lifecycle",
+    "repack",
     "worker",
     "scheduler",
     "serve",
@@ -44,6 +45,8 @@ pub struct Config {
     pub intake: IntakeConfig,
     /// Deleting and keeping data.
     pub lifecycle: LifecycleConfig,
+    /// Moving data off cartridges and reclaiming them.
+    pub repack: RepackConfig,
     /// The worker process.
     pub worker: WorkerConfig,
     /// Mount decisions.
@@ -354,6 +357,74 @@ impl LifecycleConfig {
     }
 }
 
+/// `[repack]`: how a repack job moves data, and the policies that start repacks and reclaims
+/// on their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RepackConfig {
+    /// Where a repack keeps the objects it has read and not yet written (relative to the data
+    /// directory): one directory per job, removed when the job ends.
+    pub buffer_dir: String,
+    /// Bytes a repack job's objects may hold in the buffer at once: its reads wait while the
+    /// buffer holds this much (one object larger than it goes alone).
+    pub buffer_bytes: u64,
+    /// Reads a repack job has queued at most: it expands its source's objects into tape
+    /// requests this many at a time, in tape order (and has four times as many objects in
+    /// flight, read or being written, at most).
+    pub window: u32,
+    /// Drives background work (repack) may hold at once; 0: no cap. User work is never capped
+    /// by it, and pre-empts background work once a mount is `min_mount_seconds` old.
+    pub max_drives: u32,
+    /// Automatic repack and reclaim (the policy pass of a worker holding the library), for
+    /// every pool; each pool can switch them off in `[repack.pools.POOL]`.
+    pub auto: bool,
+    /// Minutes between two policy passes of a worker (0: none).
+    pub every_minutes: u64,
+    /// Per pool: `[repack.pools.POOL]`.
+    pub pools: BTreeMap<String, RepackPoolPolicy>,
+}
+
+/// `[repack.pools.POOL]`: the automatic policies of one pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RepackPoolPolicy {
+    /// Repack a full cartridge whose live bytes fall below this fraction of its used bytes
+    /// (0: never by this rule).
+    pub live_below: f64,
+    /// Repack a cartridge whose media health says to replace it (media errors past
+    /// `[archive] media_alert_limit`, TapeAlert media flags).
+    pub on_bad_health: bool,
+    /// Reclaim full cartridges with nothing left to keep.
+    pub reclaim: bool,
+    /// Switch this pool's automatic repack and reclaim off.
+    pub off: bool,
+}
+
+impl Default for RepackPoolPolicy {
+    fn default() -> Self {
+        RepackPoolPolicy {
+            live_below: 0.0,
+            on_bad_health: false,
+            reclaim: false,
+            off: false,
+        }
+    }
+}
+
+impl Default for RepackConfig {
+    fn default() -> Self {
+        RepackConfig {
+            buffer_dir: "repack".into(),
+            buffer_bytes: 64 << 30,
+            window: 2_000,
+            max_drives: 1,
+            auto: false,
+            every_minutes: 60,
+            pools: BTreeMap::new(),
+        }
+    }
+}
+
 /// `[worker]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -480,7 +551,11 @@ impl LoadedConfig {
         let mut own = vec![abs(&self.data_dir)];
         own.extend(self.file.as_deref().map(abs));
         // The upload spool and the staging area hold other clients' objects.
-        for dir in [&self.config.serve.spool_dir, &self.config.serve.staging_dir] {
+        for dir in [
+            &self.config.serve.spool_dir,
+            &self.config.serve.staging_dir,
+            &self.config.repack.buffer_dir,
+        ] {
             own.push(abs(Path::new(dir)));
         }
         if let Ok(Some(plugin)) = self.config.library.plugin_file() {
@@ -740,6 +815,24 @@ impl Config {
         if w.concurrency == 0 {
             return bad("[worker] concurrency", "must be at least 1".into());
         }
+        let r = &self.repack;
+        if r.buffer_dir.is_empty() || r.buffer_bytes == 0 || r.window == 0 {
+            return bad(
+                "[repack]",
+                "buffer_dir must be given, buffer_bytes and window must be at least 1".into(),
+            );
+        }
+        for (pool, p) in &r.pools {
+            if !(0.0..=1.0).contains(&p.live_below) {
+                return bad(
+                    "[repack.pools]",
+                    format!(
+                        "{pool}: live_below {} is not a fraction between 0 and 1",
+                        p.live_below
+                    ),
+                );
+            }
+        }
         let l = &self.lifecycle;
         if l.quarantine_days > MAX_QUARANTINE_DAYS {
             return bad(
@@ -923,7 +1016,11 @@ impl Config {
         };
         resolve_sqlite(&mut self.store.url);
         resolve_sqlite(&mut self.store.jobs_url);
-        for dir in [&mut self.serve.spool_dir, &mut self.serve.staging_dir] {
+        for dir in [
+            &mut self.serve.spool_dir,
+            &mut self.serve.staging_dir,
+            &mut self.repack.buffer_dir,
+        ] {
             if Path::new(dir.as_str()).is_relative() {
                 *dir = data_dir.join(dir.as_str()).display().to_string();
             }

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_PRIORITY: i32 = 50;
 /// Default priority of verify jobs (background work).
 pub const VERIFY_PRIORITY: i32 = 10;
+/// Default priority of repack jobs: below every user job and verify, so their reads and writes
+/// wait behind user work on a shared cartridge or pool, and the scheduler's cap on background
+/// drives (`[repack] max_drives`) applies to them.
+pub const REPACK_PRIORITY: i32 = 5;
 
 /// The kind of a job; also the name of its apalis queue (`reel.<kind>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -28,17 +32,23 @@ pub enum JobKind {
     Rebuild,
     /// Delete objects from the catalogue (into the recycle log).
     Delete,
+    /// Move live objects off cartridges (or add missing copies).
+    Repack,
+    /// Relabel emptied cartridges and give them back to their pools.
+    Reclaim,
 }
 
 impl JobKind {
     /// Every kind.
-    pub const ALL: [JobKind; 6] = [
+    pub const ALL: [JobKind; 8] = [
         JobKind::Archive,
         JobKind::Recall,
         JobKind::Verify,
         JobKind::Intake,
         JobKind::Rebuild,
         JobKind::Delete,
+        JobKind::Repack,
+        JobKind::Reclaim,
     ];
 
     /// Lower-case name.
@@ -50,6 +60,8 @@ impl JobKind {
             JobKind::Intake => "intake",
             JobKind::Rebuild => "rebuild",
             JobKind::Delete => "delete",
+            JobKind::Repack => "repack",
+            JobKind::Reclaim => "reclaim",
         }
     }
 
@@ -72,7 +84,9 @@ impl FromStr for JobKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown job kind `{s}` (archive, recall, verify, intake, rebuild, delete)")
+                format!(
+                    "unknown job kind `{s}` (archive, recall, verify, intake, rebuild, delete, repack, reclaim)"
+                )
             })
     }
 }
@@ -329,6 +343,59 @@ pub struct DeleteJob {
     pub by: String,
 }
 
+/// Which cartridges a repack empties: every condition given must hold (at least one is given).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepackSelection {
+    /// These barcodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub barcodes: Vec<String>,
+    /// Cartridges of this pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Cartridges in this state (`full`, `disabled`, `active`, `broken`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Cartridges of this media generation (`LTO-7`, `LTO-8`…, from their native capacity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<String>,
+    /// Cartridges whose live bytes are below this fraction (0 to 1) of their used bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_below: Option<f64>,
+}
+
+impl Eq for RepackSelection {}
+
+/// Move every live object off some cartridges to cartridges of a pool, through the normal read
+/// and write paths, or only add the copies a pool lacks. See `docs/OPERATIONS.md` (repack).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepackJob {
+    /// What was asked.
+    pub selection: RepackSelection,
+    /// The cartridges the selection named when the job was submitted, in the order they are
+    /// repacked.
+    pub cartridges: Vec<String>,
+    /// The pool the copies go to; `None`: each cartridge's own pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_pool: Option<String>,
+    /// Only add a copy in `to_pool` where the object has none; the sources keep theirs.
+    #[serde(default)]
+    pub add_copies: bool,
+    /// Who asked (set by the server over the API).
+    pub by: String,
+}
+
+/// Most cartridges one repack or reclaim job names.
+pub const MAX_JOB_CARTRIDGES: usize = 1_000;
+
+/// Relabel cartridges that hold nothing to keep and give them back to their pools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReclaimJob {
+    /// The cartridges.
+    pub cartridges: Vec<String>,
+    /// Who asked.
+    pub by: String,
+}
+
 /// Rebuild catalogue entries by reading tapes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RebuildJob {
@@ -352,6 +419,10 @@ pub enum JobSpec {
     Rebuild(RebuildJob),
     /// See [`DeleteJob`].
     Delete(DeleteJob),
+    /// See [`RepackJob`].
+    Repack(RepackJob),
+    /// See [`ReclaimJob`].
+    Reclaim(ReclaimJob),
 }
 
 impl JobSpec {
@@ -364,13 +435,16 @@ impl JobSpec {
             JobSpec::Intake(_) => JobKind::Intake,
             JobSpec::Rebuild(_) => JobKind::Rebuild,
             JobSpec::Delete(_) => JobKind::Delete,
+            JobSpec::Repack(_) => JobKind::Repack,
+            JobSpec::Reclaim(_) => JobKind::Reclaim,
         }
     }
 
     /// The priority a job of this kind gets when the caller gives none.
     pub fn default_priority(&self) -> i32 {
         match self {
-            JobSpec::Verify(_) => VERIFY_PRIORITY,
+            JobSpec::Verify(_) | JobSpec::Reclaim(_) => VERIFY_PRIORITY,
+            JobSpec::Repack(_) => REPACK_PRIORITY,
             _ => DEFAULT_PRIORITY,
         }
     }
@@ -445,6 +519,30 @@ impl JobSpec {
                     return Err(
                         "delete needs a reason (--reason): it is kept in the recycle log".into(),
                     );
+                }
+                Ok(())
+            }
+            JobSpec::Repack(r) => {
+                if r.cartridges.is_empty() {
+                    return Err("repack names no cartridge".into());
+                }
+                if r.cartridges.len() > MAX_JOB_CARTRIDGES {
+                    return Err(format!(
+                        "repack names {} cartridges; at most {MAX_JOB_CARTRIDGES} per job",
+                        r.cartridges.len()
+                    ));
+                }
+                Ok(())
+            }
+            JobSpec::Reclaim(r) => {
+                if r.cartridges.is_empty() {
+                    return Err("reclaim names no cartridge".into());
+                }
+                if r.cartridges.len() > MAX_JOB_CARTRIDGES {
+                    return Err(format!(
+                        "reclaim names {} cartridges; at most {MAX_JOB_CARTRIDGES} per job",
+                        r.cartridges.len()
+                    ));
                 }
                 Ok(())
             }

@@ -49,6 +49,7 @@ pub mod lease;
 pub mod mount;
 pub mod outstanding;
 pub mod reason;
+pub mod repack_select;
 pub mod request_detail;
 pub mod requests;
 pub mod store;

@@ -234,7 +234,39 @@ impl TapeRequests {
     /// target order (the order among one target's requests is kept), so the per-target queue
     /// rows the insert triggers update are locked in the same order by every transaction.
     pub async fn add(&self, job_id: &str, reqs: &[NewTapeRequest]) -> Result<()> {
-        self.add_inner(job_id, reqs, None).await.map(|_| ())
+        self.add_inner(job_id, reqs, None, &[]).await.map(|_| ())
+    }
+
+    /// In one transaction: forget the job's settled requests `forget` (rows done or failed are
+    /// deleted; a job that forgets them keeps its own account of their work, as a repack does)
+    /// and add `reqs`. A crash leaves both or neither, so the work a forgotten request led to
+    /// is queued exactly once.
+    pub async fn settle_into(
+        &self,
+        job_id: &str,
+        forget: &[i64],
+        reqs: &[NewTapeRequest],
+    ) -> Result<()> {
+        self.add_inner(job_id, reqs, None, forget).await.map(|_| ())
+    }
+
+    /// Up to `limit` of a job's requests, whatever their state, by id: for a job that keeps a
+    /// small window of requests in flight (a repack).
+    pub async fn of_job(&self, job_id: &str, limit: u32) -> Result<Vec<TapeRequest>> {
+        let sql =
+            format!("SELECT {COLS} FROM reel_tape_requests WHERE job_id = $1 ORDER BY id LIMIT $2");
+        crate::on_db!(&self.db, |p| {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(job_id)
+                .bind(i64::from(limit))
+                .fetch_all(p)
+                .await
+                .map_err(self.db.err("listing a job's requests"))?;
+            rows.iter()
+                .map(|r| decode_request!(r))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(self.db.err("reading a job's requests"))
+        })
     }
 
     /// A job's plan: its requests added and its `checkpoint` recorded in one transaction, only
@@ -247,7 +279,7 @@ impl TapeRequests {
         reqs: &[NewTapeRequest],
         checkpoint: &serde_json::Value,
     ) -> Result<bool> {
-        self.add_inner(job_id, reqs, Some(&checkpoint.to_string()))
+        self.add_inner(job_id, reqs, Some(&checkpoint.to_string()), &[])
             .await
     }
 
@@ -256,6 +288,7 @@ impl TapeRequests {
         job_id: &str,
         reqs: &[NewTapeRequest],
         claim: Option<&str>,
+        forget: &[i64],
     ) -> Result<bool> {
         const DOING: &str = "adding tape requests";
         const CLAIM: &str = "UPDATE reel_jobs SET checkpoint = $2, updated_ms = $3 \
@@ -278,6 +311,22 @@ impl TapeRequests {
                     if n == 0 {
                         return Ok(false);
                     }
+                }
+                for ids in forget.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::new(
+                        "DELETE FROM reel_tape_requests WHERE state IN ('done', 'failed') AND job_id = ",
+                    );
+                    qb.push_bind(job_id);
+                    qb.push(" AND id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in ids {
+                        list.push_bind(*id);
+                    }
+                    qb.push(")");
+                    qb.build()
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.db.err(DOING))?;
                 }
                 for chunk in rows.chunks(PG_ROWS_PER_INSERT) {
                     let col =
@@ -319,6 +368,22 @@ impl TapeRequests {
                     if n == 0 {
                         return Ok(false);
                     }
+                }
+                for ids in forget.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::new(
+                        "DELETE FROM reel_tape_requests WHERE state IN ('done', 'failed') AND job_id = ",
+                    );
+                    qb.push_bind(job_id);
+                    qb.push(" AND id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in ids {
+                        list.push_bind(*id);
+                    }
+                    qb.push(")");
+                    qb.build()
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.db.err(DOING))?;
                 }
                 for chunk in rows.chunks(SQLITE_ROWS_PER_INSERT) {
                     let mut qb = sqlx::QueryBuilder::new(

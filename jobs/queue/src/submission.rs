@@ -639,6 +639,61 @@ pub async fn check_recall(catalogue: &Catalogue, job: &RecallJob) -> Result<()> 
     Ok(())
 }
 
+/// A repack's checks: who asked, a destination pool that exists, and cartridges a repack can
+/// read now (the selection again, by the barcodes it resolved to).
+pub async fn check_repack(catalogue: &Catalogue, job: &crate::job::RepackJob) -> Result<()> {
+    reel_engine::catalogue::check_reason("name of who repacks", &job.by)?;
+    if let Some(p) = &job.to_pool
+        && !catalogue.pool_exists(p).await?
+    {
+        return Err(SubmissionError::Invalid {
+            field: "to_pool",
+            value: p.clone(),
+            reason: "no such pool; a pool exists once a cartridge is taken into it (`reel intake --pool`)".into(),
+        }
+        .into());
+    }
+    if job.cartridges.is_empty() {
+        return Err(SubmissionError::Missing {
+            field: "cartridges",
+            message: "a repack names at least one cartridge".into(),
+        }
+        .into());
+    }
+    let again = crate::job::RepackSelection {
+        barcodes: job.cartridges.clone(),
+        ..crate::job::RepackSelection::default()
+    };
+    crate::repack_select::select(catalogue, &again).await?;
+    Ok(())
+}
+
+/// A reclaim's checks: each cartridge exists and holds nothing to keep.
+pub async fn check_reclaim(catalogue: &Catalogue, job: &crate::job::ReclaimJob) -> Result<()> {
+    reel_engine::catalogue::check_reason("name of who reclaims", &job.by)?;
+    let mut seen = HashSet::new();
+    for b in &job.cartridges {
+        if !seen.insert(b.as_str()) {
+            return Err(SubmissionError::Invalid {
+                field: "cartridges",
+                value: b.clone(),
+                reason: "listed twice".into(),
+            }
+            .into());
+        }
+        let check = catalogue.reclaim_check(b).await?;
+        if let Some(reason) = check.refusal() {
+            return Err(SubmissionError::Invalid {
+                field: "cartridges",
+                value: b.clone(),
+                reason,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// A delete: a reason and a name of who asks; keys valid and distinct, each with something to
 /// delete, or a non-empty prefix with something under it; nothing a legal hold covers (the
 /// job skips keys under a hold placed after this check, and names them).
@@ -808,6 +863,8 @@ pub async fn check(spec: &JobSpec, config: &Config, catalogue: &Catalogue) -> Re
         JobSpec::Intake(i) => check_intake(i)?,
         JobSpec::Rebuild(_) => {}
         JobSpec::Delete(d) => check_delete(catalogue, d).await?,
+        JobSpec::Repack(r) => check_repack(catalogue, r).await?,
+        JobSpec::Reclaim(r) => check_reclaim(catalogue, r).await?,
     }
     // The queue's own checks, so the refusal comes from here with the rest.
     spec.validate().map_err(|message| JobsError::Config {

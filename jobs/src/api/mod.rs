@@ -46,6 +46,7 @@ mod openapi;
 mod queues;
 mod quota;
 mod range;
+mod repack;
 mod spool;
 mod staging;
 #[cfg(test)]
@@ -219,6 +220,11 @@ pub fn router(state: AppState) -> Router {
             get(lifecycle::holds).post(lifecycle::place_hold),
         )
         .route("/v1/holds/{id}/release", post(lifecycle::release_hold))
+        .route("/v1/jobs/repack", post(repack::submit_repack))
+        .route("/v1/repack/dry-run", post(repack::dry_run))
+        .route("/v1/repack/policy", get(repack::policy))
+        .route("/v1/jobs/reclaim", post(repack::submit_reclaim))
+        .route("/v1/reclaim", get(repack::reclaim_checks))
         .route("/v1/jobs/{id}", get(jobs::show))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/retry", post(jobs::retry))

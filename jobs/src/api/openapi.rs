@@ -4,7 +4,7 @@ use axum::response::Json;
 use utoipa::OpenApi;
 
 use super::{
-    cartridges, catalog, drives, jobs, library, lifecycle, metrics, objects, queues, vault,
+    cartridges, catalog, drives, jobs, library, lifecycle, metrics, objects, queues, repack, vault,
 };
 
 /// reel's OpenAPI 3.1 document: every route of [`super::router`].
@@ -25,6 +25,11 @@ use super::{
         lifecycle::holds,
         lifecycle::place_hold,
         lifecycle::release_hold,
+        repack::submit_repack,
+        repack::dry_run,
+        repack::policy,
+        repack::submit_reclaim,
+        repack::reclaim_checks,
         jobs::list,
         jobs::show,
         jobs::cancel,

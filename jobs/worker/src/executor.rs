@@ -14,6 +14,7 @@ use reel_engine::catalogue::{Cartridge, CartridgeState, Catalogue, ContainerStat
 use reel_engine::service::{
     HeldDrive, HeldWriteError, ServiceOptions, TapeService, recall_options,
 };
+use reel_engine::session::intake::ReclaimOutcome;
 use reel_engine::session::label_check::LabelCheck;
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
@@ -393,6 +394,22 @@ impl EngineExecutor {
                 },
                 CartridgeTask::Verify { container } => {
                     verify.entry(*container).or_default().push(r.id);
+                }
+                CartridgeTask::Reclaim => {
+                    fenced().await?;
+                    match self.service.reclaim_held(held).await? {
+                        ReclaimOutcome::Reclaimed { pool, epoch, bytes } => {
+                            info!(%barcode, %pool, epoch, bytes, "reclaimed");
+                            out.done.push(r.id);
+                            out.results.push((
+                                r.id,
+                                json!({"barcode": barcode, "reclaimed": true, "pool": pool, "epoch": epoch, "bytes": bytes}),
+                            ));
+                        }
+                        // What the plan checked changed since (an undelete, a hold): refused
+                        // for good, nothing written.
+                        ReclaimOutcome::Refused { reason } => out.failed.push((r.id, reason)),
+                    }
                 }
             }
         }
@@ -825,6 +842,23 @@ impl TapeExecutor for EngineExecutor {
                 )
             })
             .collect())
+    }
+
+    async fn plan_reclaim(
+        &self,
+        _job_id: &str,
+        job: &reel_queue::job::ReclaimJob,
+    ) -> Result<Vec<NewTapeRequest>> {
+        let mut reqs = Vec::with_capacity(job.cartridges.len());
+        for b in &job.cartridges {
+            let check = self.catalogue().reclaim_check(b).await?;
+            if let Some(reason) = check.refusal() {
+                return Err(invalid("cartridges", b, &reason));
+            }
+            let pool = self.catalogue().cartridge(b).await?.and_then(|c| c.pool);
+            reqs.push(task_request(CartridgeTask::Reclaim, b, pool, 0));
+        }
+        Ok(reqs)
     }
 
     async fn plan_rebuild(&self, _job_id: &str, job: &RebuildJob) -> Result<Vec<NewTapeRequest>> {

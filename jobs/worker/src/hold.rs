@@ -328,6 +328,7 @@ mod tests {
             min_mount: Duration::from_secs(60),
             group_of_pool: [("p1".to_string(), "g".to_string())].into(),
             caps: [("g".to_string(), (1, 1))].into(),
+            background_cap: 0,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod embedded;
 pub mod executor;
 pub mod hold;
 pub mod recall_copy;
+pub mod repack;
 pub mod reroute;
 pub mod scheduler;
 pub mod vault;

@@ -103,6 +103,18 @@ pub struct Policy {
     pub group_of_pool: BTreeMap<String, String>,
     /// group → (max read drives, max write drives); 0 = no cap.
     pub caps: BTreeMap<String, (u32, u32)>,
+    /// Drives background work may hold at once (`[repack] max_drives`); 0 = no cap. A queue is
+    /// background when its highest priority is at most [`BACKGROUND_PRIORITY`].
+    pub background_cap: u32,
+}
+
+/// Queues whose highest priority is at most this are background work (repack), held to
+/// [`Policy::background_cap`] drives.
+pub const BACKGROUND_PRIORITY: i32 = reel_queue::job::REPACK_PRIORITY;
+
+/// Whether a queue is background work.
+pub fn is_background(q: &QueueSummary) -> bool {
+    q.priority <= BACKGROUND_PRIORITY
 }
 
 impl Policy {
@@ -123,7 +135,14 @@ impl Policy {
             min_mount: Duration::from_secs(c.min_mount_seconds),
             group_of_pool,
             caps,
+            background_cap: 0,
         }
+    }
+
+    /// The same, with background work held to `max_drives` drives (0: no cap).
+    pub fn with_background_cap(mut self, max_drives: u32) -> Policy {
+        self.background_cap = max_drives;
+        self
     }
 
     fn group(&self, pool: Option<&String>) -> Option<&String> {
@@ -198,6 +217,8 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
     let mut mounts_of: BTreeMap<MountTarget, u64> = BTreeMap::new();
     let mut group_use: BTreeMap<(String, MountMode), u32> = BTreeMap::new();
     let mut in_drives: BTreeSet<String> = BTreeSet::new();
+    // Drives serving background queues (see `Policy::background_cap`).
+    let mut background_use: u32 = 0;
     let count = |group_use: &mut BTreeMap<(String, MountMode), u32>,
                  pool: Option<&String>,
                  mode: MountMode| {
@@ -223,6 +244,9 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             if q.is_some_and(|q| q.files > 0) {
                 *mounts_of.entry(m.target.clone()).or_default() += 1;
             }
+            if q.is_some_and(|q| q.files > 0 && is_background(q)) {
+                background_use += 1;
+            }
         }
     }
 
@@ -241,6 +265,9 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             );
             *mounts_of.entry(m.target.clone()).or_default() += 1;
             count(&mut group_use, q.pool.as_ref(), m.target.mode());
+            if is_background(q) {
+                background_use += 1;
+            }
         }
     }
 
@@ -292,6 +319,9 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             continue;
         };
         let mode = q.target.mode();
+        if is_background(q) && p.background_cap > 0 && background_use >= p.background_cap {
+            continue;
+        }
         if let Some(g) = p.group(q.pool.as_ref()) {
             let cap = p.cap(g, mode);
             if cap > 0 && group_use.get(&(g.clone(), mode)).copied().unwrap_or(0) >= cap {
@@ -387,6 +417,9 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
         decided.insert(drive, dec);
         *mounts_of.entry(q.target.clone()).or_default() += 1;
         count(&mut group_use, q.pool.as_ref(), mode);
+        if is_background(q) {
+            background_use += 1;
+        }
     }
 
     // 3. Everyone else.
@@ -417,6 +450,7 @@ mod tests {
             min_mount: Duration::from_secs(300),
             group_of_pool: BTreeMap::new(),
             caps: BTreeMap::new(),
+            background_cap: 0,
         }
     }
 
@@ -478,6 +512,58 @@ mod tests {
         }
         d
     }
+
+    /// Background work (repack) takes at most `background_cap` drives, however much of it
+    /// waits; user work takes the rest, and is never held by the cap.
+    #[test]
+    fn background_work_is_held_to_its_drive_cap() {
+        let p = policy().with_background_cap(1);
+        let bg = BACKGROUND_PRIORITY;
+        let queues = vec![
+            read("S1", 10_000_000, 1000, 5, bg),
+            write("dest", 10_000_000, 1000, 5, bg),
+        ];
+        let drives = vec![empty("d0"), empty("d1"), empty("d2")];
+        let mounts = |d: &[Decision]| {
+            d.iter()
+                .filter(|d| matches!(d, Decision::Mount { .. }))
+                .count()
+        };
+        assert_eq!(mounts(&decide(&p, &queues, &drives)), 1);
+        // Uncapped, both get a drive.
+        assert_eq!(mounts(&decide(&policy(), &queues, &drives)), 2);
+        // A drive already serving background work counts: nothing more is mounted for it,
+        // and a user recall still gets a drive.
+        let mut more = queues.clone();
+        more.push(read("U1", 10_000_000, 1000, 5, DEFAULT_PRIORITY_FOR_TEST));
+        let busy = vec![
+            holding(
+                "d0",
+                MountTarget::Read {
+                    barcode: "S1".into(),
+                },
+                10,
+            ),
+            empty("d1"),
+            empty("d2"),
+        ];
+        let d = decide(&p, &more, &busy);
+        let mounted: Vec<&MountTarget> = d
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Mount { target, .. } => Some(target),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            mounted,
+            [&MountTarget::Read {
+                barcode: "U1".into()
+            }]
+        );
+    }
+
+    const DEFAULT_PRIORITY_FOR_TEST: i32 = reel_queue::job::DEFAULT_PRIORITY;
 
     /// 50 jobs, each recalling 4 objects spread over 5 cartridges, 2 drives: the queue is
     /// summarised per cartridge, each mount drains that cartridge's whole queue, so at most

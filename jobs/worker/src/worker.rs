@@ -262,6 +262,21 @@ pub trait TapeExecutor: Send + Sync + 'static {
         job: &RebuildJob,
     ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send;
 
+    /// Plan a reclaim job: one read request per cartridge to relabel
+    /// ([`reel_queue::cartridge_task::CartridgeTask::Reclaim`]); a cartridge that holds
+    /// something to keep is refused for good. Default: refused (no catalogue to check).
+    fn plan_reclaim(
+        &self,
+        _job_id: &str,
+        _job: &reel_queue::job::ReclaimJob,
+    ) -> impl Future<Output = Result<Vec<NewTapeRequest>>> + Send {
+        async {
+            Err(JobsError::Internal(
+                "this worker's executor cannot reclaim cartridges".into(),
+            ))
+        }
+    }
+
     /// The catalogue a delete job marks objects in (`crate::delete`); `None` (the default) for
     /// an executor without one, whose delete jobs fail saying so.
     fn object_catalogue(&self) -> Option<&reel_engine::catalogue::Catalogue> {
@@ -541,7 +556,7 @@ impl<E: TapeExecutor> Runtime<E> {
             let watcher =
                 AbortOnDrop(self.spawn_cancel_watch(&record.id, cancel.clone(), user_cancel.clone()));
             let beat = AbortOnDrop(self.spawn_lease_heartbeat(job_fence.clone(), cancel.clone()));
-            let ending = self.execute(&record, &cancel, &user_cancel).await;
+            let ending = self.execute(&record, job_fence, &cancel, &user_cancel).await;
             drop(beat);
             drop(watcher);
             match ending {
@@ -626,7 +641,8 @@ impl<E: TapeExecutor> Runtime<E> {
             JobSpec::Intake(i) => ex.plan_intake(id, i).await,
             JobSpec::Rebuild(r) => ex.plan_rebuild(id, r).await,
             // Not a tape job: `execute` runs it before planning.
-            JobSpec::Delete(_) => Ok(Vec::new()),
+            JobSpec::Delete(_) | JobSpec::Repack(_) => Ok(Vec::new()),
+            JobSpec::Reclaim(r) => ex.plan_reclaim(id, r).await,
         }?;
         for r in &mut reqs {
             r.priority = rec.priority;
@@ -637,12 +653,24 @@ impl<E: TapeExecutor> Runtime<E> {
     async fn execute(
         self: &Arc<Self>,
         rec: &JobRecord,
+        fence: &Fence,
         cancel: &CancellationToken,
         user: &CancellationToken,
     ) -> Ending {
         // A delete touches no tape: it runs here, in bounded batches, to its end.
         if let JobSpec::Delete(job) = &rec.spec {
             return match crate::delete::run(self, rec, job, cancel).await {
+                Ok(v) => Ending::Done(v),
+                Err(_) if user.is_cancelled() => Ending::Cancelled,
+                Err(_) if cancel.is_cancelled() => Ending::Interrupted,
+                Err(JobsError::Cancelled(_)) => Ending::Cancelled,
+                Err(e) => Ending::Failed(e),
+            };
+        }
+        // A repack runs here too: it keeps a bounded window of tape requests in flight and
+        // moves each object on as its requests end (`repack.rs`).
+        if let JobSpec::Repack(job) = &rec.spec {
+            return match crate::repack::run(self, rec, job, fence, cancel).await {
                 Ok(v) => Ending::Done(v),
                 Err(_) if user.is_cancelled() => Ending::Cancelled,
                 Err(_) if cancel.is_cancelled() => Ending::Interrupted,
@@ -802,10 +830,12 @@ impl<E: TapeExecutor> Runtime<E> {
             // Archives record no request results; a verify's are its label checks' (its
             // container read-backs record none).
             let results = match rec.kind {
-                JobKind::Intake | JobKind::Rebuild | JobKind::Recall | JobKind::Verify => {
-                    self.requests.results(&rec.id).await?
-                }
-                JobKind::Archive | JobKind::Delete => Vec::new(),
+                JobKind::Intake
+                | JobKind::Rebuild
+                | JobKind::Recall
+                | JobKind::Verify
+                | JobKind::Reclaim => self.requests.results(&rec.id).await?,
+                JobKind::Archive | JobKind::Delete | JobKind::Repack => Vec::new(),
             };
             self.store()
                 .finish(
@@ -1335,6 +1365,8 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
     let mut ticks: u64 = 0;
     let expire_every = Duration::from_secs(rt.config.lifecycle.expire_every_minutes * 60);
     let mut expired_at: Option<tokio::time::Instant> = None;
+    let policy_every = Duration::from_secs(rt.config.repack.every_minutes * 60);
+    let mut policy_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = rt.shutdown.cancelled() => return,
@@ -1351,6 +1383,16 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
                     tracing::warn!(error = %e, "expiring objects past their retention failed");
                     expired_at = Some(tokio::time::Instant::now());
                 }
+            }
+        }
+        // The pools' repack and reclaim policies, when they are on.
+        if rt.config.repack.auto
+            && !policy_every.is_zero()
+            && policy_at.is_none_or(|t| t.elapsed() >= policy_every)
+        {
+            policy_at = Some(tokio::time::Instant::now());
+            if let Err(e) = crate::repack::policy_pass(&rt).await {
+                tracing::warn!(error = %e, "the repack policy pass failed");
             }
         }
         if let Err(e) = rt.finalize_waiting().await {
@@ -1393,7 +1435,8 @@ pub const SHORT_POOL_PAUSE: Duration = Duration::from_secs(15);
 
 /// One drive: lease it, ask the scheduler what to do, mount, claim a batch, run it, repeat.
 pub async fn drive_loop<E: TapeExecutor>(rt: Arc<Runtime<E>>, drive: String) {
-    let policy = Policy::from_config(&rt.config.scheduler);
+    let policy =
+        Policy::from_config(&rt.config.scheduler).with_background_cap(rt.config.repack.max_drives);
     let poll = rt.poll();
     // One batch is what one session does between two mounts decisions: up to a group-commit
     // barrier's worth of bytes (a write session then pays one synchronous filemark and, under

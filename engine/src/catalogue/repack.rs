@@ -1,0 +1,325 @@
+//! What a repack asks of the catalogue: the live copies of a cartridge in tape order, how much
+//! live data a cartridge holds, and the one step that retires a copy once another is safe.
+//!
+//! A copy is **live** when its object is not deleted and its container is durable or verified:
+//! the same rule as `visible!` in `object.rs`, applied to one cartridge. A deleted object's
+//! copies are not live: a repack leaves them where they are (they are dead space once their
+//! quarantine ends, and `reel undelete` still finds them until then).
+//!
+//! [`Catalogue::drop_copy_on`] is the only way a copy leaves the catalogue while its object
+//! stays: in one transaction it checks that the object keeps a copy in a durable (or, when
+//! asked, verified) container on another cartridge, and only then deletes the copy rows on the
+//! cartridge being emptied. On PostgreSQL the object's row is locked first, so two repacks of
+//! two cartridges holding the two copies of one object cannot each drop theirs on the strength
+//! of the other.
+
+use serde::Serialize;
+
+use super::Catalogue;
+use super::backend::{from_db, in_write_tx, on_pool, to_db};
+use super::error::{DbContext, Result};
+use super::object::{CopyRow, meta_columns, validate_key};
+use super::{ContainerState, CopyLocation};
+
+/// A place on a cartridge in tape order: the block of a container's header and a byte offset
+/// in its data stream. A repack walks a cartridge from one to the next.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
+pub struct TapePosition {
+    /// Block number of the container's header record.
+    pub block: u64,
+    /// Byte offset of the object in the container's data stream.
+    pub offset: u64,
+}
+
+impl TapePosition {
+    /// Where a copy is.
+    pub fn of(c: &CopyLocation) -> TapePosition {
+        TapePosition {
+            block: c.container_first_block,
+            offset: c.offset,
+        }
+    }
+}
+
+/// How much live data a cartridge holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LiveOn {
+    /// Live copies (objects) on it.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// What [`Catalogue::drop_copy_on`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropOutcome {
+    /// The copy on the cartridge is gone from the catalogue.
+    Dropped,
+    /// The cartridge held no copy of it (dropped by an earlier attempt).
+    NotThere,
+    /// Kept: the object has no other copy that counts.
+    NoOtherCopy,
+}
+
+impl Catalogue {
+    /// Up to `limit` live copies on `barcode` strictly after `after` (from the start when
+    /// `None`), in tape order.
+    pub async fn live_copies_on(
+        &self,
+        barcode: &str,
+        after: Option<TapePosition>,
+        limit: u32,
+    ) -> Result<Vec<CopyLocation>> {
+        const OP: &str = "live_copies_on";
+        let (block, offset) = match after {
+            Some(p) => (to_db("block", p.block)?, to_db("offset", p.offset)?),
+            None => (-1, -1),
+        };
+        let rows: Vec<CopyRow> = on_pool!(&self.backend, |pool| {
+            sqlx::query_as(concat!(
+                "SELECT o.key, o.generation, t.barcode, t.state AS cartridge_state, \
+                        k.id AS container_id, k.file_number, k.first_block, k.last_block, k.record_size, \
+                        c.byte_offset, c.byte_length, o.sha256, k.state AS container_state, ",
+                meta_columns!(),
+                " FROM containers k \
+                 JOIN copies c ON c.container_id = k.id \
+                 JOIN objects o ON o.id = c.object_id \
+                 JOIN cartridges t ON t.barcode = k.barcode \
+                 WHERE k.barcode = $1 AND k.state IN ('durable', 'verified') \
+                   AND o.deletion_id IS NULL \
+                   AND (k.first_block > $2 OR (k.first_block = $2 AND c.byte_offset > $3)) \
+                 ORDER BY k.first_block, c.byte_offset LIMIT $4",
+            ))
+            .bind(barcode)
+            .bind(block)
+            .bind(offset)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+            .ctx(OP)?
+        });
+        rows.into_iter().map(CopyLocation::try_from).collect()
+    }
+
+    /// The live copies on `barcode` and their bytes.
+    pub async fn live_on(&self, barcode: &str) -> Result<LiveOn> {
+        const OP: &str = "live_on";
+        let (objects, bytes): (i64, i64) = on_pool!(&self.backend, |pool| {
+            sqlx::query_as(
+                "SELECT CAST(COUNT(*) AS BIGINT), CAST(COALESCE(SUM(c.byte_length), 0) AS BIGINT) \
+                 FROM containers k \
+                 JOIN copies c ON c.container_id = k.id \
+                 JOIN objects o ON o.id = c.object_id \
+                 WHERE k.barcode = $1 AND k.state IN ('durable', 'verified') \
+                   AND o.deletion_id IS NULL",
+            )
+            .bind(barcode)
+            .fetch_one(pool)
+            .await
+            .ctx(OP)?
+        });
+        Ok(LiveOn {
+            objects: from_db("live objects", objects)?,
+            bytes: from_db("live bytes", bytes)?,
+        })
+    }
+
+    /// Of these (key, generation), those that have a copy that counts in `pool`: in a
+    /// durable or verified container on a cartridge of the pool other than `except`. What a
+    /// repack that only adds copies skips.
+    pub async fn has_copy_in_pool(
+        &self,
+        pool: &str,
+        except: &str,
+        key: &str,
+        generation: u64,
+    ) -> Result<bool> {
+        const OP: &str = "has_copy_in_pool";
+        let generation = to_db("generation", generation)?;
+        let n: i64 = on_pool!(&self.backend, |p| {
+            sqlx::query_scalar(
+                "SELECT CAST(COUNT(*) AS BIGINT) FROM objects o \
+                 JOIN copies c ON c.object_id = o.id \
+                 JOIN containers k ON k.id = c.container_id \
+                 JOIN cartridges t ON t.barcode = k.barcode \
+                 WHERE o.key = $1 AND o.generation = $2 AND t.pool = $3 AND t.barcode <> $4 \
+                   AND k.state IN ('durable', 'verified')",
+            )
+            .bind(key)
+            .bind(generation)
+            .bind(pool)
+            .bind(except)
+            .fetch_one(p)
+            .await
+            .ctx(OP)?
+        });
+        Ok(n > 0)
+    }
+
+    /// Retire the copy of (`key`, `generation`) on `barcode`, only if the object keeps a copy
+    /// in a durable or verified container (`verified_only`: a verified one) on another
+    /// cartridge that is not broken, exported or being repacked itself. One transaction; see
+    /// the module's note on concurrent repacks.
+    pub async fn drop_copy_on(
+        &self,
+        key: &str,
+        generation: u64,
+        barcode: &str,
+        verified_only: bool,
+    ) -> Result<DropOutcome> {
+        const OP: &str = "drop_copy_on";
+        validate_key(key)?;
+        let generation = to_db("generation", generation)?;
+        let states: &[&str] = if verified_only {
+            &[ContainerState::Verified.as_str()]
+        } else {
+            &[
+                ContainerState::Durable.as_str(),
+                ContainerState::Verified.as_str(),
+            ]
+        };
+        let (first, second) = (states[0], *states.last().unwrap_or(&states[0]));
+        let lock = match self.backend {
+            super::backend::Backend::Postgres(_) => " FOR UPDATE",
+            super::backend::Backend::Sqlite(_) => "",
+        };
+        let select = format!("SELECT id FROM objects WHERE key = $1 AND generation = $2{lock}");
+        let outcome = in_write_tx!(&self.backend, OP, |tx| {
+            let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(select))
+                .bind(key)
+                .bind(generation)
+                .fetch_optional(&mut *tx)
+                .await
+                .ctx(OP)?;
+            match id {
+                None => DropOutcome::NotThere,
+                Some(id) => {
+                    let others: i64 = sqlx::query_scalar(
+                        "SELECT CAST(COUNT(*) AS BIGINT) FROM copies c \
+                         JOIN containers k ON k.id = c.container_id \
+                         JOIN cartridges t ON t.barcode = k.barcode \
+                         WHERE c.object_id = $1 AND k.barcode <> $2 \
+                           AND k.state IN ($3, $4) \
+                           AND t.state NOT IN ('broken', 'exported', 'repacking')",
+                    )
+                    .bind(id)
+                    .bind(barcode)
+                    .bind(first)
+                    .bind(second)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .ctx(OP)?;
+                    if others == 0 {
+                        DropOutcome::NoOtherCopy
+                    } else {
+                        let n = sqlx::query(
+                            "DELETE FROM copies WHERE object_id = $1 AND container_id IN \
+                             (SELECT id FROM containers WHERE barcode = $2)",
+                        )
+                        .bind(id)
+                        .bind(barcode)
+                        .execute(&mut *tx)
+                        .await
+                        .ctx(OP)?
+                        .rows_affected();
+                        if n == 0 {
+                            DropOutcome::NotThere
+                        } else {
+                            DropOutcome::Dropped
+                        }
+                    }
+                }
+            }
+        });
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{
+        TestResult, cat, container_with, copy, labelled, on_both_backends,
+    };
+    use super::*;
+    use crate::catalogue::CartridgeState;
+    use crate::catalogue::testing::TestCatalogue;
+
+    on_both_backends!(live_copies_walk_in_tape_order_and_a_drop_needs_another_copy);
+
+    async fn live_copies_walk_in_tape_order_and_a_drop_needs_another_copy(
+        db: &TestCatalogue,
+    ) -> TestResult {
+        let c = cat(db);
+        labelled(c, "A1", "p").await?;
+        labelled(c, "B1", "q").await?;
+        let durable = ContainerState::Durable;
+        // Two containers on A1: a/1 and a/2 in the first, a/3 in the second; a/2 also on B1.
+        container_with(
+            c,
+            "A1",
+            &[copy("a/1", 1, 0, 10, 1), copy("a/2", 1, 10, 20, 2)],
+            durable,
+        )
+        .await?;
+        container_with(c, "A1", &[copy("a/3", 1, 0, 30, 3)], durable).await?;
+        container_with(c, "B1", &[copy("a/2", 1, 0, 20, 2)], durable).await?;
+        let all = c.live_copies_on("A1", None, 10).await?;
+        let keys: Vec<&str> = all.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(keys, ["a/1", "a/2", "a/3"]);
+        let after = c
+            .live_copies_on("A1", Some(TapePosition::of(&all[0])), 1)
+            .await?;
+        assert_eq!(after.len(), 1);
+        assert_eq!(after[0].key, "a/2");
+        let last = c
+            .live_copies_on("A1", Some(TapePosition::of(&all[2])), 10)
+            .await?;
+        assert!(last.is_empty());
+        assert_eq!(
+            c.live_on("A1").await?,
+            LiveOn {
+                objects: 3,
+                bytes: 60
+            }
+        );
+        // a/1 has no other copy: kept. a/2 has one on B1: dropped, once.
+        assert_eq!(
+            c.drop_copy_on("a/1", 1, "A1", false).await?,
+            DropOutcome::NoOtherCopy
+        );
+        assert_eq!(
+            c.drop_copy_on("a/2", 1, "A1", false).await?,
+            DropOutcome::Dropped
+        );
+        assert_eq!(
+            c.drop_copy_on("a/2", 1, "A1", false).await?,
+            DropOutcome::NotThere
+        );
+        // B1's copy is durable, not verified: a verified-only drop keeps a/2's last copy.
+        assert_eq!(
+            c.drop_copy_on("a/2", 1, "B1", true).await?,
+            DropOutcome::NoOtherCopy
+        );
+        assert_eq!(
+            c.live_on("A1").await?,
+            LiveOn {
+                objects: 2,
+                bytes: 40
+            }
+        );
+        assert!(c.has_copy_in_pool("q", "A1", "a/2", 1).await?);
+        assert!(!c.has_copy_in_pool("q", "B1", "a/2", 1).await?);
+        // A cartridge being repacked itself is not the other copy.
+        container_with(c, "A1", &[copy("a/4", 1, 0, 5, 4)], durable).await?;
+        container_with(c, "B1", &[copy("a/4", 1, 0, 5, 4)], durable).await?;
+        c.set_cartridge_state("B1", CartridgeState::Repacking)
+            .await?;
+        assert_eq!(
+            c.drop_copy_on("a/4", 1, "A1", false).await?,
+            DropOutcome::NoOtherCopy
+        );
+        Ok(())
+    }
+}
