@@ -16,6 +16,7 @@ pub mod mixed;
 pub mod parallel;
 pub mod queue;
 pub mod recall;
+pub mod repack;
 pub mod serpentine;
 pub mod synthetic;
 
@@ -107,6 +108,11 @@ pub fn all() -> Vec<Section> {
             name: "queue",
             title: "Queue: 1 000 000 recall requests submitted (PostgreSQL and SQLite)",
             run: queue::run,
+        },
+        Section {
+            name: "repack",
+            title: "Repack: a source and a destination drive, and user recalls meanwhile",
+            run: repack::run,
         },
         Section {
             name: "restore3",

@@ -368,9 +368,9 @@ pub struct RepackConfig {
     /// Bytes a repack job's objects may hold in the buffer at once: its reads wait while the
     /// buffer holds this much (one object larger than it goes alone).
     pub buffer_bytes: u64,
-    /// Reads a repack job has queued at most: it expands its source's objects into tape
-    /// requests this many at a time, in tape order (and has four times as many objects in
-    /// flight, read or being written, at most).
+    /// Reads a repack job queues at once: it expands its source's objects into read requests
+    /// in slices of at most this many objects (and a quarter of `buffer_bytes`), in tape
+    /// order, and has four times as many objects in flight (read or being written) at most.
     pub window: u32,
     /// Drives background work (repack) may hold at once; 0: no cap. User work is never capped
     /// by it, and pre-empts background work once a mount is `min_mount_seconds` old.

@@ -8,12 +8,13 @@
 //!
 //! 1. **Expand.** The next live copies of the source, in tape order after the job's cursor,
 //!    become read requests on the source cartridge, each reading one object into the job's
-//!    directory of the repack buffer (`[repack] buffer_dir`). At most `[repack] window` reads
-//!    are queued at once, four times as many objects are in flight in all, and the buffer
-//!    holds `[repack] buffer_bytes` at most: reads wait while it is full (back-pressure), so a
-//!    repack of a million objects never queues a million requests. Writes do not count
-//!    against the window of reads: with two drives free, one reads the source while the other
-//!    writes what it read; with one, it reads until the buffer is full, then writes.
+//!    directory of the repack buffer (`[repack] buffer_dir`). Reads are queued in **slices**
+//!    of at most `[repack] window` objects and a quarter of `[repack] buffer_bytes`, the next
+//!    once the last is read; four windows of objects are in flight at most in all, and the
+//!    buffer holds `[repack] buffer_bytes` at most: reads wait while it is full
+//!    (back-pressure), so a repack of a million objects never queues a million requests.
+//!    With two drives free, one reads a slice while the other writes the slice before it;
+//!    with one, it reads until the buffer is full, then writes.
 //! 2. **Read → write.** A read that is done becomes a write request of the same object and
 //!    generation to the destination pool, whose source file is the buffered one; the two
 //!    swap in one transaction ([`TapeRequests::settle_into`]).
@@ -57,6 +58,9 @@ use crate::worker::{Runtime, TapeExecutor};
 /// Objects a job has in flight in all (reads and writes), as a multiple of its window of
 /// reads: the source drive reads ahead of the writer by this much at most.
 const IN_FLIGHT: usize = 4;
+
+/// Slices the buffer is read in: a slice is a quarter of `[repack] buffer_bytes`.
+const SLICES: u64 = 4;
 
 /// Failures a result lists at most; it counts them all.
 const LISTED: usize = 20;
@@ -463,19 +467,22 @@ async fn repack_one<E: TapeExecutor>(
         // 2. Room in the window of reads and in the buffer: the next copies of the source, in
         //    tape order. Writes do not count against the window, only against the buffer, so
         //    the source drive reads on while another drive writes what it read.
+        //    Reads go in slices of a quarter of the buffer: the next slice is queued once the
+        //    last one is read, so one drive reads it while another writes the last.
         let mut expanded = false;
+        let slice = (cfg.buffer_bytes / SLICES).max(1);
         if !cur.source_done
-            && reads < window
+            && reads == 0
             && in_flight.len() < window * IN_FLIGHT
             && in_flight_bytes < cfg.buffer_bytes
         {
-            let room = (window - reads).min(500) as u32;
+            let room = window.min(500) as u32;
             let copies = cat.live_copies_on(barcode, cur.after, room).await?;
             if copies.is_empty() {
                 cur.source_done = true;
             }
             let mut new = Vec::new();
-            let mut room_bytes = cfg.buffer_bytes - in_flight_bytes;
+            let mut room_bytes = slice.min(cfg.buffer_bytes - in_flight_bytes);
             for c in copies {
                 // An object larger than the room left waits for the buffer to empty (it goes
                 // alone when nothing else is in flight); another generation of a key in flight
