@@ -2349,3 +2349,98 @@ async fn api_delete_undelete_recycle_and_holds() {
         "{v}"
     );
 }
+
+/// Repack and reclaim over HTTP: `operate` only; a selection refused with what is wrong; the
+/// dry run names what a repack would take; a job queued as asked by the token; reclaim refused
+/// while a cartridge holds live data, and its checks say why.
+#[tokio::test]
+async fn api_repack_and_reclaim() {
+    let f = fixture().await;
+    let st = &f.state;
+    seed(st, "S00001", "a/x").await;
+    let submitter = token(st, "submit", "/tmp").await;
+    let (code, v) = post(
+        st,
+        &submitter,
+        "/v1/jobs/repack",
+        json!({"barcodes": ["S00001"]}),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "operate");
+    let (code, v) = post(
+        st,
+        &submitter,
+        "/v1/jobs/reclaim",
+        json!({"barcodes": ["S00001"]}),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::FORBIDDEN, "operate");
+    for (body, needle) in [
+        (json!({}), "name the cartridges"),
+        (json!({"barcodes": ["NOPE01"]}), "not in the catalogue"),
+        (json!({"barcodes": ["S00001", "S00001"]}), "twice"),
+        (
+            json!({"barcodes": ["S00001"], "live_below": 7.0}),
+            "fraction",
+        ),
+        (json!({"state": "sideways"}), "not a cartridge state"),
+        (json!({"media": "LTO-99"}), "media generation"),
+        (
+            json!({"barcodes": ["S00001"], "add_copies": true}),
+            "to_pool",
+        ),
+        (
+            json!({"barcodes": ["S00001"], "to_pool": "nowhere"}),
+            "no such pool",
+        ),
+        (json!({"pool": "p9"}), "matches no cartridge"),
+    ] {
+        let (code, v) = call(&f, Method::POST, "/v1/jobs/repack", Some(body.clone())).await;
+        assert_error(code, &v, StatusCode::BAD_REQUEST, needle);
+    }
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        "/v1/repack/dry-run",
+        Some(json!({"pool": "p1"})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["cartridges"][0]["barcode"], "S00001", "{v}");
+    assert_eq!(v["cartridges"][0]["live_objects"], 1, "{v}");
+    let (code, v) = call(&f, Method::GET, "/v1/repack/policy", None).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["auto"], false, "{v}");
+    // Reclaim: refused while it holds a live object; the checks say so.
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        "/v1/jobs/reclaim",
+        Some(json!({"barcodes": ["S00001"]})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "is active");
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        "/v1/jobs/reclaim",
+        Some(json!({"barcodes": []})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "empty");
+    let (code, v) = call(&f, Method::GET, "/v1/reclaim?barcode=S00001", None).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["cartridges"][0]["live"], 1, "{v}");
+    assert!(v["cartridges"][0]["kept_because"].is_string(), "{v}");
+    // The repack job, queued as asked by the admin token.
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        "/v1/jobs/repack",
+        Some(json!({"barcodes": ["S00001"]})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["kind"], "repack", "{v}");
+    assert_eq!(v["priority"], 5, "{v}");
+}
