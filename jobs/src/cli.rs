@@ -1484,9 +1484,16 @@ async fn repack(
             status: 0,
         });
     }
-    let (spec, chosen) =
-        crate::repack_cmd::repack_job(&cat, r.selection(), r.to_pool.clone(), r.add_copies, by)
-            .await?;
+    let queue = open_queue(loaded).await?;
+    let (spec, chosen) = crate::repack_cmd::repack_job(
+        &cat,
+        queue.store(),
+        r.selection(),
+        r.to_pool.clone(),
+        r.add_copies,
+        by,
+    )
+    .await?;
     if r.dry_run {
         return Ok(Output {
             json: json!({"cartridges": chosen}),
@@ -1522,8 +1529,14 @@ async fn reclaim(
         }
         .into());
     }
-    let spec =
-        crate::repack_cmd::reclaim_job(&cat, r.barcodes, crate::drive_cmd::operator()).await?;
+    let queue = open_queue(loaded).await?;
+    let spec = crate::repack_cmd::reclaim_job(
+        &cat,
+        queue.store(),
+        r.barcodes,
+        crate::drive_cmd::operator(),
+    )
+    .await?;
     cat.close().await;
     submit(loaded, spec, r.submit, json).await
 }

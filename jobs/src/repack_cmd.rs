@@ -71,15 +71,86 @@ impl RepackArgs {
     }
 }
 
-/// The repack job a selection makes, with the cartridges it chose.
+fn refused(field: &'static str, value: &str, reason: String) -> reel_queue::error::JobsError {
+    reel_queue::submission::SubmissionError::Invalid {
+        field,
+        value: value.to_string(),
+        reason,
+    }
+    .into()
+}
+
+/// The repack job a selection makes, with the cartridges it chose. Besides the selection's
+/// own checks, refused: a cartridge an unfinished repack or reclaim job names already; copies
+/// added into a source's own pool (it holds them already); a destination pool with no
+/// cartridge to write to (none active in it but the sources, and no new one to label).
 pub async fn repack_job(
     cat: &Catalogue,
+    store: &reel_queue::store::JobStore,
     selection: RepackSelection,
     to_pool: Option<String>,
     add_copies: bool,
     by: String,
 ) -> Result<(JobSpec, Vec<Candidate>)> {
     let chosen = repack_select::select(cat, &selection).await?;
+    let busy = repack_select::busy(store).await?;
+    if let Some(c) = chosen.iter().find(|c| busy.contains(&c.barcode)) {
+        return Err(refused(
+            "barcodes",
+            &c.barcode,
+            "an unfinished repack or reclaim job names it already (`reel jobs list`)".into(),
+        ));
+    }
+    if add_copies && let Some(c) = chosen.iter().find(|c| c.pool == to_pool) {
+        return Err(refused(
+            "to_pool",
+            to_pool.as_deref().unwrap_or(""),
+            format!(
+                "cartridge {} is in that pool: its objects have their copy there already; add copies to another pool",
+                c.barcode
+            ),
+        ));
+    }
+    if let Some(p) = &to_pool
+        && !cat.pool_exists(p).await?
+    {
+        return Err(refused(
+            "to_pool",
+            p,
+            "no such pool; a pool exists once a cartridge is taken into it (`reel intake --pool`)"
+                .into(),
+        ));
+    }
+    let all = cat.cartridges().await?;
+    let sources: std::collections::HashSet<&str> =
+        chosen.iter().map(|c| c.barcode.as_str()).collect();
+    let spare = all
+        .iter()
+        .any(|c| c.state == reel_engine::catalogue::CartridgeState::New && !c.worm);
+    let mut pools: Vec<&str> = match &to_pool {
+        Some(p) => vec![p.as_str()],
+        None => chosen.iter().filter_map(|c| c.pool.as_deref()).collect(),
+    };
+    pools.sort();
+    pools.dedup();
+    for p in pools {
+        let writable = all.iter().any(|c| {
+            c.pool.as_deref() == Some(p)
+                && c.state == reel_engine::catalogue::CartridgeState::Active
+                && !sources.contains(c.barcode.as_str())
+        });
+        if !writable && !spare {
+            return Err(refused(
+                "to_pool",
+                p,
+                format!(
+                    "pool {p} has no cartridge to write the copies to besides the ones repacked, \
+                     and the library has no new cartridge to label; take one in (`reel intake \
+                     --pool {p}`) or name another pool (--to-pool)"
+                ),
+            ));
+        }
+    }
     let spec = JobSpec::Repack(RepackJob {
         selection,
         cartridges: chosen.iter().map(|c| c.barcode.clone()).collect(),
@@ -90,13 +161,42 @@ pub async fn repack_job(
     Ok((spec, chosen))
 }
 
-/// The reclaim job for `barcodes`, refused when one of them holds something to keep.
-pub async fn reclaim_job(cat: &Catalogue, barcodes: Vec<String>, by: String) -> Result<JobSpec> {
+/// The reclaim job for `barcodes`, refused when one of them holds something to keep, an
+/// unfinished repack or reclaim names it, or reads are queued for it.
+pub async fn reclaim_job(
+    cat: &Catalogue,
+    store: &reel_queue::store::JobStore,
+    barcodes: Vec<String>,
+    by: String,
+) -> Result<JobSpec> {
     let job = ReclaimJob {
         cartridges: barcodes,
         by,
     };
     reel_queue::submission::check_reclaim(cat, &job).await?;
+    let busy = repack_select::busy(store).await?;
+    let requests = reel_queue::TapeRequests::new(store.db().clone());
+    for b in &job.cartridges {
+        if busy.contains(b) {
+            return Err(refused(
+                "barcodes",
+                b,
+                "an unfinished repack or reclaim job names it already (`reel jobs list`)".into(),
+            ));
+        }
+        let queued = requests.queued_reads_of(b).await?;
+        if !queued.is_empty() {
+            return Err(refused(
+                "barcodes",
+                b,
+                format!(
+                    "{} reads are queued for it (job {}); reclaim it once they are done",
+                    queued.len(),
+                    queued[0].job_id
+                ),
+            ));
+        }
+    }
     Ok(JobSpec::Reclaim(job))
 }
 

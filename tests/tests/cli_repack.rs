@@ -160,8 +160,11 @@ async fn repack_moves_every_live_object_and_reclaim_relabels_the_emptied_cartrid
             "matches no cartridge",
         );
 
-        // The repack: every live object moved, the source full with nothing live.
-        let v = run_job(d, &["repack", "--barcode", &source]);
+        // The repack: every live object moved, the source full with nothing live. A second
+        // repack of the same cartridge is refused while the first is unfinished.
+        let first = job_id(&reel_ok(d, &["repack", "--barcode", &source]));
+        reel_refused(d, &["repack", "--barcode", &source], "already");
+        let v = wait_job(d, &first);
         assert_eq!(v["state"], "done", "{name}: {v}");
         assert_eq!(v["result"]["objects"], 10, "{name}: {v}");
         assert_eq!(v["result"]["failed"], 0, "{name}: {v}");
@@ -208,6 +211,65 @@ async fn repack_moves_every_live_object_and_reclaim_relabels_the_emptied_cartrid
         // The reclaimed cartridge takes new writes and reads them back.
         let more = archive(d, src.path(), "s/", 3, 20_000);
         recall_all(d, "s/", &more);
+
+        // Objects with a copy in p1 and one in p2: moving the p1 copies "to p2" would leave
+        // them a copy fewer. Nothing of them moves; the job fails naming them.
+        let tree = src.path().join("t");
+        std::fs::create_dir_all(&tree).unwrap();
+        let t0 = write_random_file(&tree.join("0000"), 30_000, 99);
+        let v = run_job(
+            d,
+            &[
+                "archive",
+                tree.to_str().unwrap(),
+                "--key-prefix",
+                "t/",
+                "--class",
+                "two",
+            ],
+        );
+        assert_eq!(v["state"], "done", "{name}: {v}");
+        let both = copies_of(d, "t/0000");
+        assert_eq!(both.len(), 2, "{name}: {both:?}");
+        let in_p1 = both
+            .iter()
+            .find(|b| cartridge(d, b)["pool"] == "p1")
+            .unwrap()
+            .clone();
+        reel_refused(
+            d,
+            &[
+                "repack",
+                "--barcode",
+                &in_p1,
+                "--to-pool",
+                "p1",
+                "--add-copies",
+            ],
+            "copy there already",
+        );
+        let id = job_id(&reel_ok(
+            d,
+            &["repack", "--barcode", &in_p1, "--to-pool", "p2"],
+        ));
+        let (_, v, _) = reel(d, &["jobs", "wait", &id, "--timeout", "300"]);
+        let v = v[0].clone();
+        assert_eq!(v["state"], "failed", "{name}: {v}");
+        assert!(
+            v["error"].as_str().unwrap_or("").contains("a copy fewer"),
+            "{name}: {v}"
+        );
+        let after = copies_of(d, "t/0000");
+        assert_eq!(after.len(), 2, "{name}: t/0000 lost a copy: {after:?}");
+        assert!(after.contains(&in_p1), "{name}: {after:?}");
+        assert_ne!(cartridge(d, &in_p1)["state"], "repacking", "{name}");
+        let out = tempfile::tempdir().unwrap();
+        let v = run_job(
+            d,
+            &["recall", "t/0000", "--to", out.path().to_str().unwrap()],
+        );
+        assert_eq!(v["state"], "done", "{name}: {v}");
+        assert_eq!(sha256_file(&out.path().join("t/0000")), t0, "{name}");
     }
 }
 
@@ -244,7 +306,7 @@ async fn a_repack_killed_halfway_resumes_and_loses_nothing_while_recalls_are_ser
         }
         w.kill();
         // Recalls of every object while the repack resumes: each from whichever copy counts.
-        let _w2 = Worker::start(d, 2);
+        let w2 = Worker::start(d, 2);
         let out = tempfile::tempdir().unwrap();
         let recall = job_id(&reel_ok(
             d,
@@ -271,6 +333,43 @@ async fn a_repack_killed_halfway_resumes_and_loses_nothing_while_recalls_are_ser
             );
         }
         assert_eq!(cartridge(d, &source)["state"], "full", "{name}");
+        recall_all(d, "k/", &sums);
+
+        // A repack cancelled while no worker runs it: the cartridge gets its state back and
+        // the job's buffer goes, once a worker is back.
+        let dest = copies_of(d, "k/0000")[0].clone();
+        let id = job_id(&reel_ok(d, &["repack", "--barcode", &dest]));
+        let t0 = Instant::now();
+        while show_job(d, &id)["progress"]["objects_done"]
+            .as_u64()
+            .unwrap_or(0)
+            == 0
+        {
+            assert!(t0.elapsed() < Duration::from_secs(120), "{name}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        w2.kill();
+        reel_ok(d, &["jobs", "cancel", &id]);
+        let _w3 = Worker::start(d, 3);
+        let t0 = Instant::now();
+        loop {
+            let c = cartridge(d, &dest);
+            if c["state"] != "repacking" && show_job(d, &id)["state"] == "cancelled" {
+                assert_eq!(c["state"], "active", "{name}: {c}");
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(120), "{name}: {c}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let buffer = dir.path().join("repack").join(&id);
+        let t0 = Instant::now();
+        while buffer.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "{name}: {buffer:?} is left"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         recall_all(d, "k/", &sums);
     }
 }

@@ -62,7 +62,7 @@ impl ReclaimCheck {
             && self.state != CartridgeState::Disabled.as_str()
         {
             return Some(format!(
-                "cartridge {b} is {}; only a full or disabled cartridge is reclaimed (repack it first)",
+                "cartridge {b} is {}; only a full or disabled cartridge is reclaimed: repack it first, or mark it full (`reel cartridge state {b} full --reason …`) if it holds nothing live",
                 self.state
             ));
         }

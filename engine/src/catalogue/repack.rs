@@ -158,16 +158,34 @@ impl Catalogue {
         Ok(n > 0)
     }
 
+    /// The highest container id so far (0 when there is none): containers made later have
+    /// higher ids. A repack notes it before it reads an object, and retires the object's old
+    /// copy only for a copy in a container made after it ([`Catalogue::drop_copy_on`]).
+    pub async fn last_container_id(&self) -> Result<i64> {
+        const OP: &str = "last_container_id";
+        let id: Option<i64> = on_pool!(&self.backend, |pool| {
+            sqlx::query_scalar("SELECT MAX(id) FROM containers")
+                .fetch_one(pool)
+                .await
+                .ctx(OP)?
+        });
+        Ok(id.unwrap_or(0))
+    }
+
     /// Retire the copy of (`key`, `generation`) on `barcode`, only if the object keeps a copy
     /// in a durable or verified container (`verified_only`: a verified one) on another
-    /// cartridge that is not broken, exported or being repacked itself. One transaction; see
-    /// the module's note on concurrent repacks.
+    /// cartridge that is not broken, exported or being repacked itself, in a container made
+    /// after `newer_than` (a container id, [`Catalogue::last_container_id`]): the copy a
+    /// repack wrote, never one the object had before, so a move never leaves an object with
+    /// fewer copies than it had. One transaction; see the module's note on concurrent
+    /// repacks.
     pub async fn drop_copy_on(
         &self,
         key: &str,
         generation: u64,
         barcode: &str,
         verified_only: bool,
+        newer_than: i64,
     ) -> Result<DropOutcome> {
         const OP: &str = "drop_copy_on";
         validate_key(key)?;
@@ -201,13 +219,14 @@ impl Catalogue {
                          JOIN containers k ON k.id = c.container_id \
                          JOIN cartridges t ON t.barcode = k.barcode \
                          WHERE c.object_id = $1 AND k.barcode <> $2 \
-                           AND k.state IN ($3, $4) \
+                           AND k.state IN ($3, $4) AND k.id > $5 \
                            AND t.state NOT IN ('broken', 'exported', 'repacking')",
                     )
                     .bind(id)
                     .bind(barcode)
                     .bind(first)
                     .bind(second)
+                    .bind(newer_than)
                     .fetch_one(&mut *tx)
                     .await
                     .ctx(OP)?;
@@ -286,20 +305,20 @@ mod tests {
         );
         // a/1 has no other copy: kept. a/2 has one on B1: dropped, once.
         assert_eq!(
-            c.drop_copy_on("a/1", 1, "A1", false).await?,
+            c.drop_copy_on("a/1", 1, "A1", false, 0).await?,
             DropOutcome::NoOtherCopy
         );
         assert_eq!(
-            c.drop_copy_on("a/2", 1, "A1", false).await?,
+            c.drop_copy_on("a/2", 1, "A1", false, 0).await?,
             DropOutcome::Dropped
         );
         assert_eq!(
-            c.drop_copy_on("a/2", 1, "A1", false).await?,
+            c.drop_copy_on("a/2", 1, "A1", false, 0).await?,
             DropOutcome::NotThere
         );
         // B1's copy is durable, not verified: a verified-only drop keeps a/2's last copy.
         assert_eq!(
-            c.drop_copy_on("a/2", 1, "B1", true).await?,
+            c.drop_copy_on("a/2", 1, "B1", true, 0).await?,
             DropOutcome::NoOtherCopy
         );
         assert_eq!(
@@ -309,6 +328,20 @@ mod tests {
                 bytes: 40
             }
         );
+        // A copy the object had before the mark is not the repack's: a move that wrote no
+        // new copy (its pool already held one) keeps the old.
+        let mark = c.last_container_id().await?;
+        container_with(c, "A1", &[copy("a/5", 1, 0, 5, 5)], durable).await?;
+        container_with(c, "B1", &[copy("a/5", 1, 0, 5, 5)], durable).await?;
+        let after = c.last_container_id().await?;
+        assert_eq!(
+            c.drop_copy_on("a/5", 1, "A1", false, after).await?,
+            DropOutcome::NoOtherCopy
+        );
+        assert_eq!(
+            c.drop_copy_on("a/5", 1, "A1", false, mark).await?,
+            DropOutcome::Dropped
+        );
         assert!(c.has_copy_in_pool("q", "A1", "a/2", 1).await?);
         assert!(!c.has_copy_in_pool("q", "B1", "a/2", 1).await?);
         // A cartridge being repacked itself is not the other copy.
@@ -317,7 +350,7 @@ mod tests {
         c.set_cartridge_state("B1", CartridgeState::Repacking)
             .await?;
         assert_eq!(
-            c.drop_copy_on("a/4", 1, "A1", false).await?,
+            c.drop_copy_on("a/4", 1, "A1", false, 0).await?,
             DropOutcome::NoOtherCopy
         );
         Ok(())

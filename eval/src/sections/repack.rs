@@ -77,6 +77,9 @@ fn repack(e: &Worker, barcode: &str) -> Result<Moved> {
     })
 }
 
+/// What a reader recalled: each file and its key, for the byte check.
+type Recalls = Vec<(PathBuf, String)>;
+
 /// A closed-loop reader recalling 2 random `keys` a request for `modelled_s`; its latencies
 /// (modelled seconds) and what it recalled, for the byte check.
 fn reader(
@@ -86,7 +89,7 @@ fn reader(
     scale: f64,
     modelled_s: f64,
     tag: &str,
-) -> Result<(Vec<f64>, Vec<(PathBuf, String)>)> {
+) -> Result<(Vec<f64>, Recalls)> {
     let dest = ctx
         .scratch
         .join(format!("reel-bench-repack-{tag}-{}", std::process::id()));

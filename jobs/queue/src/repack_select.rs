@@ -153,7 +153,7 @@ pub async fn select(cat: &Catalogue, sel: &RepackSelection) -> Result<Vec<Candid
             return Err(invalid(
                 "barcodes",
                 b,
-                "is being repacked already (`reel jobs ls` shows the repack job)",
+                "is being repacked already (`reel jobs list` shows the repack job)",
             )
             .into());
         }

@@ -151,6 +151,7 @@ pub(super) async fn submit_repack(
     req.check()?;
     let (spec, _) = crate::repack_cmd::repack_job(
         state.catalogue(),
+        state.queue().store(),
         req.selection(),
         req.to_pool.clone(),
         req.add_copies,
@@ -181,7 +182,16 @@ pub(super) async fn dry_run(
     caller.require(Scope::Operate, "plan a repack")?;
     let Json(req) = body?;
     req.check()?;
-    let cartridges = reel_queue::repack_select::select(state.catalogue(), &req.selection()).await?;
+    // The job's own checks, so a dry run refuses what the job would.
+    let (_, cartridges) = crate::repack_cmd::repack_job(
+        state.catalogue(),
+        state.queue().store(),
+        req.selection(),
+        req.to_pool.clone(),
+        req.add_copies,
+        caller.who(),
+    )
+    .await?;
     Ok(Json(RepackPlanView { cartridges }))
 }
 
@@ -233,8 +243,13 @@ pub(super) async fn submit_reclaim(
             "name the cartridges to reclaim (GET /v1/reclaim lists what may be)",
         ));
     }
-    let spec =
-        crate::repack_cmd::reclaim_job(state.catalogue(), req.barcodes, caller.who()).await?;
+    let spec = crate::repack_cmd::reclaim_job(
+        state.catalogue(),
+        state.queue().store(),
+        req.barcodes,
+        caller.who(),
+    )
+    .await?;
     submit(&state, &caller, spec, req.priority).await
 }
 

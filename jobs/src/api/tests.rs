@@ -2358,6 +2358,8 @@ async fn api_repack_and_reclaim() {
     let f = fixture().await;
     let st = &f.state;
     seed(st, "S00001", "a/x").await;
+    // Another cartridge of the pool, for the copies to go to.
+    seed(st, "S00002", "a/y").await;
     let submitter = token(st, "submit", "/tmp").await;
     let (code, v) = post(
         st,
@@ -2402,7 +2404,7 @@ async fn api_repack_and_reclaim() {
         &f,
         Method::POST,
         "/v1/repack/dry-run",
-        Some(json!({"pool": "p1"})),
+        Some(json!({"barcodes": ["S00001"]})),
     )
     .await;
     assert_eq!(code, StatusCode::OK, "{v}");

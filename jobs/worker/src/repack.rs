@@ -125,6 +125,10 @@ struct RepackNote {
     kind: ObjectKind,
     /// The buffered file.
     staged: PathBuf,
+    /// The last container id when the read was queued: the old copy is retired only for a
+    /// copy in a container made after it (`Catalogue::drop_copy_on`).
+    #[serde(default)]
+    since: i64,
 }
 
 /// The note of a repack request (the `repack` member of its detail).
@@ -179,6 +183,11 @@ pub async fn run<E: TapeExecutor>(
         .and_then(|c| c.get("repack"))
         .and_then(|c| serde_json::from_value(c.clone()).ok())
         .unwrap_or_default();
+    // A job run again after it ended (`reel jobs retry` of a repack that could not move some
+    // objects) walks its cartridges again: what it moved is gone from them.
+    if cur.index >= job.cartridges.len() {
+        cur = Cursor::default();
+    }
     let buffer = PathBuf::from(&rt.config.repack.buffer_dir).join(&rec.id);
     std::fs::create_dir_all(&buffer).map_err(|source| JobsError::Io {
         doing: "creating the repack buffer",
@@ -215,6 +224,32 @@ pub async fn run<E: TapeExecutor>(
     }
     result?;
     remove_buffer(&buffer);
+    if cur.failed > 0 {
+        // Not done: some objects are where they were. The job fails saying which, and a
+        // retry walks the cartridges again.
+        let first: Vec<String> = cur
+            .failures
+            .iter()
+            .take(3)
+            .map(|f| format!("{} on {}: {}", f.key, f.barcode, f.reason))
+            .collect();
+        return Err(JobsError::Invalid(
+            reel_queue::submission::SubmissionError::Invalid {
+                field: "cartridges",
+                value: job.cartridges.join(","),
+                reason: format!(
+                    "{} of {} objects could not be moved and stay where they were ({}{}); {} moved; \
+                     `reel jobs retry {}` tries them again",
+                    cur.failed,
+                    cur.total_objects,
+                    first.join("; "),
+                    if cur.failed > 3 { "; …" } else { "" },
+                    cur.moved,
+                    rec.id
+                ),
+            },
+        ));
+    }
     Ok(serde_json::json!({
         "objects": cur.moved,
         "bytes": cur.moved_bytes,
@@ -291,15 +326,26 @@ async fn repack_all<E: TapeExecutor>(
         let state = if job.add_copies {
             cart.state
         } else if live.objects == 0 {
+            // Broken media stays broken (reclaim never reuses it); anything else is full.
+            let (end, why) = if cur.prior_state.as_deref() == Some(CartridgeState::Broken.as_str())
+            {
+                (
+                    CartridgeState::Broken,
+                    format!(
+                        "repacked by job {}: no live data left; broken media is not reused",
+                        rec.id
+                    ),
+                )
+            } else {
+                (
+                    CartridgeState::Full,
+                    format!("repacked by job {}: no live data left", rec.id),
+                )
+            };
             fenced(fence).await?;
-            cat.set_cartridge_state_noted(
-                barcode,
-                CartridgeState::Full,
-                &format!("repacked by job {}: no live data left", rec.id),
-                &job.by,
-            )
-            .await?;
-            CartridgeState::Full
+            cat.set_cartridge_state_noted(barcode, end, &why, &job.by)
+                .await?;
+            end
         } else {
             give_back(cat, rec, barcode, cur).await;
             cur.prior_state
@@ -399,7 +445,13 @@ async fn repack_one<E: TapeExecutor>(
                     if !job.add_copies {
                         fenced(fence).await?;
                         match cat
-                            .drop_copy_on(&r.object_key, note.generation, &note.from, verified_only)
+                            .drop_copy_on(
+                                &r.object_key,
+                                note.generation,
+                                &note.from,
+                                verified_only,
+                                note.since,
+                            )
                             .await?
                         {
                             DropOutcome::Dropped | DropOutcome::NotThere => {}
@@ -408,9 +460,11 @@ async fn repack_one<E: TapeExecutor>(
                                     key: r.object_key.clone(),
                                     barcode: note.from.clone(),
                                     reason: format!(
-                                        "its new copy in pool {} does not count yet (not {}); the copy on {} is kept",
-                                        note.to,
+                                        "no new {} copy of it was made in pool {} (a copy it \
+                                         already had there is not a new one: moving it there \
+                                         would leave it a copy fewer); the copy on {} is kept",
                                         if verified_only { "verified" } else { "durable" },
+                                        note.to,
                                         note.from
                                     ),
                                 });
@@ -483,6 +537,11 @@ async fn repack_one<E: TapeExecutor>(
             }
             let mut new = Vec::new();
             let mut room_bytes = slice.min(cfg.buffer_bytes - in_flight_bytes);
+            let since = if copies.is_empty() {
+                0
+            } else {
+                cat.last_container_id().await?
+            };
             for c in copies {
                 // An object larger than the room left waits for the buffer to empty (it goes
                 // alone when nothing else is in flight); another generation of a key in flight
@@ -501,7 +560,14 @@ async fn repack_one<E: TapeExecutor>(
                 }
                 room_bytes = room_bytes.saturating_sub(c.length);
                 in_flight.insert(c.key.clone());
-                new.push(read_request(&c, buffer, source_pool, to_pool, rec.priority));
+                new.push(read_request(
+                    &c,
+                    buffer,
+                    source_pool,
+                    to_pool,
+                    rec.priority,
+                    since,
+                ));
             }
             if !new.is_empty() {
                 fenced(fence).await?;
@@ -535,6 +601,7 @@ fn read_request(
     source_pool: &Option<String>,
     to_pool: &str,
     priority: i32,
+    since: i64,
 ) -> NewTapeRequest {
     // One name per copy on the cartridge: its container and offset.
     let staged = buffer.join(format!("c{}-{}", c.container_id, c.offset));
@@ -545,6 +612,7 @@ fn read_request(
         generation: c.generation,
         kind: c.meta.map(|m| m.kind).unwrap_or(ObjectKind::File),
         staged,
+        since,
     };
     NewTapeRequest {
         target: MountTarget::Read {
@@ -658,6 +726,79 @@ fn remove_buffer(dir: &Path) {
     }
 }
 
+/// Cartridges left `repacking` by a repack job that no longer runs (cancelled, or failed for
+/// good, while no worker was running it; or gone): each gets back the state its job saved (or
+/// `full` when it holds no live data), and the buffers of ended jobs are removed. Run by every
+/// worker's maintenance pass; what it does is the same whichever worker does it. Returns the
+/// cartridges given back.
+pub async fn sweep<E: TapeExecutor>(rt: &Arc<Runtime<E>>) -> Result<u32> {
+    let Some(cat) = rt.executor.object_catalogue() else {
+        return Ok(0);
+    };
+    let store = rt.queue.store();
+    let mut given = 0;
+    for c in cat.cartridges().await? {
+        if c.state != CartridgeState::Repacking {
+            continue;
+        }
+        let job = match c.state_reason.strip_prefix("repack job ") {
+            Some(id) => store.get(id).await?,
+            None => None,
+        };
+        if job.as_ref().is_some_and(|j| !j.state.is_final()) {
+            continue;
+        }
+        // The state the job saved, when it saved one for this cartridge.
+        let prior: Option<CartridgeState> = job.as_ref().and_then(|j| {
+            let cur: Cursor =
+                serde_json::from_value(j.checkpoint.as_ref()?.get("repack")?.clone()).ok()?;
+            let named = match &j.spec {
+                reel_queue::job::JobSpec::Repack(r) => r.cartridges.get(cur.index)? == &c.barcode,
+                _ => false,
+            };
+            if named {
+                cur.prior_state?.parse().ok()
+            } else {
+                None
+            }
+        });
+        let live = cat.live_on(&c.barcode).await?;
+        let state = match prior {
+            Some(p) if live.objects > 0 || p == CartridgeState::Broken => p,
+            _ if live.objects == 0 => CartridgeState::Full,
+            Some(p) => p,
+            None => CartridgeState::Full,
+        };
+        let why = format!(
+            "its repack ({}) ended{}; {} live objects left on it",
+            c.state_reason,
+            job.as_ref()
+                .map(|j| format!(" {}", j.state))
+                .unwrap_or_default(),
+            live.objects
+        );
+        cat.set_cartridge_state_noted(&c.barcode, state, &why, REEL)
+            .await?;
+        tracing::warn!(barcode = %c.barcode, %state, reason = %why, "cartridge given back after its repack ended");
+        given += 1;
+    }
+    // Buffers of jobs that ended.
+    if let Ok(dir) = std::fs::read_dir(&rt.config.repack.buffer_dir) {
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let ended = match store.get(&name).await {
+                Ok(Some(j)) => j.state.is_final(),
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if ended {
+                remove_buffer(&entry.path());
+            }
+        }
+    }
+    Ok(given)
+}
+
 /// The lease one worker holds while it runs the policy pass, for `[repack] every_minutes`:
 /// other workers skip the pass meanwhile.
 pub const POLICY_LEASE: &str = "reel.repack-policy";
@@ -707,6 +848,7 @@ mod tests {
             generation: 3,
             kind: ObjectKind::File,
             staged: "/b/c1-0".into(),
+            since: 7,
         };
         let d = with_note(serde_json::json!({"generation": 3}), &note);
         let r = TapeRequest {

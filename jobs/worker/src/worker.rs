@@ -1385,6 +1385,12 @@ async fn maintenance<E: TapeExecutor>(rt: Arc<Runtime<E>>) {
                 }
             }
         }
+        // Cartridges a repack left `repacking` when it ended without its runner.
+        if ticks % 10 == 1
+            && let Err(e) = crate::repack::sweep(&rt).await
+        {
+            tracing::warn!(error = %e, "giving back cartridges of ended repacks failed");
+        }
         // The pools' repack and reclaim policies, when they are on.
         if rt.config.repack.auto
             && !policy_every.is_zero()
