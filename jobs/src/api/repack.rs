@@ -225,8 +225,9 @@ pub(super) async fn policy(
     request_body = ReclaimRequest,
     responses(
         (status = 202, description = "queued", body = JobView),
-        (status = 400, description = "no cartridge, one listed twice, unknown, or holding something to keep (the reason says what)", body = ErrorBody),
+        (status = 400, description = "no cartridge, one listed twice, or one holding something to keep, with reads queued or named by an unfinished repack or reclaim (the reason says what)", body = ErrorBody),
         (status = 403, description = "the token lacks `operate`", body = ErrorBody),
+        (status = 404, description = "a cartridge the catalogue does not know", body = ErrorBody),
         (status = 503, description = "store unreachable", body = ErrorBody),
     )
 )]
