@@ -254,6 +254,19 @@ macro_rules! meta_columns {
 }
 pub(crate) use meta_columns;
 
+/// The columns of [`CopyRow`], of objects `o`, copies `c`, containers `k` and cartridges `t`.
+macro_rules! copy_columns {
+    () => {
+        concat!(
+            "o.key, o.generation, t.barcode, t.state AS cartridge_state, \
+             k.id AS container_id, k.file_number, k.first_block, k.last_block, k.record_size, \
+             c.byte_offset, c.byte_length, o.sha256, k.state AS container_state, ",
+            $crate::catalogue::object::meta_columns!()
+        )
+    };
+}
+pub(crate) use copy_columns;
+
 impl MetaColumns {
     /// The columns for `meta`, as they are stored.
     pub(crate) fn of(meta: Option<&ObjectMeta>) -> MetaColumns {
@@ -489,10 +502,8 @@ impl Catalogue {
         let generation = to_db("generation", generation)?;
         let rows: Vec<CopyRow> = on_pool!(&self.backend, |pool| {
             sqlx::query_as(concat!(
-                "SELECT o.key, o.generation, t.barcode, t.state AS cartridge_state, \
-                        k.id AS container_id, k.file_number, k.first_block, k.last_block, k.record_size, \
-                        c.byte_offset, c.byte_length, o.sha256, k.state AS container_state, ",
-                meta_columns!(),
+                "SELECT ",
+                copy_columns!(),
                 " FROM objects o \
                  JOIN copies c ON c.object_id = o.id \
                  JOIN containers k ON k.id = c.container_id \

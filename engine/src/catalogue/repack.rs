@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::Catalogue;
 use super::backend::{from_db, in_write_tx, on_pool, to_db};
 use super::error::{DbContext, Result};
-use super::object::{CopyRow, meta_columns, validate_key};
+use super::object::{CopyRow, copy_columns, validate_key};
 use super::{ContainerState, CopyLocation};
 
 /// A place on a cartridge in tape order: the block of a container's header and a byte offset
@@ -79,10 +79,8 @@ impl Catalogue {
         };
         let rows: Vec<CopyRow> = on_pool!(&self.backend, |pool| {
             sqlx::query_as(concat!(
-                "SELECT o.key, o.generation, t.barcode, t.state AS cartridge_state, \
-                        k.id AS container_id, k.file_number, k.first_block, k.last_block, k.record_size, \
-                        c.byte_offset, c.byte_length, o.sha256, k.state AS container_state, ",
-                meta_columns!(),
+                "SELECT ",
+                copy_columns!(),
                 " FROM containers k \
                  JOIN copies c ON c.container_id = k.id \
                  JOIN objects o ON o.id = c.object_id \

@@ -68,8 +68,9 @@ fn invalid(field: &'static str, value: &str, reason: impl Into<String>) -> Submi
     }
 }
 
-/// States a repack reads from (it makes them `repacking` while it runs).
-fn repackable(state: CartridgeState) -> bool {
+/// States a repack may be asked to read from (it makes them `repacking` while it runs): not
+/// new (nothing on it), exported (not in the library) or repacking (another job's).
+pub fn repackable(state: CartridgeState) -> bool {
     matches!(
         state,
         CartridgeState::Active

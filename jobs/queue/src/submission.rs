@@ -671,16 +671,17 @@ pub async fn check_repack(catalogue: &Catalogue, job: &crate::job::RepackJob) ->
 /// A reclaim's checks: each cartridge exists and holds nothing to keep.
 pub async fn check_reclaim(catalogue: &Catalogue, job: &crate::job::ReclaimJob) -> Result<()> {
     reel_engine::catalogue::check_reason("name of who reclaims", &job.by)?;
+    // A repeat first, before any cartridge is looked at (a refusal of the first would hide it).
     let mut seen = HashSet::new();
-    for b in &job.cartridges {
-        if !seen.insert(b.as_str()) {
-            return Err(SubmissionError::Invalid {
-                field: "cartridges",
-                value: b.clone(),
-                reason: "listed twice".into(),
-            }
-            .into());
+    if let Some(b) = job.cartridges.iter().find(|b| !seen.insert(b.as_str())) {
+        return Err(SubmissionError::Invalid {
+            field: "cartridges",
+            value: b.clone(),
+            reason: "listed twice".into(),
         }
+        .into());
+    }
+    for b in &job.cartridges {
         let check = catalogue.reclaim_check(b).await?;
         if let Some(reason) = check.refusal() {
             return Err(SubmissionError::Invalid {

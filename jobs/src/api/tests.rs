@@ -2435,6 +2435,14 @@ async fn api_repack_and_reclaim() {
     )
     .await;
     assert_error(code, &v, StatusCode::BAD_REQUEST, "empty");
+    let (code, v) = call(
+        &f,
+        Method::POST,
+        "/v1/jobs/reclaim",
+        Some(json!({"barcodes": ["S00001", "S00001"]})),
+    )
+    .await;
+    assert_error(code, &v, StatusCode::BAD_REQUEST, "twice");
     let (code, v) = call(&f, Method::GET, "/v1/reclaim?barcode=S00001", None).await;
     assert_eq!(code, StatusCode::OK, "{v}");
     assert_eq!(v["cartridges"][0]["live"], 1, "{v}");

@@ -152,16 +152,10 @@ fn with_note(mut detail: serde_json::Value, note: &RepackNote) -> serde_json::Va
     detail
 }
 
-/// States a repack may move data off: it makes them `repacking` while it runs.
+/// States a repack job moves data off: those a submission takes
+/// ([`reel_queue::repack_select::repackable`]), and `repacking` (its own, when it resumes).
 fn repackable(state: CartridgeState) -> bool {
-    matches!(
-        state,
-        CartridgeState::Active
-            | CartridgeState::Full
-            | CartridgeState::Disabled
-            | CartridgeState::Broken
-            | CartridgeState::Repacking
-    )
+    reel_queue::repack_select::repackable(state) || state == CartridgeState::Repacking
 }
 
 /// Run repack job `rec` to its end; returns its result document.
@@ -203,7 +197,16 @@ pub async fn run<E: TapeExecutor>(
         cur.counted = true;
         save(rt, rec, &cur).await?;
     }
-    let result = repack_all(rt, cat, rec, job, fence, cancel, &buffer, &mut cur).await;
+    let attempt = Attempt {
+        rt,
+        cat,
+        rec,
+        job,
+        fence,
+        cancel,
+        buffer: &buffer,
+    };
+    let result = repack_all(&attempt, &mut cur).await;
     // A user's cancel (not a shutdown: the job resumes then) gives the cartridge being
     // repacked its state back, once no drive holds its requests.
     if result.is_err()
@@ -261,17 +264,34 @@ pub async fn run<E: TapeExecutor>(
     }))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn repack_all<E: TapeExecutor>(
-    rt: &Arc<Runtime<E>>,
-    cat: &Catalogue,
-    rec: &JobRecord,
-    job: &RepackJob,
-    fence: &Fence,
-    cancel: &CancellationToken,
-    buffer: &Path,
-    cur: &mut Cursor,
-) -> Result<()> {
+/// One attempt of a repack job: what each of its steps reads.
+struct Attempt<'a, E> {
+    rt: &'a Arc<Runtime<E>>,
+    cat: &'a Catalogue,
+    rec: &'a JobRecord,
+    job: &'a RepackJob,
+    fence: &'a Fence,
+    cancel: &'a CancellationToken,
+    buffer: &'a Path,
+}
+
+impl<E> Clone for Attempt<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for Attempt<'_, E> {}
+
+async fn repack_all<E: TapeExecutor>(a: &Attempt<'_, E>, cur: &mut Cursor) -> Result<()> {
+    let Attempt {
+        rt,
+        cat,
+        rec,
+        job,
+        fence,
+        ..
+    } = *a;
     while let Some(barcode) = job.cartridges.get(cur.index) {
         let Some(cart) = cat.cartridge(barcode).await? else {
             end_cartridge(
@@ -317,10 +337,7 @@ async fn repack_all<E: TapeExecutor>(
             .await?;
         }
         tracing::info!(%barcode, to = %to_pool, "repacking");
-        repack_one(
-            rt, cat, rec, job, fence, cancel, buffer, cur, barcode, &cart.pool, &to_pool,
-        )
-        .await?;
+        repack_one(a, cur, barcode, &cart.pool, &to_pool).await?;
         // Every object expanded and settled: what is left could not be moved.
         let live = cat.live_on(barcode).await?;
         let state = if job.add_copies {
@@ -380,23 +397,28 @@ fn end_cartridge(
     cur.prior_state = None;
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn repack_one<E: TapeExecutor>(
-    rt: &Arc<Runtime<E>>,
-    cat: &Catalogue,
-    rec: &JobRecord,
-    job: &RepackJob,
-    fence: &Fence,
-    cancel: &CancellationToken,
-    buffer: &Path,
+    a: &Attempt<'_, E>,
     cur: &mut Cursor,
     barcode: &str,
     source_pool: &Option<String>,
     to_pool: &str,
 ) -> Result<()> {
+    let Attempt {
+        rt,
+        cat,
+        rec,
+        job,
+        fence,
+        cancel,
+        buffer,
+    } = *a;
     let cfg = &rt.config.repack;
     let window = cfg.window as usize;
     let verified_only = rt.config.archive.verify == reel_queue::config::VerifyMode::Full;
+    // Steps in a row in which nothing moved: each lists the job's requests, so the loop waits
+    // longer while the drives are busy with a slice (see `step_pause`).
+    let mut idle: u32 = 0;
     loop {
         if cancel.is_cancelled() {
             return Err(JobsError::Cancelled(rec.id.clone()));
@@ -580,18 +602,24 @@ async fn repack_one<E: TapeExecutor>(
         if cur.source_done && reqs.is_empty() && add.is_empty() && !expanded {
             return Ok(());
         }
-        if !settled && !expanded {
+        if settled || expanded {
+            idle = 0;
+        } else {
             tokio::select! {
-                _ = tokio::time::sleep(step_pause(rt)) => {}
+                _ = tokio::time::sleep(step_pause(rt, idle)) => {}
                 _ = cancel.cancelled() => {}
             }
+            idle = idle.saturating_add(1);
         }
     }
 }
 
-/// How long the loop waits when nothing moved: a worker poll, at least a tenth of a second.
-fn step_pause<E>(rt: &Runtime<E>) -> Duration {
-    Duration::from_millis(rt.config.worker.poll_interval_ms.max(100))
+/// How long the loop waits after `idle` steps in a row in which nothing moved: a worker poll
+/// (at least a tenth of a second), doubling with each idle step up to 2 s. A slice a drive
+/// takes minutes over is not listed ten times a second.
+fn step_pause<E>(rt: &Runtime<E>, idle: u32) -> Duration {
+    let poll = rt.config.worker.poll_interval_ms.max(100);
+    Duration::from_millis((poll << idle.min(5)).min(2_000).max(poll))
 }
 
 /// The read of one live copy into the buffer.
