@@ -229,6 +229,16 @@ impl Worker {
         Ok(r)
     }
 
+    /// Whether job `id` has ended (done, failed or cancelled), without waiting.
+    pub fn ended(&self, id: &str) -> Result<bool> {
+        let w = self.worker()?;
+        Ok(self
+            .rt
+            .block_on(w.wait(id, Duration::ZERO))
+            .map_err(|e| anyhow!("job {id}: {e}"))?
+            .is_some())
+    }
+
     /// Submit a job and wait until it is done.
     pub fn run(&self, spec: JobSpec) -> Result<JobRecord> {
         self.rt.block_on(async {
