@@ -127,15 +127,25 @@ impl DriveBoard {
 
     /// Take a place on the board for a new mount, atomically, unless it would break a rule:
     /// its group already has `cap` live drives of the same mode elsewhere (`cap` 0 = no cap),
-    /// or (for a read) another live drive holds or is mounting the same cartridge. `false`
-    /// when refused; the drive then keeps what it had and decides again on its next turn.
-    pub async fn reserve(&self, fence: &Fence, mount: &BoardMount, cap: u32) -> Result<bool> {
+    /// (for a read) another live drive holds or is mounting the same cartridge, or (for a
+    /// write) more live drives elsewhere write the same pool than the `writers_seen` the
+    /// decision counted: another drive loop decided the same write a moment ago, and a second
+    /// cartridge would be loaded (or labelled) for work one drive was deemed enough for.
+    /// `false` when refused; the drive then keeps what it had and decides again on its next
+    /// turn, with the other drive's mount counted.
+    pub async fn reserve(
+        &self,
+        fence: &Fence,
+        mount: &BoardMount,
+        cap: u32,
+        writers_seen: u32,
+    ) -> Result<bool> {
         fence.check().await?;
         let drive = drive_of(fence)?;
         let (mode, target) = split(&mount.target);
         let now = now_ms();
         // Parameters: $1 now, $2 drive, $3 holder, $4 epoch, $5 mode, $6 target, $7 pool,
-        // $8 group, $9 since, $10 cap.
+        // $8 group, $9 since, $10 cap, $11 writers seen.
         let ensure = "INSERT INTO reel_drives (drive, holder, epoch, updated_ms) VALUES ($2, $3, $4, $1) \
                       ON CONFLICT (drive) DO NOTHING";
         let take = format!(
@@ -145,7 +155,9 @@ impl DriveBoard {
              AND ($10 = 0 OR $8 IS NULL OR (SELECT count(*) FROM {LIVE} \
                   WHERE d.drive <> $2 AND d.grp = $8 AND d.mode = $5) < $10) \
              AND NOT ($5 = 'read' AND EXISTS (SELECT 1 FROM {LIVE} \
-                  WHERE d.drive <> $2 AND ((d.mode = 'read' AND d.target = $6) OR d.barcode = $6)))"
+                  WHERE d.drive <> $2 AND ((d.mode = 'read' AND d.target = $6) OR d.barcode = $6))) \
+             AND NOT ($5 = 'write' AND (SELECT count(*) FROM {LIVE} \
+                  WHERE d.drive <> $2 AND d.mode = 'write' AND d.target = $6) > $11)"
         );
         let cap = i64::from(cap);
         // Ensure the row, take the place if the rules allow, commit; the number of rows taken.
@@ -170,6 +182,7 @@ impl DriveBoard {
                     .bind(mount.group.as_deref())
                     .bind(mount.since_ms)
                     .bind(cap)
+                    .bind(i64::from(writers_seen))
                     .execute(&mut *$tx)
                     .await
                     .map_err(self.db.err("reserving a drive's mount"))?
@@ -282,19 +295,39 @@ mod tests {
             .unwrap();
 
         // Group vo may use one read drive: d0 takes it, d1 is refused, an uncapped group is not.
-        assert!(board.reserve(&a, &read("A1", Some("vo")), 1).await.unwrap());
-        assert!(!board.reserve(&b, &read("A2", Some("vo")), 1).await.unwrap());
-        assert!(board.reserve(&b, &read("A2", Some("vo")), 2).await.unwrap());
-        assert!(board.reserve(&c, &read("B1", None), 1).await.unwrap());
+        assert!(
+            board
+                .reserve(&a, &read("A1", Some("vo")), 1, 0)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !board
+                .reserve(&b, &read("A2", Some("vo")), 1, 0)
+                .await
+                .unwrap()
+        );
+        assert!(
+            board
+                .reserve(&b, &read("A2", Some("vo")), 2, 0)
+                .await
+                .unwrap()
+        );
+        assert!(board.reserve(&c, &read("B1", None), 1, 0).await.unwrap());
         // d0 re-reserving for itself does not count itself.
-        assert!(board.reserve(&a, &read("A3", Some("vo")), 2).await.unwrap());
+        assert!(
+            board
+                .reserve(&a, &read("A3", Some("vo")), 2, 0)
+                .await
+                .unwrap()
+        );
 
         // A cartridge is in one drive at a time: A3 is d0's, whether mounting or loaded.
-        assert!(!board.reserve(&c, &read("A3", None), 0).await.unwrap());
+        assert!(!board.reserve(&c, &read("A3", None), 0, 0).await.unwrap());
         let mut loaded = read("A3", Some("vo"));
         loaded.barcode = Some("A3".into());
         board.publish(&a, Some(&loaded)).await.unwrap();
-        assert!(!board.reserve(&c, &read("A3", None), 0).await.unwrap());
+        assert!(!board.reserve(&c, &read("A3", None), 0, 0).await.unwrap());
 
         let live = board.live().await.unwrap();
         assert_eq!(
@@ -311,16 +344,36 @@ mod tests {
         leases.heartbeat(&a, Duration::ZERO).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(board.live().await.unwrap().len(), 2);
-        assert!(board.reserve(&c, &read("A3", Some("vo")), 0).await.unwrap());
+        assert!(
+            board
+                .reserve(&c, &read("A3", Some("vo")), 0, 0)
+                .await
+                .unwrap()
+        );
         // ... and a fenced writer cannot publish or reserve.
         assert!(matches!(
             board.publish(&a, None).await,
             Err(JobsError::Fenced { .. })
         ));
         assert!(matches!(
-            board.reserve(&a, &read("A9", None), 0).await,
+            board.reserve(&a, &read("A9", None), 0, 0).await,
             Err(JobsError::Fenced { .. })
         ));
+
+        // Two loops decide the same write at once, each seeing no other writer of pool w: the
+        // first takes its place, the second is refused; deciding again, it counts the first.
+        let write = |pool: &str| BoardMount {
+            target: MountTarget::Write { pool: pool.into() },
+            barcode: None,
+            pool: Some(pool.into()),
+            group: None,
+            since_ms: now_ms(),
+        };
+        assert!(board.reserve(&b, &write("w"), 0, 0).await.unwrap());
+        assert!(!board.reserve(&c, &write("w"), 0, 0).await.unwrap());
+        assert!(board.reserve(&c, &write("w"), 0, 1).await.unwrap());
+        // Another pool's writer does not count.
+        assert!(board.reserve(&c, &write("x"), 0, 0).await.unwrap());
 
         // Emptied drives hold nothing.
         board.publish(&b, None).await.unwrap();

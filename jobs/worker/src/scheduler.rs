@@ -28,6 +28,11 @@ pub struct Mounted {
     pub pool: Option<String>,
     /// How long it has been mounted.
     pub mounted_for: Duration,
+    /// Whether its cartridge takes writes (it is `active`). `false` only where known: a full
+    /// or `repacking` cartridge of a pool does not make its drive the pool's writer (a write
+    /// there would unload it first, and a repack's source is wanted again for its next
+    /// slice of reads).
+    pub takes_writes: bool,
 }
 
 /// One drive as the scheduler sees it.
@@ -308,6 +313,8 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
     });
 
     // Empty drives of other loops: each takes one queue at its next poll, without an unload.
+    // Idle drives of other loops this decision leaves work to (below).
+    let mut promised: BTreeSet<&str> = BTreeSet::new();
     let mut empty_elsewhere = drives
         .iter()
         .filter(|d| d.unavailable && d.mounted.is_none())
@@ -337,7 +344,7 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             d.mounted.as_ref().is_some_and(|m| match &q.target {
                 MountTarget::Read { barcode } => &m.barcode == barcode,
                 MountTarget::Write { pool } => {
-                    m.pool.as_ref() == Some(pool) || m.target == q.target
+                    (m.pool.as_ref() == Some(pool) && m.takes_writes) || m.target == q.target
                 }
             })
         };
@@ -367,6 +374,30 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             && !free.iter().any(|d| d.mounted.is_none() || holds_it(d))
         {
             empty_elsewhere -= 1;
+            continue;
+        }
+        // Likewise an idle drive of another loop whose cartridge has been mounted longer than
+        // any here: the cartridge mounted longest gives way first (a repack's source, idle
+        // for a moment between two slices of reads, is not unloaded for a write while an
+        // older idle mount could take it). The oldest idle mount never defers, so one drive
+        // takes the work; past the grace, any free drive does.
+        let youngest_here = free
+            .iter()
+            .filter_map(|d| d.mounted.as_ref().map(|m| m.mounted_for))
+            .min();
+        if q.oldest_age < HANDOFF_GRACE
+            && !free.iter().any(|d| d.mounted.is_none() || holds_it(d))
+            && let Some(here) = youngest_here
+            && let Some(older) = drives.iter().find(|d| {
+                d.unavailable
+                    && !promised.contains(d.name.as_str())
+                    && d.mounted.as_ref().is_some_and(|m| {
+                        m.mounted_for > here
+                            && by_target.get(&m.target).is_none_or(|t| t.files == 0)
+                    })
+            })
+        {
+            promised.insert(older.name.as_str());
             continue;
         }
         let pick = free
@@ -498,6 +529,7 @@ mod tests {
                 target,
                 pool: None,
                 mounted_for: Duration::from_secs(secs),
+                takes_writes: true,
             }),
             unavailable: false,
         }
@@ -760,6 +792,7 @@ mod tests {
                 target,
                 pool: Some(pool.into()),
                 mounted_for: Duration::from_secs(10),
+                takes_writes: true,
             }),
             unavailable: false,
         }
@@ -1007,6 +1040,71 @@ mod tests {
         let d = decide(&p, &late, &[empty("d1"), d0]);
         assert!(
             matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
+    }
+
+    /// Seen in the repack benchmark: the source of a repack, idle in d0 between two slices of
+    /// reads, made d0 its pool's writer: d0 unloaded it to load a destination cartridge, and
+    /// the next slice mounted the source again in another drive. A cartridge that takes no
+    /// writes does not make its drive the pool's: the write goes to an empty drive.
+    #[test]
+    fn a_cartridge_that_takes_no_writes_does_not_draw_its_pools_writes() {
+        let p = policy();
+        let source = MountTarget::Read {
+            barcode: "S".into(),
+        };
+        let q = vec![write("P", 5_000_000, 200, 1, 5)];
+        let mut d1 = empty("d1");
+        d1.unavailable = true;
+        let mut repacking = holding_cartridge("d0", source.clone(), "S", "P");
+        if let Some(m) = repacking.mounted.as_mut() {
+            m.takes_writes = false;
+        }
+        let d = decide(&p, &q, &[repacking, d1.clone()]);
+        assert_eq!(d[0], Decision::Idle { drive: "d0".into() }, "{d:?}");
+        // An active cartridge of the pool in d0: d0 writes, without an unload.
+        let d = decide(&p, &q, &[holding_cartridge("d0", source, "S", "P"), d1]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, target, .. }
+                if drive == "d0" && *target == MountTarget::Write { pool: "P".into() }),
+            "{d:?}"
+        );
+    }
+
+    /// Every drive idle with a cartridge, one loop each: the cartridge mounted longest gives
+    /// way to new work, the one mounted a moment ago stays (it may be wanted again soon).
+    #[test]
+    fn the_longest_idle_mount_gives_way_first() {
+        let p = policy();
+        let q = vec![read("C", 5_000_000, 200, 1, 50)];
+        let recent = |name: &str, secs: u64| {
+            holding(
+                name,
+                MountTarget::Read {
+                    barcode: name.to_uppercase(),
+                },
+                secs,
+            )
+        };
+        let mut old = recent("d1", 600);
+        old.unavailable = true;
+        let d = decide(&p, &q, &[recent("d0", 5), old]);
+        assert_eq!(d[0], Decision::Idle { drive: "d0".into() }, "{d:?}");
+        let mut young = recent("d0", 5);
+        young.unavailable = true;
+        let d = decide(&p, &q, &[recent("d1", 600), young]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
+        // Past the grace, the young one takes it too.
+        let late = vec![read("C", 5_000_000, 200, HANDOFF_GRACE.as_secs(), 50)];
+        let mut old = recent("d1", 600);
+        old.unavailable = true;
+        let d = decide(&p, &late, &[recent("d0", 5), old]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d0"),
             "{d:?}"
         );
     }

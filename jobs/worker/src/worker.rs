@@ -1746,11 +1746,35 @@ async fn other_drives<E: TapeExecutor>(rt: &Runtime<E>, drive: &str) -> Result<V
                 target: m.target,
                 pool: m.pool,
                 mounted_for: Duration::from_millis((now - m.since_ms).max(0) as u64),
+                // Not known here; only this loop's own drive is assigned.
+                takes_writes: true,
             }),
             name: e.drive,
             unavailable: true,
         })
         .collect())
+}
+
+/// Whether each mounted cartridge takes writes (is `active`), asked only of those whose pool
+/// has a write waiting: a full or `repacking` cartridge does not make its drive the pool's
+/// writer ([`Mounted::takes_writes`]).
+async fn mark_takes_writes<E: TapeExecutor>(
+    rt: &Runtime<E>,
+    queues: &[crate::scheduler::QueueSummary],
+    drives: &mut [DriveState],
+) -> Result<()> {
+    let Some(cat) = rt.executor.object_catalogue() else {
+        return Ok(());
+    };
+    for m in drives.iter_mut().filter_map(|d| d.mounted.as_mut()) {
+        let written = queues.iter().any(
+            |q| matches!(&q.target, MountTarget::Write { pool } if m.pool.as_ref() == Some(pool)),
+        );
+        if written && let Some(c) = cat.cartridge(&m.barcode).await? {
+            m.takes_writes = c.state == reel_engine::catalogue::CartridgeState::Active;
+        }
+    }
+    Ok(())
 }
 
 async fn drive_step<E: TapeExecutor>(
@@ -1806,6 +1830,7 @@ async fn drive_step<E: TapeExecutor>(
             target: h.target.clone(),
             pool: h.pool.clone(),
             mounted_for: h.since.elapsed(),
+            takes_writes: true,
         }),
         unavailable: false,
     };
@@ -1813,6 +1838,7 @@ async fn drive_step<E: TapeExecutor>(
     // in one drive, extra drives for a pool); see `queue::drives`.
     let mut drives = vec![state];
     drives.extend(others);
+    mark_takes_writes(rt, &queues, &mut drives).await?;
     let mut decision = scheduler::decide(policy, &queues, &drives)
         .into_iter()
         .next();
@@ -1835,6 +1861,7 @@ async fn drive_step<E: TapeExecutor>(
                     barcode: b,
                     pool: None,
                     mounted_for: Duration::ZERO,
+                    takes_writes: true,
                 }),
                 unavailable: true,
             }));
@@ -1867,7 +1894,17 @@ async fn drive_step<E: TapeExecutor>(
                 since_ms,
             };
             // Another drive may have decided the same slot a moment ago: take it atomically.
-            if !rt.board.reserve(fence, &intent, cap).await? {
+            // For a write, the other drives this decision saw writing the pool: a loop that
+            // decided the same write meanwhile makes the board refuse (each loop decides for
+            // its own drive, and three loops that saw one small archive at once had each
+            // loaded a cartridge for it).
+            let writers_seen = drives
+                .iter()
+                .filter(|d| d.unavailable)
+                .filter(|d| d.mounted.as_ref().is_some_and(|m| m.target == target))
+                .count();
+            let writers_seen = u32::try_from(writers_seen).unwrap_or(u32::MAX);
+            if !rt.board.reserve(fence, &intent, cap, writers_seen).await? {
                 tracing::debug!(
                     drive,
                     ?target,
