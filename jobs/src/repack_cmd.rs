@@ -93,14 +93,9 @@ pub async fn repack_job(
     by: String,
 ) -> Result<(JobSpec, Vec<Candidate>)> {
     let chosen = repack_select::select(cat, &selection).await?;
+    let cartridges: Vec<String> = chosen.iter().map(|c| c.barcode.clone()).collect();
     let busy = repack_select::busy(store).await?;
-    if let Some(c) = chosen.iter().find(|c| busy.contains(&c.barcode)) {
-        return Err(refused(
-            "barcodes",
-            &c.barcode,
-            "an unfinished repack or reclaim job names it already (`reel jobs list`)".into(),
-        ));
-    }
+    repack_select::queue_refusal(store, &busy, &cartridges, false).await?;
     if add_copies && let Some(c) = chosen.iter().find(|c| c.pool == to_pool) {
         return Err(refused(
             "to_pool",
@@ -153,7 +148,7 @@ pub async fn repack_job(
     }
     let spec = JobSpec::Repack(RepackJob {
         selection,
-        cartridges: chosen.iter().map(|c| c.barcode.clone()).collect(),
+        cartridges,
         to_pool,
         add_copies,
         by,
@@ -175,28 +170,7 @@ pub async fn reclaim_job(
     };
     reel_queue::submission::check_reclaim(cat, &job).await?;
     let busy = repack_select::busy(store).await?;
-    let requests = reel_queue::TapeRequests::new(store.db().clone());
-    for b in &job.cartridges {
-        if busy.contains(b) {
-            return Err(refused(
-                "barcodes",
-                b,
-                "an unfinished repack or reclaim job names it already (`reel jobs list`)".into(),
-            ));
-        }
-        let queued = requests.queued_reads_of(b).await?;
-        if !queued.is_empty() {
-            return Err(refused(
-                "barcodes",
-                b,
-                format!(
-                    "{} reads are queued for it (job {}); reclaim it once they are done",
-                    queued.len(),
-                    queued[0].job_id
-                ),
-            ));
-        }
-    }
+    repack_select::queue_refusal(store, &busy, &job.cartridges, true).await?;
     Ok(JobSpec::Reclaim(job))
 }
 

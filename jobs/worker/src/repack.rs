@@ -564,7 +564,8 @@ async fn repack_one<E: TapeExecutor>(
             } else {
                 cat.last_container_id().await?
             };
-            for c in copies {
+            for placed in copies {
+                let c = placed.copy;
                 // An object larger than the room left waits for the buffer to empty (it goes
                 // alone when nothing else is in flight); another generation of a key in flight
                 // waits for it (one write batch cannot hold a key twice).
@@ -572,7 +573,7 @@ async fn repack_one<E: TapeExecutor>(
                 if (c.length > room_bytes && !alone) || in_flight.contains(&c.key) {
                     break;
                 }
-                cur.after = Some(TapePosition::of(&c));
+                cur.after = Some(placed.position);
                 if job.add_copies
                     && cat
                         .has_copy_in_pool(to_pool, barcode, &c.key, c.generation)
@@ -584,6 +585,7 @@ async fn repack_one<E: TapeExecutor>(
                 in_flight.insert(c.key.clone());
                 new.push(read_request(
                     &c,
+                    placed.position,
                     buffer,
                     source_pool,
                     to_pool,
@@ -625,14 +627,19 @@ fn step_pause<E>(rt: &Runtime<E>, idle: u32) -> Duration {
 /// The read of one live copy into the buffer.
 fn read_request(
     c: &CopyLocation,
+    position: TapePosition,
     buffer: &Path,
     source_pool: &Option<String>,
     to_pool: &str,
     priority: i32,
     since: i64,
 ) -> NewTapeRequest {
-    // One name per copy on the cartridge: its container and offset.
-    let staged = buffer.join(format!("c{}-{}", c.container_id, c.offset));
+    // One name per copy on the cartridge: its container, offset and object (empty objects
+    // share an offset with the next one; two of them once shared a buffered file).
+    let staged = buffer.join(format!(
+        "c{}-{}-{}",
+        c.container_id, c.offset, position.object
+    ));
     let detail = ReadDetail::of(c, staged.clone(), buffer.to_path_buf(), Overwrite::Always);
     let note = RepackNote {
         from: c.barcode.clone(),
@@ -853,7 +860,18 @@ pub async fn policy_pass<E: TapeExecutor>(rt: &Arc<Runtime<E>>) -> Result<usize>
     let mut submitted = 0;
     for spec in reel_queue::repack_select::policy_jobs(&plan, REEL) {
         // Checked as a submission is: a cartridge that changed since the plan is refused.
-        if let Err(e) = reel_queue::submission::check(&spec, &rt.config, cat).await {
+        let (cartridges, reclaim) = match &spec {
+            reel_queue::job::JobSpec::Repack(r) => (r.cartridges.as_slice(), false),
+            reel_queue::job::JobSpec::Reclaim(r) => (r.cartridges.as_slice(), true),
+            _ => (&[][..], false),
+        };
+        let queue_says =
+            reel_queue::repack_select::queue_refusal(rt.queue.store(), &busy, cartridges, reclaim)
+                .await;
+        if let Err(e) = match queue_says {
+            Ok(()) => reel_queue::submission::check(&spec, &rt.config, cat).await,
+            Err(e) => Err(e),
+        } {
             tracing::warn!(kind = %spec.kind(), error = %e, "a policy's job is refused");
             continue;
         }

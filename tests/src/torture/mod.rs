@@ -1,6 +1,6 @@
 //! # The torture run (`reel-torture`)
 //!
-//! A seeded run of library life: client tasks submit archive, recall, verify and intake jobs
+//! A seeded run of library life: client tasks submit archive, recall, verify, repack and intake jobs
 //! through the `reel` binary (and upload objects to `reel serve` over HTTP, its spool on a
 //! disk the chaos fills) against several `reel worker` processes sharing one simulated
 //! library (loaded through dlopen) and one store, while a chaos driver injects the
@@ -411,6 +411,11 @@ async fn client(ctx: Arc<Ctx>, n: u32) {
             ClientOp::VerifyCartridge { pick } => {
                 if let Some(bc) = written_cartridge(&ctx, n, None, pick).await {
                     submit_and_wait(&ctx, n, "verify", &["verify", "--cartridge", &bc]).await;
+                }
+            }
+            ClientOp::Repack { pick } => {
+                if let Some(bc) = written_cartridge(&ctx, n, None, pick).await {
+                    submit_and_wait(&ctx, n, "repack", &["repack", "--barcode", &bc]).await;
                 }
             }
             ClientOp::Intake { pool } => {

@@ -32,6 +32,12 @@ pub enum ClientOp {
         /// Chooses the cartridge.
         pick: u64,
     },
+    /// Repack one cartridge holding data, chosen by `pick`, within its pool: every live
+    /// object moves to another cartridge while faults, kills and freezes go on.
+    Repack {
+        /// Chooses the cartridge.
+        pick: u64,
+    },
     /// Take every cartridge the catalogue does not know into a pool.
     Intake {
         /// `p1` or `p2`.
@@ -113,7 +119,8 @@ pub fn client_op(rng: &mut StdRng, max_file: u64) -> ClientOp {
         80..88 => ClientOp::VerifySample {
             every: rng.gen_range(2..=8),
         },
-        88..96 => ClientOp::VerifyCartridge { pick: rng.r#gen() },
+        88..93 => ClientOp::VerifyCartridge { pick: rng.r#gen() },
+        93..97 => ClientOp::Repack { pick: rng.r#gen() },
         _ => ClientOp::Intake {
             pool: if rng.gen_bool(0.5) { "p1" } else { "p2" }.into(),
         },
