@@ -68,10 +68,15 @@ struct Site {
 }
 
 fn site(store: &Store) -> Site {
+    site_with_drives(store, 2)
+}
+
+/// A site whose library has `drives` drives.
+fn site_with_drives(store: &Store, drives: u32) -> Site {
     let dir = tempfile::tempdir().unwrap();
     let lib = tempfile::tempdir().unwrap();
     let plugin_config = format!(
-        "dir={}\\nsim.clock=instant\\nsim.calibrated=true\\nsim.drives=2\\nsim.cartridges=10\\n\
+        "dir={}\\nsim.clock=instant\\nsim.calibrated=true\\nsim.drives={drives}\\nsim.cartridges=10\\n\
          sim.capacity_bytes=2147483648\\nsim.early_warning_percent=90",
         lib.path().display()
     );
@@ -917,29 +922,16 @@ async fn a_write_reads_the_label_of_a_cartridge_back_from_a_vault_first() {
     init_tracing();
     for store in stores("worker_unchecked_label").await {
         let name = store.name();
-        let site = site(&store);
+        let site = site_with_drives(&store, 1);
         let w = start(&site).await;
         let a = batch("ua", 3, 100_000, 21);
         archive(&w, &a, "default").await;
         let cat = w.service().catalogue();
         let barcode = cat.copies("ua/0000", 1).await.unwrap()[0].barcode.clone();
-        // The only cartridge the next write may take: the others of the pool are made full and
-        // the new ones disabled. (The drive loop holding it unloads it while it is exported; a
-        // write that met it being unloaded labelled a new cartridge on the other drive, once on
-        // PostgreSQL in CI. With no other cartridge, that drive sets the pool aside and the
-        // write waits for the cartridge.)
-        for c in cat.cartridges().await.unwrap() {
-            let to = match c.state {
-                CartridgeState::Active => CartridgeState::Full,
-                CartridgeState::New => CartridgeState::Disabled,
-                _ => continue,
-            };
-            if c.barcode != barcode {
-                cat.set_cartridge_state_noted(&c.barcode, to, "test", "test")
-                    .await
-                    .unwrap();
-            }
-        }
+        // One drive: the next write takes the pool's labelled cartridge with room before it
+        // labels a new one. (With two, a write that met the exported cartridge being unloaded
+        // from one drive, or a new cartridge another drive was labelling, went elsewhere: seen
+        // in CI on both databases.)
         // Out and back in the catalogue at once (the robot never moves it).
         cat.send_to_vault(&barcode, "shelf 1", "test")
             .await

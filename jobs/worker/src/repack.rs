@@ -15,9 +15,11 @@
 //!    (back-pressure), so a repack of a million objects never queues a million requests.
 //!    With two drives free, one reads a slice while the other writes the slice before it;
 //!    with one, it reads until the buffer is full, then writes.
-//! 2. **Read → write.** A read that is done becomes a write request of the same object and
-//!    generation to the destination pool, whose source file is the buffered one; the two
-//!    swap in one transaction ([`TapeRequests::settle_into`]).
+//! 2. **Read → write.** Once a slice is read, each of its reads becomes a write request of
+//!    the same object and generation to the destination pool, whose source file is the
+//!    buffered one; they swap in one transaction ([`TapeRequests::settle_into`]). A slice
+//!    goes to the writer whole, so a write session holds many objects (one container close,
+//!    filemark and sync for them all), while the source drive reads the next slice.
 //! 3. **Write → retire.** A write that is done (its container durable, verified if the pool
 //!    verifies in full) retires the source's copy in the catalogue
 //!    ([`Catalogue::drop_copy_on`], which keeps it unless another copy counts) and removes the
@@ -440,6 +442,14 @@ async fn repack_one<E: TapeExecutor>(
         let mut in_flight_bytes = 0u64;
         let (mut moved, mut moved_bytes) = (0u64, 0u64);
         let mut failures = Vec::new();
+        // A slice's reads become writes together, once none of them is still to be read: the
+        // writer then takes the slice in one session (one container close, filemark and
+        // sync for many objects, not one per object as they trickle in) while the source drive
+        // reads the next slice.
+        let slice_read = !reqs.iter().any(|r| {
+            matches!(r.target, MountTarget::Read { .. })
+                && !matches!(r.state.as_str(), "done" | "failed")
+        });
         for r in &reqs {
             let note = match note_of(r) {
                 Ok(n) => n,
@@ -457,6 +467,11 @@ async fn repack_one<E: TapeExecutor>(
                 }
             };
             match (r.state.as_str(), &r.target) {
+                ("done", MountTarget::Read { .. }) if !slice_read => {
+                    in_flight.insert(r.object_key.clone());
+                    in_flight_bytes += r.bytes;
+                    reads += 1;
+                }
                 ("done", MountTarget::Read { .. }) => {
                     add.push(write_request(r, &note, rec.priority));
                     forget.push(r.id);
