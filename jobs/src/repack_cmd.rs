@@ -94,8 +94,6 @@ pub async fn repack_job(
 ) -> Result<(JobSpec, Vec<Candidate>)> {
     let chosen = repack_select::select(cat, &selection).await?;
     let cartridges: Vec<String> = chosen.iter().map(|c| c.barcode.clone()).collect();
-    let busy = repack_select::busy(store).await?;
-    repack_select::queue_refusal(store, &busy, &cartridges, false).await?;
     if add_copies && let Some(c) = chosen.iter().find(|c| c.pool == to_pool) {
         return Err(refused(
             "to_pool",
@@ -153,6 +151,8 @@ pub async fn repack_job(
         add_copies,
         by,
     });
+    let busy = repack_select::busy(store).await?;
+    repack_select::queue_refusal(store, &busy, &spec).await?;
     Ok((spec, chosen))
 }
 
@@ -169,9 +169,10 @@ pub async fn reclaim_job(
         by,
     };
     reel_queue::submission::check_reclaim(cat, &job).await?;
+    let spec = JobSpec::Reclaim(job);
     let busy = repack_select::busy(store).await?;
-    repack_select::queue_refusal(store, &busy, &job.cartridges, true).await?;
-    Ok(JobSpec::Reclaim(job))
+    repack_select::queue_refusal(store, &busy, &spec).await?;
+    Ok(spec)
 }
 
 /// One line per candidate, with a heading.

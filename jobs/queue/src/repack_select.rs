@@ -411,25 +411,26 @@ pub async fn busy(store: &crate::store::JobStore) -> Result<HashSet<String>> {
     Ok(out)
 }
 
-/// What the queue says against a repack or reclaim job of `cartridges`, checked wherever such
-/// a job is made (the CLI, the API, a policy): a cartridge an unfinished repack or reclaim job
-/// names already, and, for a reclaim, a cartridge with reads queued (a relabel under them would
-/// fail them). `busy` is [`busy`]'s answer, read once by a caller that checks several jobs.
+/// What the queue says against a repack or reclaim job, checked wherever one is made (the
+/// CLI, the API, a policy): a cartridge an unfinished repack or reclaim job names already, and,
+/// for a reclaim, a cartridge with reads queued (a relabel under them would fail them). Other
+/// jobs pass. `busy` is [`busy`]'s answer, read once by a caller that checks several jobs.
 pub async fn queue_refusal(
     store: &crate::store::JobStore,
     busy: &HashSet<String>,
-    cartridges: &[String],
-    reclaim: bool,
+    spec: &crate::job::JobSpec,
 ) -> Result<()> {
-    let refused = |b: &str, reason: String| SubmissionError::Invalid {
-        field: "barcodes",
-        value: b.to_string(),
-        reason,
+    use crate::job::JobSpec;
+    let (cartridges, reclaim) = match spec {
+        JobSpec::Repack(r) => (&r.cartridges, false),
+        JobSpec::Reclaim(r) => (&r.cartridges, true),
+        _ => return Ok(()),
     };
     if let Some(b) = cartridges.iter().find(|b| busy.contains(*b)) {
-        return Err(refused(
+        return Err(invalid(
+            "barcodes",
             b,
-            "an unfinished repack or reclaim job names it already (`reel jobs list`)".into(),
+            "an unfinished repack or reclaim job names it already (`reel jobs list`)",
         )
         .into());
     }
@@ -438,7 +439,8 @@ pub async fn queue_refusal(
         for b in cartridges {
             let queued = requests.queued_reads_of(b).await?;
             if let Some(first) = queued.first() {
-                return Err(refused(
+                return Err(invalid(
+                    "barcodes",
                     b,
                     format!(
                         "{} reads are queued for it (job {}); reclaim it once they are done",

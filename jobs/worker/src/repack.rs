@@ -875,18 +875,12 @@ pub async fn policy_pass<E: TapeExecutor>(rt: &Arc<Runtime<E>>) -> Result<usize>
     let mut submitted = 0;
     for spec in reel_queue::repack_select::policy_jobs(&plan, REEL) {
         // Checked as a submission is: a cartridge that changed since the plan is refused.
-        let (cartridges, reclaim) = match &spec {
-            reel_queue::job::JobSpec::Repack(r) => (r.cartridges.as_slice(), false),
-            reel_queue::job::JobSpec::Reclaim(r) => (r.cartridges.as_slice(), true),
-            _ => (&[][..], false),
-        };
-        let queue_says =
-            reel_queue::repack_select::queue_refusal(rt.queue.store(), &busy, cartridges, reclaim)
-                .await;
-        if let Err(e) = match queue_says {
-            Ok(()) => reel_queue::submission::check(&spec, &rt.config, cat).await,
-            Err(e) => Err(e),
-        } {
+        let checked = async {
+            reel_queue::repack_select::queue_refusal(rt.queue.store(), &busy, &spec).await?;
+            reel_queue::submission::check(&spec, &rt.config, cat).await
+        }
+        .await;
+        if let Err(e) = checked {
             tracing::warn!(kind = %spec.kind(), error = %e, "a policy's job is refused");
             continue;
         }

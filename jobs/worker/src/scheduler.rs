@@ -29,9 +29,9 @@ pub struct Mounted {
     /// How long it has been mounted.
     pub mounted_for: Duration,
     /// Whether its cartridge takes writes (it is `active`). `false` only where known: a full
-    /// or `repacking` cartridge of a pool does not make its drive the pool's writer (a write
-    /// there would unload it first, and a repack's source is wanted again for its next
-    /// slice of reads).
+    /// or `repacking` cartridge of a pool does not make its drive the pool's writer, here or
+    /// as another loop's idle holder a write is left to (a write there would unload it first,
+    /// and a repack's source is wanted again for its next slice of reads).
     pub takes_writes: bool,
 }
 
@@ -361,6 +361,7 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
                 d.unavailable
                     && d.mounted.as_ref().is_some_and(|m| {
                         m.pool.as_ref() == Some(pool)
+                            && m.takes_writes
                             && by_target.get(&m.target).is_none_or(|t| t.files == 0)
                     })
             })
@@ -1063,6 +1064,18 @@ mod tests {
         }
         let d = decide(&p, &q, &[repacking, d1.clone()]);
         assert_eq!(d[0], Decision::Idle { drive: "d0".into() }, "{d:?}");
+        // Seen from d1's loop: d0's idle cartridge of P takes no writes, so the write is not
+        // left to d0 (its loop would not take it as the pool's holder); d1 writes at once.
+        let mut elsewhere = holding_cartridge("d0", source.clone(), "S", "P");
+        if let Some(m) = elsewhere.mounted.as_mut() {
+            m.takes_writes = false;
+        }
+        elsewhere.unavailable = true;
+        let d = decide(&p, &q, &[empty("d1"), elsewhere]);
+        assert!(
+            matches!(&d[0], Decision::Mount { drive, .. } if drive == "d1"),
+            "{d:?}"
+        );
         // An active cartridge of the pool in d0: d0 writes, without an unload.
         let d = decide(&p, &q, &[holding_cartridge("d0", source, "S", "P"), d1]);
         assert!(

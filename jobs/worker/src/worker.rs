@@ -1746,7 +1746,7 @@ async fn other_drives<E: TapeExecutor>(rt: &Runtime<E>, drive: &str) -> Result<V
                 target: m.target,
                 pool: m.pool,
                 mounted_for: Duration::from_millis((now - m.since_ms).max(0) as u64),
-                // Not known here; only this loop's own drive is assigned.
+                // Asked of the catalogue where it matters (`mark_takes_writes`).
                 takes_writes: true,
             }),
             name: e.drive,
@@ -1755,9 +1755,11 @@ async fn other_drives<E: TapeExecutor>(rt: &Runtime<E>, drive: &str) -> Result<V
         .collect())
 }
 
-/// Whether each mounted cartridge takes writes (is `active`), asked only of those whose pool
-/// has a write waiting: a full or `repacking` cartridge does not make its drive the pool's
-/// writer ([`Mounted::takes_writes`]).
+/// Whether each mounted cartridge takes writes (is `active`), asked only where the scheduler
+/// reads it: this loop's own drive, and other loops' idle ones (a write may be left to them),
+/// when their pool has a write waiting. A full or `repacking` cartridge does not make its
+/// drive the pool's writer ([`Mounted::takes_writes`]). One look-up per such drive a step,
+/// and none while no write waits.
 async fn mark_takes_writes<E: TapeExecutor>(
     rt: &Runtime<E>,
     queues: &[crate::scheduler::QueueSummary],
@@ -1766,11 +1768,19 @@ async fn mark_takes_writes<E: TapeExecutor>(
     let Some(cat) = rt.executor.object_catalogue() else {
         return Ok(());
     };
-    for m in drives.iter_mut().filter_map(|d| d.mounted.as_mut()) {
+    for d in drives.iter_mut() {
+        let mine = !d.unavailable;
+        let Some(m) = d.mounted.as_mut() else {
+            continue;
+        };
+        let idle = queues.iter().all(|q| q.target != m.target || q.files == 0);
         let written = queues.iter().any(
             |q| matches!(&q.target, MountTarget::Write { pool } if m.pool.as_ref() == Some(pool)),
         );
-        if written && let Some(c) = cat.cartridge(&m.barcode).await? {
+        if (mine || idle)
+            && written
+            && let Some(c) = cat.cartridge(&m.barcode).await?
+        {
             m.takes_writes = c.state == reel_engine::catalogue::CartridgeState::Active;
         }
     }
