@@ -34,6 +34,7 @@ use tracing::{info, warn};
 
 use crate::catalogue::{Cartridge, CartridgeState, Catalogue, ContainerState};
 use crate::device::{DeviceError, Drive, Library};
+use crate::session::copied::{SetAside, SkipCopied, split_copied};
 use crate::session::intake::{IntakeOutcome, check_epoch, label_cartridge};
 use crate::session::mount::{self, Mount};
 use crate::session::order::OrderPolicy;
@@ -41,7 +42,7 @@ use crate::session::rebuild::{RebuildReport, rebuild_cartridge};
 use crate::session::recall::RecallOptions;
 use crate::session::recovery::{RecoveryReport, recover_cartridge};
 use crate::session::verify::{DriveFault, VerifyTarget, read_back};
-use crate::session::write::{ArchiveItem, WriteContext, write_session};
+use crate::session::write::{ArchiveItem, Refill, WriteContext, write_session};
 use crate::session::{CancelToken, Fence, NoFence, ProgressFn, SessionConfig, SessionError};
 
 #[derive(Default)]
@@ -586,11 +587,14 @@ impl TapeService {
     /// Write `items` at end of data of the cartridge held in `held`: crash rules first, then
     /// the MAM label epoch check, then the write session. Marks the cartridge full on early
     /// warning, end of medium or a write error that is the cartridge's. Gives the drive back
-    /// (None when it had to be ejected after a device error).
+    /// (None when it had to be ejected after a device error). `refill`, when given, is asked for
+    /// more items once these are written ([`Refill`]); what it gives is reported in the outcome
+    /// like the rest.
     pub async fn write_held(
         &self,
         held: HeldDrive,
         items: Vec<ArchiveItem>,
+        refill: Option<Box<dyn Refill>>,
         cancel: &CancelToken,
         progress: ProgressFn,
     ) -> (
@@ -758,9 +762,24 @@ impl TapeService {
             cancel: cancel.clone(),
             progress,
         };
-        let out = match write_session(&ctx, &cart, items).await {
+        // What joins the session is filtered as its first items were.
+        let aside = Arc::new(std::sync::Mutex::new(SetAside::default()));
+        let refill = match (refill, cart.pool.clone()) {
+            (Some(r), Some(pool)) => Some(Box::new(SkipCopied::new(
+                r,
+                self.catalogue.clone(),
+                pool,
+                self.verified_only(),
+                aside.clone(),
+            )) as Box<dyn Refill>),
+            (r, _) => r,
+        };
+        let out = match write_session(&ctx, &cart, items, refill).await {
             Ok(mut o) => {
+                let aside = std::mem::take(&mut *aside.lock().unwrap_or_else(|e| e.into_inner()));
                 o.written.extend(already);
+                o.written.extend(aside.already);
+                o.remaining.extend(aside.unchecked);
                 o
             }
             Err(e) => {
@@ -1374,29 +1393,13 @@ impl TapeService {
         let Some(pool) = cart.pool.as_deref() else {
             return Ok((Vec::new(), items));
         };
-        let wanted: Vec<(String, u64)> = items
-            .iter()
-            .map(|it| (it.key.clone(), it.generation))
-            .collect();
-        // Under sampled verify an acknowledged copy may stay durable for good; it counts.
-        let verified_only = self.options.session.verify == crate::session::VerifyMode::Full;
-        let present = self
-            .catalogue
-            .copies_in_pool(pool, &wanted, verified_only)
-            .await?;
-        if present.is_empty() {
-            return Ok((Vec::new(), items));
-        }
-        // The same generation number with other content (two planners raced for it, or the
-        // file changed between them) is not the same object: it is written, and the
-        // catalogue's close refuses the conflict.
-        let (already, rest): (Vec<_>, Vec<_>) = items.into_iter().partition(|it| {
-            present
-                .get(&(it.key.clone(), it.generation))
-                .is_some_and(|found| same_object(found, it))
-        });
-        info!(barcode = %cart.barcode, pool, objects = already.len(), "objects already copied in this pool by an earlier attempt: done without writing them again");
-        Ok((already, rest))
+        split_copied(&self.catalogue, pool, self.verified_only(), items).await
+    }
+
+    /// Whether only a verified copy counts (FULL verify); under sampled verify an acknowledged
+    /// copy may stay durable for good, and it counts.
+    fn verified_only(&self) -> bool {
+        self.options.session.verify == crate::session::VerifyMode::Full
     }
 
     /// Recover every cartridge with pending containers (start-up after a crash).
@@ -1609,16 +1612,6 @@ pub fn recall_options(cfg: &SessionConfig, policy: OrderPolicy) -> RecallOptions
     }
 }
 
-/// Whether a catalogued object found in the pool is the item to write: the same size and, when
-/// both are known, the same modification time as planned.
-fn same_object(found: &crate::catalogue::CopiedObject, it: &ArchiveItem) -> bool {
-    found.size == it.size
-        && match (found.mtime_ns, it.planned) {
-            (Some(m), Some(p)) => m == p.mtime_ns,
-            _ => true,
-        }
-}
-
 /// Whether every one of `objects` (at least one) has a verified copy in `pool` on another
 /// container than the one asking.
 async fn all_copied_elsewhere(
@@ -1631,45 +1624,4 @@ async fn all_copied_elsewhere(
     }
     let found = catalogue.copies_in_pool(pool, objects, true).await?;
     Ok(objects.iter().all(|o| found.contains_key(o)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::catalogue::CopiedObject;
-    use crate::session::source::SourceStamp;
-
-    /// A copy found under the same key and generation counts as the item only with the same
-    /// size and (when both are known) the same planned mtime: another content that two
-    /// planners gave the same generation is written, not skipped.
-    #[test]
-    fn a_found_copy_is_the_item_only_with_its_size_and_mtime() {
-        let item = |size, mtime: Option<i64>| ArchiveItem {
-            key: "k".into(),
-            generation: 1,
-            path: "/src/k".into(),
-            size,
-            kind: crate::format::ObjectKind::File,
-            confine: None,
-            planned: mtime.map(|mtime_ns| SourceStamp {
-                size,
-                mtime_ns,
-                ctime_ns: 0,
-            }),
-        };
-        let found = CopiedObject {
-            size: 10,
-            mtime_ns: Some(5),
-        };
-        assert!(same_object(&found, &item(10, Some(5))));
-        assert!(!same_object(&found, &item(10, Some(6))), "another mtime");
-        assert!(!same_object(&found, &item(11, Some(5))), "another size");
-        // Nothing planned (old requests) or nothing recorded (version 1 tapes): size decides.
-        assert!(same_object(&found, &item(10, None)));
-        let unrecorded = CopiedObject {
-            size: 10,
-            mtime_ns: None,
-        };
-        assert!(same_object(&unrecorded, &item(10, Some(6))));
-    }
 }

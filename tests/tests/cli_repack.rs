@@ -278,6 +278,23 @@ async fn repack_moves_every_live_object_and_reclaim_relabels_the_emptied_cartrid
     }
 }
 
+/// `(written, given)` of a worker log's "write batch" line: the objects a write batch wrote
+/// and the requests it began with.
+fn batch_sizes(line: &str) -> Option<(u64, u64)> {
+    if !line.contains("write batch") {
+        return None;
+    }
+    let field = |name: &str| -> Option<u64> {
+        let at = line.find(&format!(" {name}="))? + name.len() + 2;
+        let digits: String = line[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        digits.parse().ok()
+    };
+    Some((field("written")?, field("of")?))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repack_killed_halfway_resumes_and_loses_nothing_while_recalls_are_served() {
     for store in stores("cli_repack_crash").await {
@@ -339,6 +356,23 @@ async fn a_repack_killed_halfway_resumes_and_loses_nothing_while_recalls_are_ser
         }
         assert_eq!(cartridge(d, &source)["state"], "full", "{name}");
         recall_all(d, "k/", &sums);
+        // Slices of 8 objects: the destination's write sessions took later slices as the
+        // source drive read them, instead of one session per slice.
+        let joined = [1, 2]
+            .iter()
+            .flat_map(|n| {
+                std::fs::read_to_string(d.join(format!("worker-{n}.log")))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(batch_sizes)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|(written, given)| written > given)
+            .count();
+        assert!(
+            joined > 0,
+            "{name}: no write batch took more than it was given"
+        );
 
         // A repack cancelled while no worker runs it: the cartridge gets its state back and
         // the job's buffer goes, once a worker is back.

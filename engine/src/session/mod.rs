@@ -15,6 +15,7 @@
 
 pub mod clean;
 pub mod confine;
+pub mod copied;
 pub mod destination;
 pub mod intake;
 pub mod label_check;

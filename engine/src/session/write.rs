@@ -13,6 +13,11 @@
 //! what is not durable here is handed back to be written elsewhere. Nothing is ever written
 //! anywhere but at end of data.
 //!
+//! A session may be given a [`Refill`]: once it has framed every item it was given, it asks it
+//! for more before it closes, so work that arrives while it writes (a repack's next slice)
+//! joins the session instead of paying a synchronous filemark, a stop and a new session. The
+//! group-commit barriers still make its containers durable as it goes.
+//!
 //! Space ([`super::space`]): before each object the reader checks that it fits in the room the
 //! cartridge has left (its size, its container's overhead and the early-warning margin); one
 //! that does not closes the container and ends the session here ([`WriteOutcome::no_room`]).
@@ -109,6 +114,80 @@ impl WriteOutcome {
     }
 }
 
+/// More items for a session that has framed everything it was given (see the module doc).
+///
+/// Asked from the spool reader's thread, between containers and when a container's items run
+/// out; an empty answer ends the session, and the refill is not asked again. The answer may
+/// take a while (the caller waits for work it knows is coming), but it is dropped unfinished if
+/// the session stops meanwhile, so what it takes must be accounted for where it is taken.
+pub trait Refill: Send {
+    /// The next items to write, or none.
+    fn more(&mut self) -> futures::future::BoxFuture<'_, Vec<ArchiveItem>>;
+}
+
+/// A session's items by position: the ones it was given, then what its refill adds.
+struct ItemList {
+    items: std::sync::Mutex<Vec<ArchiveItem>>,
+    refill: std::sync::Mutex<Option<Box<dyn Refill>>>,
+}
+
+impl ItemList {
+    fn new(items: Vec<ArchiveItem>, refill: Option<Box<dyn Refill>>) -> ItemList {
+        ItemList {
+            items: std::sync::Mutex::new(items),
+            refill: std::sync::Mutex::new(refill),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ArchiveItem>> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The item at position `i`, if there is one yet.
+    fn get(&self, i: usize) -> Option<ArchiveItem> {
+        self.lock().get(i).cloned()
+    }
+
+    /// The item at `i`, asking the refill for more once the list is used up (between two
+    /// containers: see `frame`); `None` ends the session. A refill still waiting when the
+    /// session stops (`stopped`) is dropped.
+    fn next(
+        &self,
+        i: usize,
+        rt: &tokio::runtime::Handle,
+        stopped: &(dyn Fn() -> bool + Sync),
+    ) -> Option<ArchiveItem> {
+        if let Some(it) = self.get(i) {
+            return Some(it);
+        }
+        let mut slot = self.refill.lock().unwrap_or_else(|e| e.into_inner());
+        let refill = slot.as_mut()?;
+        let more = rt.block_on(async {
+            tokio::select! {
+                more = refill.more() => more,
+                () = async {
+                    while !stopped() {
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    }
+                } => Vec::new(),
+            }
+        });
+        if more.is_empty() {
+            *slot = None;
+            return None;
+        }
+        info!(objects = more.len(), "more objects join the write session");
+        let mut items = self.lock();
+        items.extend(more);
+        items.get(i).cloned()
+    }
+
+    /// Every item, by position.
+    fn take(&self) -> Vec<ArchiveItem> {
+        std::mem::take(&mut *self.lock())
+    }
+}
+
 /// Everything a write session needs besides the cartridge and the items.
 #[derive(Clone)]
 pub struct WriteContext {
@@ -122,7 +201,8 @@ pub struct WriteContext {
     pub fence: Arc<dyn Fence>,
     /// Cooperative cancel.
     pub cancel: CancelToken,
-    /// Progress callback (objects and bytes durable).
+    /// Progress callback (objects and bytes durable), by the items' positions (the given
+    /// ones, then the refill's in the order it gave them).
     pub progress: ProgressFn,
 }
 
@@ -191,7 +271,8 @@ struct DriveTally {
     position_ns: u64,
 }
 
-/// Write `items` to the mounted, labelled `cartridge` at its end of data.
+/// Write `items` to the mounted, labelled `cartridge` at its end of data, then what `refill`
+/// gives while the session lasts.
 ///
 /// Returns what became durable here and what must go elsewhere. Errors are returned only
 /// when nothing could start (positioning, catalogue); a failure mid-session is reported in
@@ -200,16 +281,18 @@ pub async fn write_session(
     ctx: &WriteContext,
     cartridge: &Cartridge,
     items: Vec<ArchiveItem>,
+    refill: Option<Box<dyn Refill>>,
 ) -> Result<WriteOutcome, SessionError> {
     ctx.config.validate()?;
     let span = info_span!("write_session", barcode = %cartridge.barcode, drive = ctx.drive.index(), items = items.len());
-    run(ctx, cartridge, items).instrument(span).await
+    run(ctx, cartridge, items, refill).instrument(span).await
 }
 
 async fn run(
     ctx: &WriteContext,
     cartridge: &Cartridge,
     items: Vec<ArchiveItem>,
+    refill: Option<Box<dyn Refill>>,
 ) -> Result<WriteOutcome, SessionError> {
     let mut summary = SessionSummary::default();
     let barcode = cartridge.barcode.clone();
@@ -263,7 +346,7 @@ async fn run(
         }
     }
 
-    let items = Arc::new(items);
+    let items = Arc::new(ItemList::new(items, refill));
     let depth = ctx.config.pipeline_records.max(2);
     // Bytes of records the reader has sent that the drive has not written yet.
     let in_flight = Arc::new(AtomicU64::new(0));
@@ -484,6 +567,8 @@ async fn run(
     if let Some(e) = stopped {
         stopped_by.get_or_insert(e);
     }
+    // The reader has stopped: the list is final.
+    let items = items.take();
     if let Some(nr) = &no_room {
         let least = space::least_needed(
             ctx.config.record_size,
@@ -765,7 +850,7 @@ fn produce(
     catalogue: Catalogue,
     cfg: SessionConfig,
     start: ProducerStart,
-    items: &[ArchiveItem],
+    items: &ItemList,
     queues: Queues,
     close_soon: &AtomicBool,
     abort: &AtomicBool,
@@ -928,7 +1013,7 @@ fn frame(
     catalogue: &Catalogue,
     cfg: &SessionConfig,
     start: &ProducerStart,
-    items: &[ArchiveItem],
+    items: &ItemList,
     queues: Queues,
     close_soon: &AtomicBool,
     abort: &AtomicBool,
@@ -961,8 +1046,12 @@ fn frame(
     let mut since_barrier_bytes = 0u64;
     let mut since_barrier = Instant::now();
     let stopped = || abort.load(Ordering::SeqCst);
-    while next < items.len() && !stopped() && !close_soon.load(Ordering::SeqCst) {
-        if let Some(nr) = no_room(start.room, cfg, &items[next], feed.framed) {
+    let stopping = || abort.load(Ordering::SeqCst) || close_soon.load(Ordering::SeqCst);
+    while !stopping() {
+        let Some(first) = items.next(next, rt, &stopping) else {
+            break;
+        };
+        if let Some(nr) = no_room(start.room, cfg, &first, feed.framed) {
             out.no_room = Some(nr);
             return Ok(());
         }
@@ -995,8 +1084,12 @@ fn frame(
         let mut in_container = Vec::new();
         let container_start = next;
         let mut early_warning = false;
-        while next < items.len() {
-            let it = &items[next];
+        // Only items given before the container began: a refill is asked between containers,
+        // so an object that joins the session is in a container created after it was given
+        // (a repack retires its source copy only for a copy in a container newer than its
+        // write request).
+        while let Some(it) = items.get(next) {
+            let it = &it;
             if next > container_start
                 && let Some(nr) = no_room(start.room, cfg, it, feed.framed)
             {
@@ -1074,16 +1167,17 @@ fn frame(
         since_barrier_bytes += bytes;
         // The next object does not fit a new container here: this one is the session's last.
         if out.no_room.is_none()
-            && next < items.len()
             && !early_warning
-            && let Some(nr) = no_room(start.room, cfg, &items[next], feed.framed)
+            && let Some(it) = items.get(next)
+            && let Some(nr) = no_room(start.room, cfg, &it, feed.framed)
         {
             out.no_room = Some(nr);
         }
-        let last = next >= items.len()
-            || early_warning
+        // Asked last: a refill is asked for more only when nothing else ends the session.
+        let last = early_warning
             || out.no_room.is_some()
-            || close_soon.load(Ordering::SeqCst);
+            || close_soon.load(Ordering::SeqCst)
+            || items.next(next, rt, &stopping).is_none();
         let sync = last
             || since_barrier_bytes >= cfg.barrier_bytes
             || since_barrier.elapsed().as_secs_f64() >= cfg.barrier_seconds;

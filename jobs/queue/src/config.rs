@@ -416,7 +416,7 @@ impl Default for RepackConfig {
         RepackConfig {
             buffer_dir: "repack".into(),
             buffer_bytes: 64 << 30,
-            window: 2_000,
+            window: 10_000,
             max_drives: 1,
             auto: false,
             every_minutes: 60,

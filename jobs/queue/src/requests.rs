@@ -172,6 +172,17 @@ pub struct ClaimLimit {
     pub max_bytes: u64,
 }
 
+/// What a running write batch of one job may still be given ([`TapeRequests::writes_coming`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WritesComing {
+    /// The job's writes queued for the batch's pool.
+    pub queued_writes: u64,
+    /// The job's reads being read, or read and not yet turned into writes.
+    pub reads_in_progress: u64,
+    /// The job's reads queued (a drive has yet to take them).
+    pub reads_queued: u64,
+}
+
 /// Rows per `INSERT` on PostgreSQL (one array per column, so the statement has ten parameters
 /// whatever its size).
 pub const PG_ROWS_PER_INSERT: usize = 10_000;
@@ -515,6 +526,71 @@ impl TapeRequests {
         fence: &Fence,
         limit: ClaimLimit,
     ) -> Result<Vec<TapeRequest>> {
+        self.claim_where(target, fence, limit, None).await
+    }
+
+    /// [`claim`](Self::claim), of one job's requests only: what a batch of that job takes
+    /// while it runs ([`writes_coming`](Self::writes_coming)).
+    pub async fn claim_of_job(
+        &self,
+        target: &MountTarget,
+        fence: &Fence,
+        limit: ClaimLimit,
+        job_id: &str,
+    ) -> Result<Vec<TapeRequest>> {
+        self.claim_where(target, fence, limit, Some(job_id)).await
+    }
+
+    /// What a write batch of `job_id` to `pool` may still be given by that job: its writes
+    /// queued for the pool (claim them), its reads being read or read and not yet turned into
+    /// writes (a repack's next slice: wait for them), and its reads still queued.
+    pub async fn writes_coming(&self, job_id: &str, pool: &str) -> Result<WritesComing> {
+        let sql = "SELECT \
+                   CAST(COALESCE(SUM(CASE WHEN mode = 'write' AND state = 'queued' AND pool = $2 THEN 1 ELSE 0 END), 0) AS BIGINT) AS writes, \
+                   CAST(COALESCE(SUM(CASE WHEN mode = 'read' AND state IN ('claimed', 'done') THEN 1 ELSE 0 END), 0) AS BIGINT) AS reads, \
+                   CAST(COALESCE(SUM(CASE WHEN mode = 'read' AND state = 'queued' THEN 1 ELSE 0 END), 0) AS BIGINT) AS queued_reads \
+                   FROM reel_tape_requests WHERE job_id = $1";
+        crate::on_db!(&self.db, |p| {
+            let r = sqlx::query(sql)
+                .bind(job_id)
+                .bind(pool)
+                .fetch_one(p)
+                .await
+                .map_err(self.db.err("counting a job's writes to come"))?;
+            let g = |c: &str| r.try_get::<i64, _>(c).map(|v| v.max(0) as u64);
+            (|| -> std::result::Result<WritesComing, sqlx::Error> {
+                Ok(WritesComing {
+                    queued_writes: g("writes")?,
+                    reads_in_progress: g("reads")?,
+                    reads_queued: g("queued_reads")?,
+                })
+            })()
+            .map_err(self.db.err("counting a job's writes to come"))
+        })
+    }
+
+    /// A job's reads still to read (queued or being read): a repack waits for its slice's to
+    /// reach none.
+    pub async fn reads_to_do(&self, job_id: &str) -> Result<u64> {
+        let sql = "SELECT CAST(COUNT(*) AS BIGINT) FROM reel_tape_requests \
+                   WHERE job_id = $1 AND mode = 'read' AND state IN ('queued', 'claimed')";
+        crate::on_db!(&self.db, |p| {
+            let n: i64 = sqlx::query_scalar(sql)
+                .bind(job_id)
+                .fetch_one(p)
+                .await
+                .map_err(self.db.err("counting a job's reads"))?;
+            Ok(n.max(0) as u64)
+        })
+    }
+
+    async fn claim_where(
+        &self,
+        target: &MountTarget,
+        fence: &Fence,
+        limit: ClaimLimit,
+        job_id: Option<&str>,
+    ) -> Result<Vec<TapeRequest>> {
         fence.check().await?;
         let (mode, col, key) = match target {
             MountTarget::Read { barcode } => ("read", "barcode", barcode.as_str()),
@@ -525,24 +601,34 @@ impl TapeRequests {
             Db::Postgres(_) => "FOR UPDATE SKIP LOCKED",
             Db::Sqlite(_) => "",
         };
-        // `col` is one of two fixed column names; nothing user-supplied is formatted in.
+        // `col` is one of two fixed column names and `of_job` a fixed clause; nothing
+        // user-supplied is formatted in.
+        let of_job = if job_id.is_some() {
+            "AND job_id = $8"
+        } else {
+            ""
+        };
         let sql = format!(
             "WITH c AS (SELECT id AS cid, bytes AS cbytes, priority AS cprio FROM reel_tape_requests \
-                 WHERE state = 'queued' AND mode = $1 AND {col} = $2 ORDER BY priority DESC, id LIMIT $3 {lock}), \
+                 WHERE state = 'queued' AND mode = $1 AND {col} = $2 {of_job} ORDER BY priority DESC, id LIMIT $3 {lock}), \
              w AS (SELECT cid, SUM(cbytes) OVER (ORDER BY cprio DESC, cid) - cbytes AS before FROM c) \
              UPDATE reel_tape_requests SET state = 'claimed', claimed_by = $4, claim_epoch = $5, updated_ms = $6 \
              FROM w WHERE reel_tape_requests.id = w.cid AND (w.before = 0 OR w.before < $7) RETURNING {COLS}"
         );
         let mut out = match &self.db {
             Db::Postgres(p) => {
-                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(mode)
                     .bind(key)
                     .bind(limit.max_files.min(i64::MAX as u64) as i64)
                     .bind(&fence.resource)
                     .bind(fence.epoch)
                     .bind(now)
-                    .bind(limit.max_bytes.min(i64::MAX as u64) as i64)
+                    .bind(limit.max_bytes.min(i64::MAX as u64) as i64);
+                if let Some(j) = job_id {
+                    q = q.bind(j);
+                }
+                let rows = q
                     .fetch_all(p)
                     .await
                     .map_err(self.db.err("claiming tape requests"))?;
@@ -556,14 +642,18 @@ impl TapeRequests {
                     .begin_with("BEGIN IMMEDIATE")
                     .await
                     .map_err(self.db.err("claiming tape requests"))?;
-                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(mode)
                     .bind(key)
                     .bind(limit.max_files.min(i64::MAX as u64) as i64)
                     .bind(&fence.resource)
                     .bind(fence.epoch)
                     .bind(now)
-                    .bind(limit.max_bytes.min(i64::MAX as u64) as i64)
+                    .bind(limit.max_bytes.min(i64::MAX as u64) as i64);
+                if let Some(j) = job_id {
+                    q = q.bind(j);
+                }
+                let rows = q
                     .fetch_all(&mut *tx)
                     .await
                     .map_err(self.db.err("claiming tape requests"))?;
@@ -1168,6 +1258,91 @@ mod tests {
             return;
         };
         one_plan(t.db.clone()).await;
+    }
+
+    /// A write batch's later claims: only its own job's writes to its pool, and what the job
+    /// still reads (in progress, or queued) is counted apart.
+    async fn writes_of_one_job(db: Db) {
+        let store = JobStore::new(db.clone());
+        let reqs = TapeRequests::new(db.clone());
+        let (a, b) = (job(&store).await, job(&store).await);
+        let write = |key: &str| NewTapeRequest {
+            target: MountTarget::Write { pool: "p1".into() },
+            pool: Some("p1".into()),
+            object_key: key.into(),
+            bytes: 10,
+            files: 1,
+            priority: 50,
+            detail: serde_json::json!({}),
+        };
+        reqs.add(
+            &a,
+            &[
+                write("a1"),
+                read_req("SRC", "a2", 10, 50),
+                read_req("SRC", "a3", 10, 50),
+            ],
+        )
+        .await
+        .unwrap();
+        reqs.add(&b, &[write("b1")]).await.unwrap();
+        let leases = LeaseManager::new(db.clone());
+        let f = leases
+            .acquire(&drive_resource("d1"), "w1", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let c = reqs.writes_coming(&a, "p1").await.unwrap();
+        assert_eq!(
+            (c.queued_writes, c.reads_in_progress, c.reads_queued),
+            (1, 0, 2)
+        );
+        assert_eq!(reqs.reads_to_do(&a).await.unwrap(), 2);
+        // A read taken by a drive is in progress.
+        let src = MountTarget::Read {
+            barcode: "SRC".into(),
+        };
+        let one = ClaimLimit {
+            max_files: 1,
+            max_bytes: 100,
+        };
+        assert_eq!(reqs.claim(&src, &f, one).await.unwrap().len(), 1);
+        let c = reqs.writes_coming(&a, "p1").await.unwrap();
+        assert_eq!((c.reads_in_progress, c.reads_queued), (1, 1));
+        assert_eq!(reqs.reads_to_do(&a).await.unwrap(), 2);
+        // Job a's claim takes its own write, never b's; another pool's count is none.
+        let pool = MountTarget::Write { pool: "p1".into() };
+        let limit = ClaimLimit {
+            max_files: 10,
+            max_bytes: 1000,
+        };
+        let got = reqs.claim_of_job(&pool, &f, limit, &a).await.unwrap();
+        assert_eq!(
+            got.iter()
+                .map(|r| r.object_key.as_str())
+                .collect::<Vec<_>>(),
+            ["a1"]
+        );
+        assert!(
+            reqs.claim_of_job(&pool, &f, limit, &a)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(reqs.writes_coming(&a, "p2").await.unwrap().queued_writes, 0);
+        assert_eq!(reqs.writes_coming(&b, "p1").await.unwrap().queued_writes, 1);
+    }
+
+    #[tokio::test]
+    async fn a_batch_claims_only_its_jobs_writes_sqlite() {
+        writes_of_one_job(testdb::sqlite().await.db.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn a_batch_claims_only_its_jobs_writes_postgres() {
+        let Some(t) = testdb::postgres("a_batch_claims_only_its_jobs_writes").await else {
+            return;
+        };
+        writes_of_one_job(t.db.clone()).await;
     }
 
     #[tokio::test]

@@ -18,12 +18,13 @@ use reel_engine::session::intake::ReclaimOutcome;
 use reel_engine::session::label_check::LabelCheck;
 use reel_engine::session::order::OrderPolicy;
 use reel_engine::session::recall::{RecallFailure, RecallItem, recall_session};
-use reel_engine::session::write::ArchiveItem;
+use reel_engine::session::write::{ArchiveItem, Refill};
 use reel_engine::session::{self, CancelToken, SessionConfig, SessionError, destination};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::more_writes::MoreWrites;
 use crate::scheduler::MountTarget;
 use crate::worker::{BatchOutcome, ProgressFn, TapeExecutor};
 use reel_queue::cartridge_task::CartridgeTask;
@@ -438,17 +439,101 @@ impl EngineExecutor {
     }
 }
 
-/// The session's progress (item indices) as the drive loop's (request ids); `ids[i]` is the
+/// The session's progress (item indices) as the drive loop's (request ids); `id(i)` is the
 /// request of the session's item `i`.
-fn session_progress(progress: &ProgressFn, ids: Vec<i64>) -> session::ProgressFn {
+fn session_progress(
+    progress: &ProgressFn,
+    id: impl Fn(usize) -> Option<i64> + Send + Sync + 'static,
+) -> session::ProgressFn {
     let progress = progress.clone();
     Arc::new(move |p: session::Progress, finished: &[usize]| {
-        let done: Vec<i64> = finished
-            .iter()
-            .filter_map(|i| ids.get(*i).copied())
-            .collect();
+        let done: Vec<i64> = finished.iter().filter_map(|i| id(*i)).collect();
         progress(&done, p.block);
     })
+}
+
+/// The requests a write session was given, by position, and those refused before it.
+#[derive(Default)]
+struct Admitted {
+    /// The request of each item, by position (progress reports items by position).
+    ids: Vec<i64>,
+    /// Each object's request: one per object in a session.
+    by_key: HashMap<String, i64>,
+    /// Requests refused, and why.
+    failed: Vec<(i64, String)>,
+}
+
+impl Admitted {
+    /// `r` as an item of the session writing to `pool`, or refused (recorded in `failed`).
+    fn admit(&mut self, r: &TapeRequest, pool: &str) -> Option<ArchiveItem> {
+        // One request per object in a session: a container cannot hold one object twice, and
+        // the catalogue refuses a close that tries (the whole container would be lost, and
+        // the batch with it, again and again).
+        if let Some(first) = self.by_key.get(&r.object_key) {
+            self.failed.push((
+                r.id,
+                format!(
+                    "object {} is requested twice for pool {pool} (requests {first} and {}); it is written once",
+                    r.object_key, r.id
+                ),
+            ));
+            return None;
+        }
+        // A request this reel cannot read fails alone, not its batch.
+        let d: WriteDetail = match request_detail::parse(r) {
+            Ok(d) => d,
+            Err(e) => {
+                self.failed.push((r.id, e.to_string()));
+                return None;
+            }
+        };
+        self.ids.push(r.id);
+        self.by_key.insert(r.object_key.clone(), r.id);
+        Some(ArchiveItem {
+            key: r.object_key.clone(),
+            generation: d.generation,
+            planned: d.planned(),
+            path: d.path,
+            size: d.size,
+            kind: d.kind,
+            confine: d.confine,
+        })
+    }
+}
+
+/// A write session's refill: its batch's next writes ([`MoreWrites`]), admitted as its first
+/// requests were.
+struct BatchRefill {
+    more: MoreWrites,
+    admitted: Arc<std::sync::Mutex<Admitted>>,
+    pool: String,
+}
+
+impl Refill for BatchRefill {
+    fn more(&mut self) -> futures::future::BoxFuture<'_, Vec<ArchiveItem>> {
+        Box::pin(async move {
+            loop {
+                let requests = match self.more.next().await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        warn!(pool = %self.pool, error = %e, "cannot take more writes into the session; it ends with what it has");
+                        return Vec::new();
+                    }
+                };
+                if requests.is_empty() {
+                    return Vec::new();
+                }
+                let mut a = self.admitted.lock().unwrap_or_else(|e| e.into_inner());
+                let items: Vec<ArchiveItem> = requests
+                    .iter()
+                    .filter_map(|r| a.admit(r, &self.pool))
+                    .collect();
+                if !items.is_empty() {
+                    return items;
+                }
+            }
+        })
+    }
 }
 
 /// A cartridge task's result: the barcode, then what the task reports.
@@ -1070,8 +1155,8 @@ impl TapeExecutor for EngineExecutor {
     async fn write_batch(
         &self,
         drive: &str,
-        _barcode: &str,
         requests: &[TapeRequest],
+        more: Option<MoreWrites>,
         fence: &Fence,
         cancel: &CancellationToken,
         progress: &ProgressFn,
@@ -1081,47 +1166,23 @@ impl TapeExecutor for EngineExecutor {
             return Ok(BatchOutcome::default());
         };
         let mut out = BatchOutcome::default();
-        let mut items = Vec::with_capacity(requests.len());
-        // The request of each item, by position (progress reports items by position).
-        let mut ids: Vec<i64> = Vec::with_capacity(requests.len());
-        // One request per object in a session: a container cannot hold one object twice, and
-        // the catalogue refuses a close that tries (the whole container would be lost, and
-        // the batch with it, again and again).
-        let mut by_key: HashMap<String, i64> = HashMap::new();
-        for r in requests {
-            if let Some(first) = by_key.get(&r.object_key) {
-                out.failed.push((
-                    r.id,
-                    format!(
-                        "object {} is requested twice for pool {pool} (requests {first} and {}); it is written once",
-                        r.object_key, r.id
-                    ),
-                ));
-                continue;
-            }
-            // A request this reel cannot read fails alone, not its batch.
-            let d: WriteDetail = match request_detail::parse(r) {
-                Ok(d) => d,
-                Err(e) => {
-                    out.failed.push((r.id, e.to_string()));
-                    continue;
-                }
-            };
-            ids.push(r.id);
-            items.push(ArchiveItem {
-                key: r.object_key.clone(),
-                generation: d.generation,
-                planned: d.planned(),
-                path: d.path,
-                size: d.size,
-                kind: d.kind,
-                confine: d.confine,
-            });
-            by_key.insert(r.object_key.clone(), r.id);
-        }
+        let admitted = Arc::new(std::sync::Mutex::new(Admitted::default()));
+        let items: Vec<ArchiveItem> = {
+            let mut a = admitted.lock().unwrap_or_else(|e| e.into_inner());
+            requests.iter().filter_map(|r| a.admit(r, &pool)).collect()
+        };
         if items.is_empty() {
+            let mut a = admitted.lock().unwrap_or_else(|e| e.into_inner());
+            out.failed.append(&mut a.failed);
             return Ok(out);
         }
+        let refill = more.map(|more| {
+            Box::new(BatchRefill {
+                more,
+                admitted: admitted.clone(),
+                pool: pool.clone(),
+            }) as Box<dyn Refill>
+        });
         // The cartridge mounted for this pool, or the next writable one, with room for the
         // batch's first object.
         let needed = self.service.room_needed(&items[0]);
@@ -1130,12 +1191,28 @@ impl TapeExecutor for EngineExecutor {
             fence: fence.clone(),
             rt: tokio::runtime::Handle::current(),
         });
-        let p = session_progress(progress, ids);
+        let p = {
+            let admitted = admitted.clone();
+            session_progress(progress, move |i| {
+                admitted
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .ids
+                    .get(i)
+                    .copied()
+            })
+        };
         let barcode = held.mount.barcode.clone();
         let (_back, result) = self
             .service
-            .write_held(held, items, &engine_cancel(cancel), p)
+            .write_held(held, items, refill, &engine_cancel(cancel), p)
             .await;
+        // Everything the session was given, the first items and what joined it.
+        let (by_key, failed) = {
+            let mut a = admitted.lock().unwrap_or_else(|e| e.into_inner());
+            (std::mem::take(&mut a.by_key), std::mem::take(&mut a.failed))
+        };
+        out.failed.extend(failed);
         let o = match result {
             Ok(o) => o,
             Err(HeldWriteError::Refused { reason, .. }) => {
@@ -1311,8 +1388,8 @@ impl TapeExecutor for EngineExecutor {
         if items.is_empty() {
             return Ok(out);
         }
-        let ids = reads.iter().map(|(i, _)| requests[*i].id).collect();
-        let p = session_progress(progress, ids);
+        let ids: Vec<i64> = reads.iter().map(|(i, _)| requests[*i].id).collect();
+        let p = session_progress(progress, move |i| ids.get(i).copied());
         let opts = recall_options(self.service.session_config(), OrderPolicy::Auto);
         let rep = match recall_session(&held.drive, &held.mount.barcode, items, &opts, &cancel, p)
             .await

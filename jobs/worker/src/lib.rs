@@ -24,6 +24,7 @@ pub mod drive_metrics;
 pub mod embedded;
 pub mod executor;
 pub mod hold;
+pub mod more_writes;
 pub mod recall_copy;
 pub mod repack;
 pub mod reroute;

@@ -76,6 +76,9 @@ struct Cursor {
     after: Option<TapePosition>,
     /// Every live copy of it has been expanded.
     source_done: bool,
+    /// Its first slice was held back until the next was read (see `lead`).
+    #[serde(default)]
+    lead: bool,
     /// Its state before the job made it `repacking`, to give back if it keeps live data.
     prior_state: Option<String>,
     /// Live objects and bytes on all the job's cartridges when it started.
@@ -396,6 +399,7 @@ fn end_cartridge(
     cur.index += 1;
     cur.after = None;
     cur.source_done = false;
+    cur.lead = false;
     cur.prior_state = None;
 }
 
@@ -450,6 +454,22 @@ async fn repack_one<E: TapeExecutor>(
             matches!(r.target, MountTarget::Read { .. })
                 && !matches!(r.state.as_str(), "done" | "failed")
         });
+        // The reader's lead: a cartridge's first slice, once read, waits as reads until the
+        // next one is read too (when the buffer and the window have room for it), so the
+        // writer starts with two slices and the source drive stays a slice ahead of it. Were
+        // the writer to start with one, it would finish it just as the next is read (both
+        // drives stream at the same rate), and any delay in turning that one into writes (a
+        // step of this loop, a claim) would run its tape dry: a backhitch per slice.
+        let lead = slice_read
+            && !cur.lead
+            && !cur.source_done
+            && reqs.len() < window * IN_FLIGHT
+            && reqs
+                .iter()
+                .filter(|r| r.state != "failed")
+                .map(|r| r.bytes)
+                .sum::<u64>()
+                < cfg.buffer_bytes;
         for r in &reqs {
             let note = match note_of(r) {
                 Ok(n) => n,
@@ -467,6 +487,11 @@ async fn repack_one<E: TapeExecutor>(
                 }
             };
             match (r.state.as_str(), &r.target) {
+                // Held for the reader's lead: buffered, not counted as a read in progress.
+                ("done", MountTarget::Read { .. }) if lead => {
+                    in_flight.insert(r.object_key.clone());
+                    in_flight_bytes += r.bytes;
+                }
                 ("done", MountTarget::Read { .. }) if !slice_read => {
                     in_flight.insert(r.object_key.clone());
                     in_flight_bytes += r.bytes;
@@ -615,6 +640,11 @@ async fn repack_one<E: TapeExecutor>(
             }
             save(rt, rec, cur).await?;
         }
+        // The first slice waits for this second one at most: it is not held again.
+        if lead {
+            cur.lead = true;
+            save(rt, rec, cur).await?;
+        }
         // 3. Done when every copy is expanded and every request settled.
         if cur.source_done && reqs.is_empty() && add.is_empty() && !expanded {
             return Ok(());
@@ -622,8 +652,10 @@ async fn repack_one<E: TapeExecutor>(
         if settled || expanded {
             idle = 0;
         } else {
+            let pause = step_pause(rt, idle);
             tokio::select! {
-                _ = tokio::time::sleep(step_pause(rt, idle)) => {}
+                r = slice_read_within(rt, &rec.id, pause), if reads > 0 => r?,
+                _ = tokio::time::sleep(pause), if reads == 0 => {}
                 _ = cancel.cancelled() => {}
             }
             idle = idle.saturating_add(1);
@@ -637,6 +669,23 @@ async fn repack_one<E: TapeExecutor>(
 fn step_pause<E>(rt: &Runtime<E>, idle: u32) -> Duration {
     let poll = rt.config.worker.poll_interval_ms.max(100);
     Duration::from_millis((poll << idle.min(5)).min(2_000).max(poll))
+}
+
+/// Wait up to `pause` for job `id`'s reads to be read, looking every worker poll (at least
+/// every 100 ms): a slice turns into writes as soon as it is read, not up to a pause later,
+/// while the writer streams what it has (its drive runs dry if the next slice comes late).
+/// Counting the job's reads is one indexed query; listing its requests is what the pause
+/// spares.
+async fn slice_read_within<E>(rt: &Runtime<E>, id: &str, pause: Duration) -> Result<()> {
+    let look = Duration::from_millis(rt.config.worker.poll_interval_ms.clamp(20, 100));
+    let until = tokio::time::Instant::now() + pause;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(look.min(until - tokio::time::Instant::now())).await;
+        if rt.requests.reads_to_do(id).await? == 0 {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The read of one live copy into the buffer.

@@ -216,12 +216,14 @@ pub trait TapeExecutor: Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
-    /// Write a batch of requests at EOD of the mounted cartridge.
+    /// Write a batch of requests at EOD of the mounted cartridge, then what `more` gives while
+    /// the session lasts (every request it claims is in its [`crate::more_writes::MoreWrites::taken`], which the
+    /// drive loop settles with the batch).
     fn write_batch(
         &self,
         drive: &str,
-        barcode: &str,
         requests: &[TapeRequest],
+        more: Option<crate::more_writes::MoreWrites>,
         fence: &Fence,
         cancel: &CancellationToken,
         progress: &ProgressFn,
@@ -2034,7 +2036,7 @@ async fn drive_step<E: TapeExecutor>(
     // The cartridge's recalls leave it if it was taken out of service (also since the mount
     // above); a batch on one already out of service (a verify) is not stopped for it.
     let out_at_start = off_unmountable(rt, barcode).await?;
-    let batch = rt.requests.claim(&target, fence, limit).await?;
+    let mut batch = rt.requests.claim(&target, fence, limit).await?;
     if batch.is_empty() {
         // Another drive took the work first: wait a poll, never spin on the database.
         idle(rt, rt.poll()).await;
@@ -2108,10 +2110,25 @@ async fn drive_step<E: TapeExecutor>(
                 .read_batch(drive, barcode, &batch, fence, &batch_cancel, &progress)
                 .await
         }
-        MountTarget::Write { .. } => {
-            rt.executor
-                .write_batch(drive, barcode, &batch, fence, &batch_cancel, &progress)
-                .await
+        MountTarget::Write { ref pool } => {
+            let more = crate::more_writes::MoreWrites::new(
+                rt.requests.clone(),
+                pool,
+                fence,
+                &batch,
+                limit,
+                batch_cancel.clone(),
+            );
+            let taken = more.taken();
+            let o = rt
+                .executor
+                .write_batch(drive, &batch, Some(more), fence, &batch_cancel, &progress)
+                .await;
+            // What joined the session is settled with the batch, written or not.
+            batch.extend(std::mem::take(
+                &mut *taken.lock().unwrap_or_else(|e| e.into_inner()),
+            ));
+            o
         }
     };
     watcher.abort();

@@ -124,8 +124,8 @@ impl TapeExecutor for Fake {
     async fn write_batch(
         &self,
         _: &str,
-        _: &str,
         _: &[TapeRequest],
+        _: Option<crate::more_writes::MoreWrites>,
         _: &Fence,
         _: &CancellationToken,
         _: &ProgressFn,
