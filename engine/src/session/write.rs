@@ -498,7 +498,11 @@ async fn run(
                             stopped_by.get_or_insert(SessionError::Fenced(e.to_string()));
                             live = false;
                         }
-                        Err(e) => return Err(e.into()),
+                        Err(e) => {
+                            // The reader stops at its next step (and asks its refill no more).
+                            abort.store(true, Ordering::SeqCst);
+                            return Err(e.into());
+                        }
                     }
                 }
                 let mut finished: Vec<usize> = Vec::new();
@@ -512,7 +516,10 @@ async fn run(
                         }
                     }
                 }
-                ctx.catalogue.set_eod(&barcode, block, file, used).await?;
+                if let Err(e) = ctx.catalogue.set_eod(&barcode, block, file, used).await {
+                    abort.store(true, Ordering::SeqCst);
+                    return Err(e.into());
+                }
                 progress.block = Some(block);
                 if live {
                     durable.append(&mut written_not_durable);
@@ -1165,19 +1172,22 @@ fn frame(
             }
         }
         since_barrier_bytes += bytes;
-        // The next object does not fit a new container here: this one is the session's last.
-        if out.no_room.is_none()
-            && !early_warning
-            && let Some(it) = items.get(next)
-            && let Some(nr) = no_room(start.room, cfg, &it, feed.framed)
-        {
-            out.no_room = Some(nr);
-        }
-        // Asked last: a refill is asked for more only when nothing else ends the session.
+        // The next object (given, or asked of the refill only when nothing else ends the
+        // session) does not fit a new container here: this one is the session's last, and
+        // ends with the barrier that makes the session's containers durable.
         let last = early_warning
             || out.no_room.is_some()
             || close_soon.load(Ordering::SeqCst)
-            || items.next(next, rt, &stopping).is_none();
+            || match items.next(next, rt, &stopping) {
+                None => true,
+                Some(it) => match no_room(start.room, cfg, &it, feed.framed) {
+                    Some(nr) => {
+                        out.no_room = Some(nr);
+                        true
+                    }
+                    None => false,
+                },
+            };
         let sync = last
             || since_barrier_bytes >= cfg.barrier_bytes
             || since_barrier.elapsed().as_secs_f64() >= cfg.barrier_seconds;

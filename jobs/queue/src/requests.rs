@@ -177,9 +177,11 @@ pub struct ClaimLimit {
 pub struct WritesComing {
     /// The job's writes queued for the batch's pool.
     pub queued_writes: u64,
-    /// The job's reads being read, or read and not yet turned into writes.
-    pub reads_in_progress: u64,
-    /// The job's reads queued (a drive has yet to take them).
+    /// The job's reads a drive has taken.
+    pub reads_claimed: u64,
+    /// The job's reads read and not yet turned into writes.
+    pub reads_done: u64,
+    /// The job's reads a drive has yet to take (queued, or waiting out a backoff).
     pub reads_queued: u64,
 }
 
@@ -547,8 +549,9 @@ impl TapeRequests {
     pub async fn writes_coming(&self, job_id: &str, pool: &str) -> Result<WritesComing> {
         let sql = "SELECT \
                    CAST(COALESCE(SUM(CASE WHEN mode = 'write' AND state = 'queued' AND pool = $2 THEN 1 ELSE 0 END), 0) AS BIGINT) AS writes, \
-                   CAST(COALESCE(SUM(CASE WHEN mode = 'read' AND state IN ('claimed', 'done') THEN 1 ELSE 0 END), 0) AS BIGINT) AS reads, \
-                   CAST(COALESCE(SUM(CASE WHEN mode = 'read' AND state = 'queued' THEN 1 ELSE 0 END), 0) AS BIGINT) AS queued_reads \
+                   CAST(COALESCE(SUM(CASE WHEN mode = 'read' AND state = 'claimed' THEN 1 ELSE 0 END), 0) AS BIGINT) AS claimed_reads, \
+                   CAST(COALESCE(SUM(CASE WHEN mode = 'read' AND state = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS done_reads, \
+                   CAST(COALESCE(SUM(CASE WHEN mode = 'read' AND state IN ('queued', 'waiting') THEN 1 ELSE 0 END), 0) AS BIGINT) AS queued_reads \
                    FROM reel_tape_requests WHERE job_id = $1";
         crate::on_db!(&self.db, |p| {
             let r = sqlx::query(sql)
@@ -561,7 +564,8 @@ impl TapeRequests {
             (|| -> std::result::Result<WritesComing, sqlx::Error> {
                 Ok(WritesComing {
                     queued_writes: g("writes")?,
-                    reads_in_progress: g("reads")?,
+                    reads_claimed: g("claimed_reads")?,
+                    reads_done: g("done_reads")?,
                     reads_queued: g("queued_reads")?,
                 })
             })()
@@ -569,11 +573,11 @@ impl TapeRequests {
         })
     }
 
-    /// A job's reads still to read (queued or being read): a repack waits for its slice's to
-    /// reach none.
+    /// A job's reads still to read (queued, waiting out a backoff, or being read): a repack
+    /// waits for its slice's to reach none.
     pub async fn reads_to_do(&self, job_id: &str) -> Result<u64> {
         let sql = "SELECT CAST(COUNT(*) AS BIGINT) FROM reel_tape_requests \
-                   WHERE job_id = $1 AND mode = 'read' AND state IN ('queued', 'claimed')";
+                   WHERE job_id = $1 AND mode = 'read' AND state IN ('queued', 'waiting', 'claimed')";
         crate::on_db!(&self.db, |p| {
             let n: i64 = sqlx::query_scalar(sql)
                 .bind(job_id)
@@ -1293,7 +1297,7 @@ mod tests {
             .unwrap();
         let c = reqs.writes_coming(&a, "p1").await.unwrap();
         assert_eq!(
-            (c.queued_writes, c.reads_in_progress, c.reads_queued),
+            (c.queued_writes, c.reads_claimed, c.reads_queued),
             (1, 0, 2)
         );
         assert_eq!(reqs.reads_to_do(&a).await.unwrap(), 2);
@@ -1307,7 +1311,7 @@ mod tests {
         };
         assert_eq!(reqs.claim(&src, &f, one).await.unwrap().len(), 1);
         let c = reqs.writes_coming(&a, "p1").await.unwrap();
-        assert_eq!((c.reads_in_progress, c.reads_queued), (1, 1));
+        assert_eq!((c.reads_claimed, c.reads_done, c.reads_queued), (1, 0, 1));
         assert_eq!(reqs.reads_to_do(&a).await.unwrap(), 2);
         // Job a's claim takes its own write, never b's; another pool's count is none.
         let pool = MountTarget::Write { pool: "p1".into() };

@@ -464,11 +464,16 @@ struct Admitted {
 }
 
 impl Admitted {
-    /// `r` as an item of the session writing to `pool`, or refused (recorded in `failed`).
-    fn admit(&mut self, r: &TapeRequest, pool: &str) -> Option<ArchiveItem> {
+    /// `r` as an item of the session writing to `pool`, or refused (recorded in `failed`). A
+    /// request `joining` a session that has its object already is left out, not refused: it
+    /// goes back to the queue with whatever the session did not write, for a later batch.
+    fn admit(&mut self, r: &TapeRequest, pool: &str, joining: bool) -> Option<ArchiveItem> {
         // One request per object in a session: a container cannot hold one object twice, and
         // the catalogue refuses a close that tries (the whole container would be lost, and
         // the batch with it, again and again).
+        if joining && self.by_key.contains_key(&r.object_key) {
+            return None;
+        }
         if let Some(first) = self.by_key.get(&r.object_key) {
             self.failed.push((
                 r.id,
@@ -526,7 +531,7 @@ impl Refill for BatchRefill {
                 let mut a = self.admitted.lock().unwrap_or_else(|e| e.into_inner());
                 let items: Vec<ArchiveItem> = requests
                     .iter()
-                    .filter_map(|r| a.admit(r, &self.pool))
+                    .filter_map(|r| a.admit(r, &self.pool, true))
                     .collect();
                 if !items.is_empty() {
                     return items;
@@ -1169,7 +1174,10 @@ impl TapeExecutor for EngineExecutor {
         let admitted = Arc::new(std::sync::Mutex::new(Admitted::default()));
         let items: Vec<ArchiveItem> = {
             let mut a = admitted.lock().unwrap_or_else(|e| e.into_inner());
-            requests.iter().filter_map(|r| a.admit(r, &pool)).collect()
+            requests
+                .iter()
+                .filter_map(|r| a.admit(r, &pool, false))
+                .collect()
         };
         if items.is_empty() {
             let mut a = admitted.lock().unwrap_or_else(|e| e.into_inner());

@@ -20,11 +20,16 @@
 //!   next slice within its poll; on a library with one drive, none will while this batch holds
 //!   it), and not at all when its jobs have no read (an archive's batch never waits).
 //!
-//! What it claims is kept in [`MoreWrites::taken`] as it is claimed, so the drive loop settles
-//! it with the batch, written or not, even if the session stopped before it used it.
+//! What it claims is kept in its [`Taken`] as it is claimed, by a task of its own that finishes
+//! even if the session stops waiting for it (a claim committed in the database must reach the
+//! batch); the drive loop closes the [`Taken`] once the batch is written, which waits for a
+//! claim under way and refuses any later one, and settles what it holds with the batch,
+//! written or not.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::Mutex as AsyncMutex;
 
 use reel_queue::error::Result;
 use reel_queue::{ClaimLimit, Fence, TapeRequest, TapeRequests};
@@ -49,7 +54,7 @@ pub struct MoreWrites {
     fence: Fence,
     jobs: Vec<String>,
     left: ClaimLimit,
-    taken: Arc<Mutex<Vec<TapeRequest>>>,
+    taken: Taken,
     wait: Duration,
     cancel: CancellationToken,
 }
@@ -80,7 +85,7 @@ impl MoreWrites {
                 max_files: limit.max_files.saturating_sub(files),
                 max_bytes: limit.max_bytes.saturating_sub(bytes),
             },
-            taken: Arc::default(),
+            taken: Taken::default(),
             wait: MORE_WRITES_WAIT,
             cancel,
         }
@@ -92,9 +97,8 @@ impl MoreWrites {
         self
     }
 
-    /// Every request claimed so far, in the order claimed: the drive loop settles them with
-    /// the batch.
-    pub fn taken(&self) -> Arc<Mutex<Vec<TapeRequest>>> {
+    /// What it claims: the drive loop closes it and settles what it holds with the batch.
+    pub fn taken(&self) -> Taken {
         self.taken.clone()
     }
 
@@ -107,7 +111,11 @@ impl MoreWrites {
             pool: self.pool.clone(),
         };
         loop {
-            if self.left.max_files == 0 || self.left.max_bytes == 0 || self.cancel.is_cancelled() {
+            if self.left.max_files == 0
+                || self.left.max_bytes == 0
+                || self.cancel.is_cancelled()
+                || self.taken.is_closed()
+            {
                 return Ok(Vec::new());
             }
             let (mut reads, mut queued) = (false, false);
@@ -115,15 +123,10 @@ impl MoreWrites {
                 let coming = self.requests.writes_coming(job, &self.pool).await?;
                 if coming.queued_writes > 0 {
                     let got = self
-                        .requests
-                        .claim_of_job(&target, &self.fence, self.left, job)
+                        .taken
+                        .claim(&self.requests, &target, &self.fence, self.left, job)
                         .await?;
                     if !got.is_empty() {
-                        // Kept before anything else can fail: the loop settles what was claimed.
-                        self.taken
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .extend(got.iter().cloned());
                         for r in &got {
                             self.left.max_files = self.left.max_files.saturating_sub(1);
                             self.left.max_bytes = self.left.max_bytes.saturating_sub(r.bytes);
@@ -131,7 +134,11 @@ impl MoreWrites {
                         return Ok(got);
                     }
                 }
-                reads |= coming.reads_in_progress > 0;
+                // Reads a drive has taken, or read and not yet turned into writes while none
+                // is left to take: they become writes soon. Reads left to take (queued, or
+                // waiting out a backoff) may wait for a drive that is this one.
+                reads |=
+                    coming.reads_claimed > 0 || (coming.reads_done > 0 && coming.reads_queued == 0);
                 queued |= coming.reads_queued > 0;
             }
             let waited = started.elapsed();
@@ -145,5 +152,61 @@ impl MoreWrites {
                 () = tokio::time::sleep(LOOK_EVERY) => {}
             }
         }
+    }
+}
+
+/// The requests a batch's [`MoreWrites`] claimed (see the module doc).
+#[derive(Clone, Default)]
+pub struct Taken {
+    list: Arc<Mutex<Vec<TapeRequest>>>,
+    /// Held by a claim under way; `true` once the drive loop has closed it.
+    gate: Arc<AsyncMutex<bool>>,
+}
+
+impl Taken {
+    /// Claim `job`'s writes for `target` on a task of its own, recording them here before it
+    /// ends: a caller that stops waiting never loses a committed claim.
+    async fn claim(
+        &self,
+        requests: &TapeRequests,
+        target: &MountTarget,
+        fence: &Fence,
+        limit: ClaimLimit,
+        job: &str,
+    ) -> Result<Vec<TapeRequest>> {
+        let (requests, target, fence, job) = (
+            requests.clone(),
+            target.clone(),
+            fence.clone(),
+            job.to_string(),
+        );
+        let (list, gate) = (self.list.clone(), self.gate.clone());
+        let task = tokio::spawn(async move {
+            let closed = gate.lock_owned().await;
+            if *closed {
+                return Ok(Vec::new());
+            }
+            let got = requests.claim_of_job(&target, &fence, limit, &job).await?;
+            list.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(got.iter().cloned());
+            drop(closed);
+            Ok(got)
+        });
+        task.await.map_err(|e| {
+            reel_queue::error::JobsError::Internal(format!("claiming more writes: {e}"))
+        })?
+    }
+
+    /// The drive loop has closed it (a claim under way holds the gate: not closed yet).
+    fn is_closed(&self) -> bool {
+        self.gate.try_lock().map(|closed| *closed).unwrap_or(false)
+    }
+
+    /// Everything claimed, once a claim under way has finished; no claim is made after.
+    pub async fn close(&self) -> Vec<TapeRequest> {
+        let mut closed = self.gate.lock().await;
+        *closed = true;
+        std::mem::take(&mut *self.list.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }

@@ -462,6 +462,9 @@ async fn repack_one<E: TapeExecutor>(
         // step of this loop, a claim) would run its tape dry: a backhitch per slice.
         let lead = slice_read
             && !cur.lead
+            && reqs
+                .iter()
+                .any(|r| r.state == "done" && matches!(r.target, MountTarget::Read { .. }))
             && !cur.source_done
             && reqs.len() < window * IN_FLIGHT
             && reqs

@@ -2125,9 +2125,7 @@ async fn drive_step<E: TapeExecutor>(
                 .write_batch(drive, &batch, Some(more), fence, &batch_cancel, &progress)
                 .await;
             // What joined the session is settled with the batch, written or not.
-            batch.extend(std::mem::take(
-                &mut *taken.lock().unwrap_or_else(|e| e.into_inner()),
-            ));
+            batch.extend(taken.close().await);
             o
         }
     };
