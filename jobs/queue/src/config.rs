@@ -357,6 +357,9 @@ impl LifecycleConfig {
     }
 }
 
+/// Largest `[repack] window`.
+pub const MAX_REPACK_WINDOW: u32 = 100_000;
+
 /// `[repack]`: how a repack job moves data, and the policies that start repacks and reclaims
 /// on their own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -822,6 +825,16 @@ impl Config {
                 "buffer_dir must be given, buffer_bytes and window must be at least 1".into(),
             );
         }
+        // Four windows of requests in flight, each step of the job lists them all.
+        if r.window > MAX_REPACK_WINDOW {
+            return bad(
+                "[repack] window",
+                format!(
+                    "{} is more than {MAX_REPACK_WINDOW} objects (a repack keeps four windows of requests in flight and lists them at every step)",
+                    r.window
+                ),
+            );
+        }
         for (pool, p) in &r.pools {
             if !(0.0..=1.0).contains(&p.live_below) {
                 return bad(
@@ -1222,6 +1235,7 @@ mod tests {
                 "[archive] early_warning_margin_bytes",
             ),
             ("REEL_RECALL_WRITER_THREADS", "0", "[recall] writer_threads"),
+            ("REEL_REPACK_WINDOW", "1000000", "[repack] window"),
             (
                 "REEL_RECALL_WRITER_THREADS",
                 "1000",

@@ -573,21 +573,6 @@ impl TapeRequests {
         })
     }
 
-    /// A job's reads still to read (queued, waiting out a backoff, or being read): a repack
-    /// waits for its slice's to reach none.
-    pub async fn reads_to_do(&self, job_id: &str) -> Result<u64> {
-        let sql = "SELECT CAST(COUNT(*) AS BIGINT) FROM reel_tape_requests \
-                   WHERE job_id = $1 AND mode = 'read' AND state IN ('queued', 'waiting', 'claimed')";
-        crate::on_db!(&self.db, |p| {
-            let n: i64 = sqlx::query_scalar(sql)
-                .bind(job_id)
-                .fetch_one(p)
-                .await
-                .map_err(self.db.err("counting a job's reads"))?;
-            Ok(n.max(0) as u64)
-        })
-    }
-
     async fn claim_where(
         &self,
         target: &MountTarget,
@@ -1300,7 +1285,8 @@ mod tests {
             (c.queued_writes, c.reads_claimed, c.reads_queued),
             (1, 0, 2)
         );
-        assert_eq!(reqs.reads_to_do(&a).await.unwrap(), 2);
+        let c = reqs.writes_coming(&a, "p1").await.unwrap();
+        assert_eq!(c.reads_claimed + c.reads_queued, 2, "reads still to read");
         // A read taken by a drive is in progress.
         let src = MountTarget::Read {
             barcode: "SRC".into(),
@@ -1312,7 +1298,8 @@ mod tests {
         assert_eq!(reqs.claim(&src, &f, one).await.unwrap().len(), 1);
         let c = reqs.writes_coming(&a, "p1").await.unwrap();
         assert_eq!((c.reads_claimed, c.reads_done, c.reads_queued), (1, 0, 1));
-        assert_eq!(reqs.reads_to_do(&a).await.unwrap(), 2);
+        let c = reqs.writes_coming(&a, "p1").await.unwrap();
+        assert_eq!(c.reads_claimed + c.reads_queued, 2, "reads still to read");
         // Job a's claim takes its own write, never b's; another pool's count is none.
         let pool = MountTarget::Write { pool: "p1".into() };
         let limit = ClaimLimit {

@@ -55,7 +55,6 @@ pub struct MoreWrites {
     jobs: Vec<String>,
     left: ClaimLimit,
     taken: Taken,
-    wait: Duration,
     cancel: CancellationToken,
 }
 
@@ -86,15 +85,8 @@ impl MoreWrites {
                 max_bytes: limit.max_bytes.saturating_sub(bytes),
             },
             taken: Taken::default(),
-            wait: MORE_WRITES_WAIT,
             cancel,
         }
-    }
-
-    /// Wait at most `wait` for reads to become writes (tests).
-    pub fn waiting_at_most(mut self, wait: Duration) -> MoreWrites {
-        self.wait = wait;
-        self
     }
 
     /// What it claims: the drive loop closes it and settles what it holds with the batch.
@@ -142,8 +134,8 @@ impl MoreWrites {
                 queued |= coming.reads_queued > 0;
             }
             let waited = started.elapsed();
-            let wait_on = (reads && waited < self.wait)
-                || (queued && waited < QUEUED_READS_WAIT.min(self.wait));
+            let wait_on =
+                (reads && waited < MORE_WRITES_WAIT) || (queued && waited < QUEUED_READS_WAIT);
             if !wait_on {
                 return Ok(Vec::new());
             }

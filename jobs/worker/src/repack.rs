@@ -657,7 +657,7 @@ async fn repack_one<E: TapeExecutor>(
         } else {
             let pause = step_pause(rt, idle);
             tokio::select! {
-                r = slice_read_within(rt, &rec.id, pause), if reads > 0 => r?,
+                r = slice_read_within(rt, &rec.id, to_pool, pause), if reads > 0 => r?,
                 _ = tokio::time::sleep(pause), if reads == 0 => {}
                 _ = cancel.cancelled() => {}
             }
@@ -677,14 +677,21 @@ fn step_pause<E>(rt: &Runtime<E>, idle: u32) -> Duration {
 /// Wait up to `pause` for job `id`'s reads to be read, looking every worker poll (at least
 /// every 100 ms): a slice turns into writes as soon as it is read, not up to a pause later,
 /// while the writer streams what it has (its drive runs dry if the next slice comes late).
-/// Counting the job's reads is one indexed query; listing its requests is what the pause
-/// spares.
-async fn slice_read_within<E>(rt: &Runtime<E>, id: &str, pause: Duration) -> Result<()> {
+/// Counting the job's requests ([`TapeRequests::writes_coming`](reel_queue::TapeRequests::writes_coming),
+/// the count a writer waiting for them reads too) is one indexed query; listing them is what
+/// the pause spares.
+async fn slice_read_within<E>(
+    rt: &Runtime<E>,
+    id: &str,
+    to_pool: &str,
+    pause: Duration,
+) -> Result<()> {
     let look = Duration::from_millis(rt.config.worker.poll_interval_ms.clamp(20, 100));
     let until = tokio::time::Instant::now() + pause;
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(look.min(until - tokio::time::Instant::now())).await;
-        if rt.requests.reads_to_do(id).await? == 0 {
+        let c = rt.requests.writes_coming(id, to_pool).await?;
+        if c.reads_claimed + c.reads_queued == 0 {
             break;
         }
     }
