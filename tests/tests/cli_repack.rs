@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use reel_tests::*;
+use sha2::Digest;
 
 fn run_job(dir: &Path, args: &[&str]) -> serde_json::Value {
     let v = reel_ok(dir, args);
@@ -410,5 +411,297 @@ async fn a_repack_killed_halfway_resumes_and_loses_nothing_while_recalls_are_ser
             std::thread::sleep(Duration::from_millis(200));
         }
         recall_all(d, "k/", &sums);
+    }
+}
+
+/// The users' recall of `keys` into a new directory under `out`: the job's state, the
+/// seconds it took from submission, and whether every file came back with its bytes.
+fn user_recall(
+    dir: &Path,
+    out: &Path,
+    keys: &[String],
+    sums: &BTreeMap<String, [u8; 32]>,
+) -> (serde_json::Value, f64) {
+    let to = tempfile::tempdir_in(out).unwrap().keep();
+    let t = Instant::now();
+    let mut args = vec!["recall".to_string()];
+    args.extend(keys.iter().cloned());
+    args.extend(["--to".into(), to.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = run_job(dir, &args);
+    let took = t.elapsed().as_secs_f64();
+    if v["state"] == "done" {
+        for k in keys {
+            assert_eq!(&sha256_file(&to.join(k)), &sums[k], "{k}");
+        }
+    }
+    (v, took)
+}
+
+/// Issue 19's scale test, on one store: a repack of a cartridge holding 100 000 objects while
+/// users recall objects of another cartridge, each recall ending while the repack still runs.
+async fn repack_100_000_objects(store: Store) {
+    const N: usize = 100_000;
+    {
+        let name = store.name();
+        let started = Instant::now();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        // Three drives: the repack may hold two (a source and a destination), the users the
+        // third. The users' objects are in a pool of their own, on a cartridge not repacked.
+        // One drive at a time writes for p1, so the archive lands on one cartridge.
+        let cfg = write_config(
+            dir.path(),
+            &store.url(),
+            lib.path(),
+            3,
+            "[repack]\nmax_drives = 2\n\n[scheduler.groups.g1]\npools = [\"p1\"]\nmax_write_drives = 1\n",
+        );
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let text = text.replace(
+            "two = [\"p1\", \"p2\"]\n",
+            "two = [\"p1\", \"p2\"]\nusers = [\"p3\"]\n",
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let d = dir.path();
+        let _w = Worker::start(d, 1);
+        for (barcodes, pool) in [
+            (&["RL0001L9", "RL0002L9"][..], "p1"),
+            (&["RL0003L9"][..], "p3"),
+        ] {
+            let mut args = vec!["intake"];
+            args.extend_from_slice(barcodes);
+            args.extend_from_slice(&["--pool", pool]);
+            let v = run_job(d, &args);
+            assert_eq!(v["state"], "done", "{name}: {v}");
+        }
+        let src = tempfile::tempdir().unwrap();
+
+        // The users' objects.
+        let tree = src.path().join("u");
+        let mut user_sums = BTreeMap::new();
+        for i in 0..8u64 {
+            let p = tree.join(format!("{i}"));
+            std::fs::create_dir_all(&tree).unwrap();
+            user_sums.insert(format!("u/{i}"), write_random_file(&p, 300_000, 100 + i));
+        }
+        let v = run_job(
+            d,
+            &[
+                "archive",
+                tree.to_str().unwrap(),
+                "--key-prefix",
+                "u/",
+                "--class",
+                "users",
+            ],
+        );
+        assert_eq!(v["state"], "done", "{name}: {v}");
+
+        // 100 000 small objects on one cartridge of p1: the test is about their number.
+        let tree = src.path().join("m");
+        std::fs::create_dir_all(&tree).unwrap();
+        let mut sums = BTreeMap::new();
+        for i in 0..N {
+            let bytes =
+                format!("object {i} of the repack of a hundred thousand\n").repeat(1 + i % 7);
+            std::fs::write(tree.join(format!("{i:06}")), &bytes).unwrap();
+            if i % 1_000 == 0 {
+                sums.insert(
+                    format!("m/{i:06}"),
+                    <[u8; 32]>::from(sha2::Sha256::digest(bytes.as_bytes())),
+                );
+            }
+        }
+        let v = run_job(
+            d,
+            &["archive", tree.to_str().unwrap(), "--key-prefix", "m/"],
+        );
+        assert_eq!(v["state"], "done", "{name}: {v}");
+        eprintln!("{name}: {N} objects archived at {:.0?}", started.elapsed());
+        let source = copies_of(d, "m/000000")[0].clone();
+        let user_cartridge = copies_of(d, "u/0")[0].clone();
+        assert_ne!(source, user_cartridge, "{name}");
+
+        // The users' recalls before the repack: what they take on their own.
+        let out = tempfile::tempdir().unwrap();
+        let keys: Vec<String> = user_sums.keys().cloned().collect();
+        let mut before = Vec::new();
+        for i in 0..4 {
+            let pick = [keys[i % 8].clone(), keys[(i + 3) % 8].clone()];
+            let (v, took) = user_recall(d, out.path(), &pick, &user_sums);
+            assert_eq!(v["state"], "done", "{name}: {v}");
+            before.push(took);
+        }
+
+        // The repack, with the users recalling meanwhile: each recall that ends while the
+        // repack still runs was served beside it, not after it.
+        let id = job_id(&reel_ok(d, &["repack", "--barcode", &source]));
+        let (mut during, mut i) = (Vec::new(), 0);
+        let t0 = Instant::now();
+        let repack = loop {
+            let v = show_job(d, &id);
+            if !matches!(v["state"].as_str(), Some("queued" | "running")) {
+                break v;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(1_200), "{name}: {v}");
+            let pick = [keys[i % 8].clone(), keys[(i + 5) % 8].clone()];
+            i += 1;
+            let (r, took) = user_recall(d, out.path(), &pick, &user_sums);
+            assert_eq!(r["state"], "done", "{name}: {r}");
+            if show_job(d, &id)["state"] == "running" {
+                during.push(took);
+            }
+            // A user every two seconds: the repack, not the test, has the cores.
+            std::thread::sleep(Duration::from_secs(2));
+        };
+        eprintln!("{name}: repacked at {:.0?}", started.elapsed());
+        let repack = if repack["state"] == "done" {
+            repack
+        } else {
+            wait_job(d, &id)
+        };
+        eprintln!(
+            "{name}: user recalls took {before:.2?} s before the repack and {during:.2?} s during it"
+        );
+        assert_eq!(repack["state"], "done", "{name}: {repack}");
+        assert_eq!(repack["result"]["failed"], 0, "{name}: {repack}");
+        assert_eq!(repack["result"]["objects"], N as u64, "{name}: {repack}");
+        assert_eq!(
+            repack["result"]["cartridges"][0]["live_left"], 0,
+            "{name}: {repack}"
+        );
+        assert!(
+            !during.is_empty(),
+            "{name}: no user recall ended while the repack ran: {repack}"
+        );
+        assert_eq!(cartridge(d, &source)["state"], "full", "{name}");
+
+        // Every object has a copy that counts, none of them on the source.
+        let moved = catalogue_rows(
+            d,
+            &store.url(),
+            "SELECT k.barcode, COUNT(DISTINCT c.object_id) FROM copies c \
+             JOIN containers k ON k.id = c.container_id JOIN objects o ON o.id = c.object_id \
+             WHERE o.key LIKE 'm/%' AND k.state IN ('durable', 'verified') \
+             GROUP BY k.barcode ORDER BY k.barcode",
+        )
+        .await;
+        assert!(
+            moved.iter().all(|(b, _)| *b != source),
+            "{name}: copies left on {source}: {moved:?}"
+        );
+        assert_eq!(
+            moved.iter().map(|(_, n)| n).sum::<i64>(),
+            N as i64,
+            "{name}: {moved:?}"
+        );
+        // A sample recalls with its bytes, from the new copies.
+        let picked: Vec<String> = sums.keys().cloned().collect();
+        let (v, _) = user_recall(d, out.path(), &picked, &sums);
+        assert_eq!(v["state"], "done", "{name}: {v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repack_of_100_000_objects_runs_while_user_recalls_of_other_objects_are_served_sqlite() {
+    repack_100_000_objects(Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repack_of_100_000_objects_runs_while_user_recalls_of_other_objects_are_served_postgres()
+{
+    let Some(url) = postgres_url("cli_repack_100k") else {
+        return;
+    };
+    repack_100_000_objects(Store::Postgres(PgDatabase::create(&url).await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repack_whose_destination_fills_mid_session_goes_on_to_another_cartridge() {
+    const MIB: u64 = 1 << 20;
+    for store in stores("cli_repack_no_room").await {
+        let name = store.name();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = tempfile::tempdir().unwrap();
+        // Cartridges of 32 MiB (early warning at 28 MiB), 256 KiB records, 8 MiB containers;
+        // slices of 8 objects, so the destination's session takes later slices as they are
+        // read, until it has no room.
+        let plugin_config = format!(
+            "dir={}\\nsim.clock=instant\\nsim.calibrated=true\\nsim.drives=2\\nsim.cartridges=6\\nsim.capacity_bytes={}\\nsim.early_warning_percent=87.5",
+            lib.path().display(),
+            32 * MIB
+        );
+        let cfg = write_plugin_config(
+            dir.path(),
+            &store.url(),
+            &plugin_path("reel_plugin_sim"),
+            &plugin_config,
+            "[repack]\nwindow = 8\nbuffer_bytes = 8000000\nmax_drives = 2\n",
+        );
+        let text = std::fs::read_to_string(&cfg).unwrap().replace(
+            "[archive]\n",
+            "[archive]\nrecord_size = 262144\ncontainer_bytes = 8388608\n",
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let d = dir.path();
+        let _w = Worker::start(d, 1);
+        let v = run_job(d, &["intake", "--all-new"]);
+        assert_eq!(v["state"], "done", "{name}: {v}");
+        let src = tempfile::tempdir().unwrap();
+        // 16 MB of objects to repack, then 20 MB more: the first cartridge fills with some
+        // of it and the rest opens a second, which the repack then writes to.
+        let mut sums = archive(d, src.path(), "r/", 40, 400_000);
+        sums.extend(archive(d, src.path(), "f/", 20, 1_000_000));
+        let source = copies_of(d, "r/0000")[0].clone();
+        let partly = copies_of(d, "f/0019")[0].clone();
+        assert_ne!(source, partly, "{name}: everything fitted on {source}");
+        assert_eq!(cartridge(d, &source)["state"], "full", "{name}");
+        let moving: Vec<String> = sums
+            .keys()
+            .filter(|k| copies_of(d, k).contains(&source))
+            .cloned()
+            .collect();
+        let on_source = moving.len();
+
+        let v = run_job(d, &["repack", "--barcode", &source]);
+        assert_eq!(v["state"], "done", "{name}: {v}");
+        assert_eq!(v["result"]["failed"], 0, "{name}: {v}");
+        assert_eq!(v["result"]["objects"], on_source as u64, "{name}: {v}");
+        assert_eq!(v["result"]["cartridges"][0]["live_left"], 0, "{name}: {v}");
+        // The moved objects are on the partly used cartridge, which filled, and on another.
+        let mut landed = std::collections::BTreeSet::new();
+        for k in sums.keys() {
+            let at = copies_of(d, k);
+            assert_eq!(at.len(), 1, "{name}: {k}: {at:?}");
+            assert_ne!(at[0], source, "{name}: {k}");
+            if moving.contains(k) {
+                landed.insert(at[0].clone());
+            }
+        }
+        assert!(
+            landed.contains(&partly) && landed.len() >= 2,
+            "{name}: the moved objects are all on {landed:?}"
+        );
+        // Full, or kept `active` for objects smaller than the one that did not fit.
+        let state = cartridge(d, &partly)["state"].clone();
+        assert!(state == "full" || state == "active", "{name}: {state}");
+        let log = std::fs::read_to_string(d.join("worker-1.log")).unwrap();
+        assert!(
+            log.contains("more objects join the write session"),
+            "{name}: no session took more objects"
+        );
+        assert!(
+            log.contains("does not fit") || log.contains("early warning"),
+            "{name}: no session ran out of room"
+        );
+        for prefix in ["r/", "f/"] {
+            let part: BTreeMap<String, [u8; 32]> = sums
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            recall_all(d, prefix, &part);
+        }
     }
 }

@@ -181,6 +181,9 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     e.archive(&items, "cr")?;
     unspool(&items);
     let (src_large, _) = e.first_block(&items[0].0)?;
+    // A cartridge to repack waits in its slot (it is full or old): the repack starts cold,
+    // not with the source still in the drive that wrote it, at its end of data.
+    e.unmount_all()?;
     let big = repack(&e, &src_large)?;
     let large_keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
     drop(items);
@@ -190,6 +193,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     e.archive(&items, "cs")?;
     unspool(&items);
     let (src_small, _) = e.first_block(&items[0].0)?;
+    e.unmount_all()?;
     let many = repack(&e, &src_small)?;
     let sample: Vec<String> = items
         .iter()
@@ -272,8 +276,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
          verifies FULL reads every byte back on the destination drive, half its rate), the \
          repack buffer on the scratch disk ({} MiB: read in slices of a quarter of it); \
          {large_n} objects of {} MiB, then {small_n} of {} KiB, each on a cartridge of their \
-         own{}, repacked by one job each to another cartridge of the pool; rate = bytes moved \
-         over the busier drive's busy time less mounts (INSTANT clock); latency: one \
+         own{}, repacked by one job each, from its slot, to another cartridge of the pool; rate = \
+         bytes moved over the busier drive's busy time less mounts (INSTANT clock); latency: one \
          closed-loop reader asking 2 random objects of {} MiB from a third cartridge, {:.0} \
          modelled s without a repack, then up to {:.0} modelled s while the cartridge holding \
          the large objects is repacked again, the reader stopping when it ends \

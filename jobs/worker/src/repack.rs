@@ -67,6 +67,9 @@ const SLICES: u64 = 4;
 /// Failures a result lists at most; it counts them all.
 const LISTED: usize = 20;
 
+/// Live copies listed from the catalogue per query while a slice is filled.
+const LIST_PAGE: usize = 1_000;
+
 /// Where a repack job is: saved in its checkpoint after every step, read back by a new attempt.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Cursor {
@@ -595,46 +598,52 @@ async fn repack_one<E: TapeExecutor>(
             && in_flight.len() < window * IN_FLIGHT
             && in_flight_bytes < cfg.buffer_bytes
         {
-            let room = window.min(500) as u32;
-            let copies = cat.live_copies_on(barcode, cur.after, room).await?;
-            if copies.is_empty() {
-                cur.source_done = true;
-            }
             let mut new = Vec::new();
             let mut room_bytes = slice.min(cfg.buffer_bytes - in_flight_bytes);
-            let since = if copies.is_empty() {
-                0
-            } else {
-                cat.last_container_id().await?
-            };
-            for placed in copies {
-                let c = placed.copy;
-                // An object larger than the room left waits for the buffer to empty (it goes
-                // alone when nothing else is in flight); another generation of a key in flight
-                // waits for it (one write batch cannot hold a key twice).
-                let alone = in_flight.is_empty() && new.is_empty();
-                if (c.length > room_bytes && !alone) || in_flight.contains(&c.key) {
+            // The newest container before the slice's reads are queued (see `read_request`).
+            let mut since: Option<i64> = None;
+            // The catalogue is listed a page at a time until the slice is full: a slice of
+            // small objects holds a window of them, not one page.
+            'slice: while new.len() < window {
+                let page = (window - new.len()).min(LIST_PAGE) as u32;
+                let copies = cat.live_copies_on(barcode, cur.after, page).await?;
+                if copies.is_empty() {
+                    cur.source_done = true;
                     break;
                 }
-                cur.after = Some(placed.position);
-                if job.add_copies
-                    && cat
-                        .has_copy_in_pool(to_pool, barcode, &c.key, c.generation)
-                        .await?
-                {
-                    continue;
+                let since = match since {
+                    Some(s) => s,
+                    None => *since.insert(cat.last_container_id().await?),
+                };
+                for placed in copies {
+                    let c = placed.copy;
+                    // An object larger than the room left waits for the buffer to empty (it
+                    // goes alone when nothing else is in flight); another generation of a key
+                    // in flight waits for it (one write batch cannot hold a key twice).
+                    let alone = in_flight.is_empty() && new.is_empty();
+                    if (c.length > room_bytes && !alone) || in_flight.contains(&c.key) {
+                        break 'slice;
+                    }
+                    cur.after = Some(placed.position);
+                    if job.add_copies
+                        && cat
+                            .has_copy_in_pool(to_pool, barcode, &c.key, c.generation)
+                            .await?
+                    {
+                        continue;
+                    }
+                    room_bytes = room_bytes.saturating_sub(c.length);
+                    in_flight.insert(c.key.clone());
+                    new.push(read_request(
+                        &c,
+                        placed.position,
+                        buffer,
+                        source_pool,
+                        to_pool,
+                        rec.priority,
+                        since,
+                    ));
                 }
-                room_bytes = room_bytes.saturating_sub(c.length);
-                in_flight.insert(c.key.clone());
-                new.push(read_request(
-                    &c,
-                    placed.position,
-                    buffer,
-                    source_pool,
-                    to_pool,
-                    rec.priority,
-                    since,
-                ));
             }
             if !new.is_empty() {
                 fenced(fence).await?;

@@ -33,6 +33,11 @@ pub struct Mounted {
     /// as another loop's idle holder a write is left to (a write there would unload it first,
     /// and a repack's source is wanted again for its next slice of reads).
     pub takes_writes: bool,
+    /// Its cartridge is a repack's source (`repacking`), held between two slices of reads
+    /// while no read of it is queued. Another loop's drive holding one counts against
+    /// [`Policy::background_cap`] as a drive serving background work: the repack wants it
+    /// again for its next slice, and its writes must not take a third drive meanwhile.
+    pub repack_source: bool,
 }
 
 /// One drive as the scheduler sees it.
@@ -249,7 +254,9 @@ pub fn decide(p: &Policy, queues: &[QueueSummary], drives: &[DriveState]) -> Vec
             if q.is_some_and(|q| q.files > 0) {
                 *mounts_of.entry(m.target.clone()).or_default() += 1;
             }
-            if q.is_some_and(|q| q.files > 0 && is_background(q)) {
+            if q.is_some_and(|q| q.files > 0 && is_background(q))
+                || (m.repack_source && q.is_none_or(|q| q.files == 0))
+            {
                 background_use += 1;
             }
         }
@@ -531,6 +538,7 @@ mod tests {
                 pool: None,
                 mounted_for: Duration::from_secs(secs),
                 takes_writes: true,
+                repack_source: false,
             }),
             unavailable: false,
         }
@@ -594,6 +602,60 @@ mod tests {
                 barcode: "U1".into()
             }]
         );
+    }
+
+    /// Another loop's drive holding a repack's source between two slices (no read of it
+    /// queued) still serves the repack: its writes do not take a third drive meanwhile, and
+    /// the drive holding the source may itself switch to them (one drive, cap 1).
+    #[test]
+    fn a_repack_source_held_between_slices_counts_against_the_cap() {
+        let bg = BACKGROUND_PRIORITY;
+        let queues = vec![write("dest", 10_000_000, 1000, 5, bg)];
+        let source = |unavailable: bool| {
+            let mut d = holding(
+                "d0",
+                MountTarget::Read {
+                    barcode: "S1".into(),
+                },
+                10,
+            );
+            d.unavailable = unavailable;
+            if let Some(m) = d.mounted.as_mut() {
+                m.repack_source = true;
+                m.takes_writes = false;
+            }
+            d
+        };
+        let writer = {
+            let mut d = holding(
+                "d1",
+                MountTarget::Write {
+                    pool: "dest".into(),
+                },
+                10,
+            );
+            d.unavailable = true;
+            d
+        };
+        let mounts = |d: &[Decision]| {
+            d.iter()
+                .filter(|d| matches!(d, Decision::Mount { .. }))
+                .count()
+        };
+        // Cap 2: the source (held) and the writer (busy) are the repack's two drives.
+        let p = policy().with_background_cap(2);
+        let drives = vec![source(true), writer.clone(), empty("d2")];
+        assert_eq!(mounts(&decide(&p, &queues, &drives)), 0);
+        // Not a repack's source: the writes may take the empty drive.
+        let mut plain = source(true);
+        if let Some(m) = plain.mounted.as_mut() {
+            m.repack_source = false;
+        }
+        let drives = vec![plain, writer, empty("d2")];
+        assert_eq!(mounts(&decide(&p, &queues, &drives)), 1);
+        // Cap 1, one drive: the drive holding the source is this loop's own, and switches.
+        let p = policy().with_background_cap(1);
+        assert_eq!(mounts(&decide(&p, &queues, &[source(false)])), 1);
     }
 
     const DEFAULT_PRIORITY_FOR_TEST: i32 = reel_queue::job::DEFAULT_PRIORITY;
@@ -794,6 +856,7 @@ mod tests {
                 pool: Some(pool.into()),
                 mounted_for: Duration::from_secs(10),
                 takes_writes: true,
+                repack_source: false,
             }),
             unavailable: false,
         }

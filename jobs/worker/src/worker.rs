@@ -1750,6 +1750,7 @@ async fn other_drives<E: TapeExecutor>(rt: &Runtime<E>, drive: &str) -> Result<V
                 mounted_for: Duration::from_millis((now - m.since_ms).max(0) as u64),
                 // Asked of the catalogue where it matters (`mark_takes_writes`).
                 takes_writes: true,
+                repack_source: false,
             }),
             name: e.drive,
             unavailable: true,
@@ -1770,6 +1771,8 @@ async fn mark_takes_writes<E: TapeExecutor>(
     let Some(cat) = rt.executor.object_catalogue() else {
         return Ok(());
     };
+    // Background work queued: another loop's idle drive may hold a repack's source.
+    let background = queues.iter().any(crate::scheduler::is_background);
     for d in drives.iter_mut() {
         let mine = !d.unavailable;
         let Some(m) = d.mounted.as_mut() else {
@@ -1779,11 +1782,13 @@ async fn mark_takes_writes<E: TapeExecutor>(
         let written = queues.iter().any(
             |q| matches!(&q.target, MountTarget::Write { pool } if m.pool.as_ref() == Some(pool)),
         );
-        if (mine || idle)
-            && written
+        let holder = !mine && idle && background;
+        if ((mine || idle) && written || holder)
             && let Some(c) = cat.cartridge(&m.barcode).await?
         {
-            m.takes_writes = c.state == reel_engine::catalogue::CartridgeState::Active;
+            let state = c.state;
+            m.takes_writes = state == reel_engine::catalogue::CartridgeState::Active;
+            m.repack_source = holder && state == reel_engine::catalogue::CartridgeState::Repacking;
         }
     }
     Ok(())
@@ -1843,6 +1848,7 @@ async fn drive_step<E: TapeExecutor>(
             pool: h.pool.clone(),
             mounted_for: h.since.elapsed(),
             takes_writes: true,
+            repack_source: false,
         }),
         unavailable: false,
     };
@@ -1874,6 +1880,7 @@ async fn drive_step<E: TapeExecutor>(
                     pool: None,
                     mounted_for: Duration::ZERO,
                     takes_writes: true,
+                    repack_source: false,
                 }),
                 unavailable: true,
             }));
