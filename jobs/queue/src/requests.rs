@@ -1285,7 +1285,6 @@ mod tests {
             (c.queued_writes, c.reads_claimed, c.reads_queued),
             (1, 0, 2)
         );
-        let c = reqs.writes_coming(&a, "p1").await.unwrap();
         assert_eq!(c.reads_claimed + c.reads_queued, 2, "reads still to read");
         // A read taken by a drive is in progress.
         let src = MountTarget::Read {
@@ -1298,7 +1297,6 @@ mod tests {
         assert_eq!(reqs.claim(&src, &f, one).await.unwrap().len(), 1);
         let c = reqs.writes_coming(&a, "p1").await.unwrap();
         assert_eq!((c.reads_claimed, c.reads_done, c.reads_queued), (1, 0, 1));
-        let c = reqs.writes_coming(&a, "p1").await.unwrap();
         assert_eq!(c.reads_claimed + c.reads_queued, 2, "reads still to read");
         // Job a's claim takes its own write, never b's; another pool's count is none.
         let pool = MountTarget::Write { pool: "p1".into() };

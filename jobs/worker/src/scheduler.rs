@@ -611,32 +611,33 @@ mod tests {
     fn a_repack_source_held_between_slices_counts_against_the_cap() {
         let bg = BACKGROUND_PRIORITY;
         let queues = vec![write("dest", 10_000_000, 1000, 5, bg)];
+        // Another loop's drive (or this loop's own) holding `target`.
+        let held = |name: &str, target: MountTarget, unavailable: bool| {
+            let mut d = holding(name, target, 10);
+            d.unavailable = unavailable;
+            d
+        };
         let source = |unavailable: bool| {
-            let mut d = holding(
+            let mut d = held(
                 "d0",
                 MountTarget::Read {
                     barcode: "S1".into(),
                 },
-                10,
+                unavailable,
             );
-            d.unavailable = unavailable;
             if let Some(m) = d.mounted.as_mut() {
                 m.repack_source = true;
                 m.takes_writes = false;
             }
             d
         };
-        let writer = {
-            let mut d = holding(
-                "d1",
-                MountTarget::Write {
-                    pool: "dest".into(),
-                },
-                10,
-            );
-            d.unavailable = true;
-            d
-        };
+        let writer = held(
+            "d1",
+            MountTarget::Write {
+                pool: "dest".into(),
+            },
+            true,
+        );
         let mounts = |d: &[Decision]| {
             d.iter()
                 .filter(|d| matches!(d, Decision::Mount { .. }))

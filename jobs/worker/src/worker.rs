@@ -1771,7 +1771,7 @@ async fn mark_takes_writes<E: TapeExecutor>(
     let Some(cat) = rt.executor.object_catalogue() else {
         return Ok(());
     };
-    // Background work queued: another loop's idle drive may hold a repack's source.
+    // Background work queued: another loop's idle drive reading may hold a repack's source.
     let background = queues.iter().any(crate::scheduler::is_background);
     for d in drives.iter_mut() {
         let mine = !d.unavailable;
@@ -1782,13 +1782,15 @@ async fn mark_takes_writes<E: TapeExecutor>(
         let written = queues.iter().any(
             |q| matches!(&q.target, MountTarget::Write { pool } if m.pool.as_ref() == Some(pool)),
         );
-        let holder = !mine && idle && background;
-        if ((mine || idle) && written || holder)
+        // A source is mounted for reading; only those are asked about (one catalogue look-up
+        // per idle reader while a repack runs, not one per drive).
+        let holder = !mine && idle && background && matches!(m.target, MountTarget::Read { .. });
+        if (((mine || idle) && written) || holder)
             && let Some(c) = cat.cartridge(&m.barcode).await?
         {
-            let state = c.state;
-            m.takes_writes = state == reel_engine::catalogue::CartridgeState::Active;
-            m.repack_source = holder && state == reel_engine::catalogue::CartridgeState::Repacking;
+            use reel_engine::catalogue::CartridgeState;
+            m.takes_writes = c.state == CartridgeState::Active;
+            m.repack_source = holder && c.state == CartridgeState::Repacking;
         }
     }
     Ok(())
