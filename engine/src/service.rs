@@ -34,7 +34,7 @@ use tracing::{info, warn};
 
 use crate::catalogue::{Cartridge, CartridgeState, Catalogue, ContainerState};
 use crate::device::{DeviceError, Drive, Library};
-use crate::session::copied::{SetAside, SkipCopied, split_copied};
+use crate::session::copied::{Positions, SetAside, SkipCopied, split_copied};
 use crate::session::intake::{IntakeOutcome, check_epoch, label_cartridge};
 use crate::session::mount::{self, Mount};
 use crate::session::order::OrderPolicy;
@@ -656,6 +656,7 @@ impl TapeService {
         // Objects whose copy in this pool already counts were written by an earlier attempt
         // that could not acknowledge them (its worker frozen, killed or fenced after the copy
         // became live, or its read-back settled just above): written, not written twice.
+        let given: Vec<String> = items.iter().map(|it| it.key.clone()).collect();
         let (already, items) = match self.already_copied(&cart, items).await {
             Ok(split) => split,
             Err(e) => return (Some(held), Err(HeldWriteError::Failed(e))),
@@ -753,6 +754,9 @@ impl TapeService {
             },
             Err(e) => return (Some(held), Err(HeldWriteError::Failed(e.into()))),
         };
+        // The session reports progress by its own positions; the caller counts by its list.
+        let positions = Positions::default();
+        positions.record(&given, &items);
         let ctx = WriteContext {
             // Its closes and durable/verified transitions hold only under the lease.
             catalogue: self.catalogue.fenced_by(held.fence.writer_lease()),
@@ -760,7 +764,7 @@ impl TapeService {
             config: self.options.session.clone(),
             fence: held.fence.clone(),
             cancel: cancel.clone(),
-            progress,
+            progress: positions.translate(progress),
         };
         // What joins the session is filtered as its first items were.
         let aside = Arc::new(std::sync::Mutex::new(SetAside::default()));
@@ -771,6 +775,7 @@ impl TapeService {
                 pool,
                 self.verified_only(),
                 aside.clone(),
+                positions.clone(),
             )) as Box<dyn Refill>),
             (r, _) => r,
         };

@@ -62,7 +62,7 @@ pub use object::{
 };
 pub use pool::StorageClass;
 pub use reclaim::ReclaimCheck;
-pub use repack::{DropOutcome, LiveOn, PlacedCopy, TapePosition};
+pub use repack::{CopyDrop, DropOutcome, LiveOn, PlacedCopy, TapePosition};
 pub use retention::{ExpireBatch, Retained, retained_refusal};
 pub use vault::{MAX_LOCATION, VaultEntry, check_location};
 pub use writer_lease::WriterLease;

@@ -216,9 +216,38 @@ impl Catalogue {
         verified_only: bool,
         newer_than: i64,
     ) -> Result<DropOutcome> {
+        let drop = CopyDrop {
+            key: key.to_string(),
+            generation,
+            barcode: barcode.to_string(),
+            newer_than,
+        };
+        let mut out = self
+            .drop_copies_on(std::slice::from_ref(&drop), verified_only)
+            .await?;
+        Ok(out.pop().unwrap_or(DropOutcome::NotThere))
+    }
+
+    /// [`Catalogue::drop_copy_on`] for many copies, in one transaction: a repack retires
+    /// what a write batch made durable together, not one round trip per object. The
+    /// outcomes are in the order of `drops`.
+    pub async fn drop_copies_on(
+        &self,
+        drops: &[CopyDrop],
+        verified_only: bool,
+    ) -> Result<Vec<DropOutcome>> {
         const OP: &str = "drop_copy_on";
-        validate_key(key)?;
-        let generation = to_db("generation", generation)?;
+        let mut rows = Vec::with_capacity(drops.len());
+        for (i, d) in drops.iter().enumerate() {
+            validate_key(&d.key)?;
+            rows.push((i, d, to_db("generation", d.generation)?));
+        }
+        // Objects are locked in one order (key, generation), whoever retires them, so two
+        // transactions never wait on each other's locks.
+        rows.sort_by(|a, b| (&a.1.key, a.2).cmp(&(&b.1.key, b.2)));
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
         let states: &[&str] = if verified_only {
             &[ContainerState::Verified.as_str()]
         } else {
@@ -233,56 +262,75 @@ impl Catalogue {
             super::backend::Backend::Sqlite(_) => "",
         };
         let select = format!("SELECT id FROM objects WHERE key = $1 AND generation = $2{lock}");
-        let outcome = in_write_tx!(&self.backend, OP, |tx| {
-            let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(select))
-                .bind(key)
-                .bind(generation)
-                .fetch_optional(&mut *tx)
-                .await
-                .ctx(OP)?;
-            match id {
-                None => DropOutcome::NotThere,
-                Some(id) => {
-                    let others: i64 = sqlx::query_scalar(
-                        "SELECT CAST(COUNT(*) AS BIGINT) FROM copies c \
-                         JOIN containers k ON k.id = c.container_id \
-                         JOIN cartridges t ON t.barcode = k.barcode \
-                         WHERE c.object_id = $1 AND k.barcode <> $2 \
-                           AND k.state IN ($3, $4) AND k.id > $5 \
-                           AND t.state NOT IN ('broken', 'exported', 'repacking')",
-                    )
-                    .bind(id)
-                    .bind(barcode)
-                    .bind(first)
-                    .bind(second)
-                    .bind(newer_than)
-                    .fetch_one(&mut *tx)
+        let outcomes = in_write_tx!(&self.backend, OP, |tx| {
+            let mut outcomes = vec![DropOutcome::NotThere; rows.len()];
+            for (i, d, generation) in &rows {
+                let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(select.clone()))
+                    .bind(&d.key)
+                    .bind(*generation)
+                    .fetch_optional(&mut *tx)
                     .await
                     .ctx(OP)?;
-                    if others == 0 {
-                        DropOutcome::NoOtherCopy
-                    } else {
-                        let n = sqlx::query(
-                            "DELETE FROM copies WHERE object_id = $1 AND container_id IN \
-                             (SELECT id FROM containers WHERE barcode = $2)",
+                let outcome = match id {
+                    None => DropOutcome::NotThere,
+                    Some(id) => {
+                        let others: i64 = sqlx::query_scalar(
+                            "SELECT CAST(COUNT(*) AS BIGINT) FROM copies c \
+                             JOIN containers k ON k.id = c.container_id \
+                             JOIN cartridges t ON t.barcode = k.barcode \
+                             WHERE c.object_id = $1 AND k.barcode <> $2 \
+                               AND k.state IN ($3, $4) AND k.id > $5 \
+                               AND t.state NOT IN ('broken', 'exported', 'repacking')",
                         )
                         .bind(id)
-                        .bind(barcode)
-                        .execute(&mut *tx)
+                        .bind(&d.barcode)
+                        .bind(first)
+                        .bind(second)
+                        .bind(d.newer_than)
+                        .fetch_one(&mut *tx)
                         .await
-                        .ctx(OP)?
-                        .rows_affected();
-                        if n == 0 {
-                            DropOutcome::NotThere
+                        .ctx(OP)?;
+                        if others == 0 {
+                            DropOutcome::NoOtherCopy
                         } else {
-                            DropOutcome::Dropped
+                            let n = sqlx::query(
+                                "DELETE FROM copies WHERE object_id = $1 AND container_id IN \
+                                 (SELECT id FROM containers WHERE barcode = $2)",
+                            )
+                            .bind(id)
+                            .bind(&d.barcode)
+                            .execute(&mut *tx)
+                            .await
+                            .ctx(OP)?
+                            .rows_affected();
+                            if n == 0 {
+                                DropOutcome::NotThere
+                            } else {
+                                DropOutcome::Dropped
+                            }
                         }
                     }
-                }
+                };
+                outcomes[*i] = outcome;
             }
+            outcomes
         });
-        Ok(outcome)
+        Ok(outcomes)
     }
+}
+
+/// One copy a repack retires ([`Catalogue::drop_copies_on`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyDrop {
+    /// The object's key.
+    pub key: String,
+    /// Its generation.
+    pub generation: u64,
+    /// The cartridge whose copy goes.
+    pub barcode: String,
+    /// The newest container before the repack wrote the new copy
+    /// ([`Catalogue::last_container_id`]): only a copy in a later one counts.
+    pub newer_than: i64,
 }
 
 #[cfg(test)]
@@ -398,6 +446,28 @@ mod tests {
             c.drop_copy_on("a/4", 1, "A1", false, 0).await?,
             DropOutcome::NoOtherCopy
         );
+        // Many at once, in one transaction: each answered as alone, in the order asked
+        // (objects are locked in key order, not in this one).
+        c.set_cartridge_state("B1", CartridgeState::Active).await?;
+        container_with(c, "A1", &[copy("b/1", 1, 0, 5, 7)], durable).await?;
+        container_with(c, "B1", &[copy("b/1", 1, 0, 5, 7)], durable).await?;
+        let drop = |key: &str| CopyDrop {
+            key: key.into(),
+            generation: 1,
+            barcode: "A1".into(),
+            newer_than: 0,
+        };
+        assert_eq!(
+            c.drop_copies_on(&[drop("b/1"), drop("a/1"), drop("a/2"), drop("a/4")], false)
+                .await?,
+            [
+                DropOutcome::Dropped,
+                DropOutcome::NoOtherCopy,
+                DropOutcome::NotThere,
+                DropOutcome::Dropped,
+            ]
+        );
+        assert!(c.drop_copies_on(&[], false).await?.is_empty());
         Ok(())
     }
 }

@@ -62,28 +62,41 @@ pub fn write_checked(
     let mut result = h.write_record(rec, crc);
     for _ in 0..2 {
         match &result {
-            Err(e)
-                if matches!(
-                    DeviceError::from_call(e.clone()),
-                    DeviceError::LbpMismatch { .. }
-                ) =>
-            {
-                *refused_ns += e.status.elapsed_ns;
-                reporter.report(
-                    CatchKind::LbpOnWrite,
-                    block,
-                    block,
-                    None,
-                    format!(
-                        "the drive refused the record for block {block}: its CRC32C did not match; sent again"
-                    ),
-                );
+            Err(e) if refused_on_write(e, block, reporter, refused_ns) => {
                 result = h.write_record(rec, crc);
             }
             _ => break,
         }
     }
     result
+}
+
+/// Whether a write failed because the drive refused the record for `block` under LBP (its
+/// CRC32C did not match; nothing was written, so it is sent again): reported, and its time
+/// added to `refused_ns`. The one rule for a single write and for records written together.
+pub fn refused_on_write(
+    e: &reel_plugin_abi::host::CallError,
+    block: u64,
+    reporter: &Reporter,
+    refused_ns: &mut u64,
+) -> bool {
+    if !matches!(
+        DeviceError::from_call(e.clone()),
+        DeviceError::LbpMismatch { .. }
+    ) {
+        return false;
+    }
+    *refused_ns += e.status.elapsed_ns;
+    reporter.report(
+        CatchKind::LbpOnWrite,
+        block,
+        block,
+        None,
+        format!(
+            "the drive refused the record for block {block}: its CRC32C did not match; sent again"
+        ),
+    );
+    true
 }
 
 /// Report a read of `block` that failed in a way a check names: the drive's own LBP check

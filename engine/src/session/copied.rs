@@ -2,16 +2,36 @@
 //! after the copy became live, before it could acknowledge it): done, not written twice.
 //!
 //! A write session filters the items it is given ([`split_copied`]) and, through
-//! [`SkipCopied`], the items its refill adds while it runs.
+//! [`SkipCopied`], the items its refill adds while it runs. Its progress names items by their
+//! position in what it was given after that filter; [`Positions`] turns them back into the
+//! caller's.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use tracing::{info, warn};
 
-use super::SessionError;
 use super::write::{ArchiveItem, Refill};
+use super::{Progress, ProgressFn, SessionError};
 use crate::catalogue::{Catalogue, CopiedObject};
+
+/// The copies in `pool` that already count (verified, or durable when `verified_only` is
+/// false) of `items`' objects, by key and generation.
+async fn present_in_pool(
+    catalogue: &Catalogue,
+    pool: &str,
+    verified_only: bool,
+    items: &[ArchiveItem],
+) -> Result<HashMap<(String, u64), CopiedObject>, SessionError> {
+    let wanted: Vec<(String, u64)> = items
+        .iter()
+        .map(|it| (it.key.clone(), it.generation))
+        .collect();
+    Ok(catalogue
+        .copies_in_pool(pool, &wanted, verified_only)
+        .await?)
+}
 
 /// Split `items` into those with a copy in `pool` that already counts (verified, or durable
 /// when `verified_only` is false) and those still to write.
@@ -21,15 +41,18 @@ pub async fn split_copied(
     verified_only: bool,
     items: Vec<ArchiveItem>,
 ) -> Result<(Vec<ArchiveItem>, Vec<ArchiveItem>), SessionError> {
-    let wanted: Vec<(String, u64)> = items
-        .iter()
-        .map(|it| (it.key.clone(), it.generation))
-        .collect();
-    let present = catalogue
-        .copies_in_pool(pool, &wanted, verified_only)
-        .await?;
+    let present = present_in_pool(catalogue, pool, verified_only, &items).await?;
+    Ok(partition_copied(pool, items, &present))
+}
+
+/// Split `items` by the copies `present` in `pool`: those already copied, those to write.
+fn partition_copied(
+    pool: &str,
+    items: Vec<ArchiveItem>,
+    present: &HashMap<(String, u64), CopiedObject>,
+) -> (Vec<ArchiveItem>, Vec<ArchiveItem>) {
     if present.is_empty() {
-        return Ok((Vec::new(), items));
+        return (Vec::new(), items);
     }
     // The same generation number with other content (two planners raced for it, or the file
     // changed between them) is not the same object: it is written, and the catalogue's close
@@ -44,7 +67,59 @@ pub async fn split_copied(
         objects = already.len(),
         "objects already copied in this pool by an earlier attempt: done without writing them again"
     );
-    Ok((already, rest))
+    (already, rest)
+}
+
+/// Where each item a write session got stands in what its caller gave: the session's progress
+/// names items by their position in the list it got (the first items, then the refill's),
+/// after the items already copied were set aside, and the caller counts by its own list.
+#[derive(Clone, Debug, Default)]
+pub struct Positions {
+    inner: Arc<Mutex<PositionsInner>>,
+}
+
+#[derive(Debug, Default)]
+struct PositionsInner {
+    /// The caller's position of each session position.
+    caller_of: Vec<usize>,
+    /// Items the caller has given so far.
+    given: usize,
+}
+
+impl Positions {
+    /// The caller gave the items keyed `given`, in its order; the session got `kept` of them
+    /// (in the same order; keys are unique in a session).
+    pub fn record(&self, given: &[String], kept: &[ArchiveItem]) {
+        let at: HashMap<&str, usize> = given
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_str(), i))
+            .collect();
+        let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let base = p.given;
+        for it in kept {
+            // Every kept item was given; a key that was not (never so) names no one.
+            let caller = at.get(it.key.as_str()).map_or(usize::MAX, |i| base + i);
+            p.caller_of.push(caller);
+        }
+        p.given += given.len();
+    }
+
+    /// `progress` as the session reports it: session positions turned into the caller's.
+    pub fn translate(&self, progress: ProgressFn) -> ProgressFn {
+        let positions = self.clone();
+        Arc::new(move |p: Progress, finished: &[usize]| {
+            let mapped: Vec<usize> = {
+                let inner = positions.inner.lock().unwrap_or_else(|e| e.into_inner());
+                finished
+                    .iter()
+                    .filter_map(|i| inner.caller_of.get(*i).copied())
+                    .filter(|c| *c != usize::MAX)
+                    .collect()
+            };
+            progress(p, &mapped);
+        })
+    }
 }
 
 /// Whether a catalogued object found in the pool is the item to write: the same size and, when
@@ -74,16 +149,19 @@ pub struct SkipCopied {
     pool: String,
     verified_only: bool,
     aside: Arc<Mutex<SetAside>>,
+    positions: Positions,
 }
 
 impl SkipCopied {
-    /// Wrap `inner`; what it sets aside is kept in `aside`.
+    /// Wrap `inner`; what it sets aside is kept in `aside`, and where what it passes on
+    /// stands in what `inner` gave, in `positions`.
     pub fn new(
         inner: Box<dyn Refill>,
         catalogue: Catalogue,
         pool: String,
         verified_only: bool,
         aside: Arc<Mutex<SetAside>>,
+        positions: Positions,
     ) -> SkipCopied {
         SkipCopied {
             inner,
@@ -91,6 +169,7 @@ impl SkipCopied {
             pool,
             verified_only,
             aside,
+            positions,
         }
     }
 }
@@ -103,17 +182,15 @@ impl Refill for SkipCopied {
                 if items.is_empty() {
                     return items;
                 }
-                let checked = split_copied(
-                    &self.catalogue,
-                    &self.pool,
-                    self.verified_only,
-                    items.clone(),
-                )
-                .await;
+                let checked =
+                    present_in_pool(&self.catalogue, &self.pool, self.verified_only, &items).await;
                 let mut aside = self.aside.lock().unwrap_or_else(|e| e.into_inner());
                 match checked {
-                    Ok((already, rest)) => {
+                    Ok(present) => {
+                        let given: Vec<String> = items.iter().map(|it| it.key.clone()).collect();
+                        let (already, rest) = partition_copied(&self.pool, items, &present);
                         aside.already.extend(already);
+                        self.positions.record(&given, &rest);
                         if !rest.is_empty() {
                             return rest;
                         }
@@ -166,5 +243,35 @@ mod tests {
             mtime_ns: None,
         };
         assert!(same_object(&unrecorded, &item(10, Some(6))));
+    }
+
+    /// Items set aside as already copied shift the session's positions: its progress is
+    /// turned back into the caller's, first items and refills alike.
+    #[test]
+    fn progress_names_the_callers_items_when_some_were_set_aside() {
+        let item = |k: &str| ArchiveItem {
+            key: k.into(),
+            generation: 1,
+            path: format!("/src/{k}").into(),
+            size: 1,
+            kind: crate::format::ObjectKind::File,
+            confine: None,
+            planned: None,
+        };
+        let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        let positions = Positions::default();
+        // The caller gave a, b, c (b already copied), then its refill d, e (d already copied).
+        positions.record(&keys(&["a", "b", "c"]), &[item("a"), item("c")]);
+        positions.record(&keys(&["d", "e"]), &[item("e")]);
+        let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
+        let progress = {
+            let seen = seen.clone();
+            positions.translate(Arc::new(move |_p: Progress, f: &[usize]| {
+                seen.lock().unwrap().extend_from_slice(f)
+            }))
+        };
+        // The session finished its items 0 (a), 1 (c) and 2 (e); 3 was never given.
+        progress(Progress::default(), &[0, 1, 2, 3]);
+        assert_eq!(*seen.lock().unwrap(), vec![0, 2, 4]);
     }
 }

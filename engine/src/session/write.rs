@@ -32,6 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
+use reel_plugin_abi::host::{CallError, DriveHandle};
+use reel_plugin_abi::sdk::WriteRecord;
 use reel_plugin_abi::{REEL_CAP_LBP, REEL_LBP_CRC32C, REEL_SPACE_EOD};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -46,7 +48,7 @@ use super::{
     VerifyMode, secs, unix_now,
 };
 use crate::catalogue::{Cartridge, Catalogue, CatalogueError, ContainerState, NewCopy};
-use crate::device::lbp::write_checked;
+use crate::device::lbp::{refused_on_write, write_checked};
 use crate::device::{DeviceError, Drive};
 use crate::format::{ContainerHeader, ExternalHashBuilder, ObjectKind};
 use crate::integrity::Reporter;
@@ -426,6 +428,7 @@ async fn run(
         let room_at_start = room;
         let reporter = ctx.drive.reporter(&barcode);
         let first_block = pos.block;
+        let prime_bytes = PRIME_BYTES.min(depth as u64 * ctx.config.record_size as u64 / 2);
         async move {
             drive
                 .run(move |h| {
@@ -438,6 +441,7 @@ async fn run(
                             in_flight,
                             reporter,
                             first_block,
+                            prime_bytes,
                         },
                         &*fence,
                         &cancel,
@@ -794,6 +798,8 @@ struct DrainEnds {
     reporter: Reporter,
     /// The block the first record goes to (end of data, as checked when the session began).
     first_block: u64,
+    /// Bytes gathered for the drive's first call while the tape is stopped.
+    prime_bytes: u64,
 }
 
 /// The hasher: hashes every data record into the container's SHA-256 (answering `Seal` with
@@ -1218,14 +1224,35 @@ fn frame(
     Ok(())
 }
 
+/// The most a write session hands the drive in its first call after the tape stopped (the
+/// session's start at a located tape, a synchronous filemark): a data set's worth, at most
+/// half the pipeline.
+const PRIME_BYTES: u64 = 8 << 20;
+
+/// How long the drive thread waits for the pipeline to fill that first call before it writes
+/// what it has.
+const PRIME_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A record on its way to the drive: its bytes, its CRC32C under LBP, and whether it is a
+/// data record (its buffer goes back to the reader).
+type Pending = (Vec<u8>, Option<u32>, bool);
+
 /// The drive side: write what arrives, report barriers, stop cleanly. After early warning it
 /// writes at most `margin` bytes more, or, when the room is known, as much as the capacity the
 /// drive reports still takes with `margin` kept free (an early-warning zone larger than the
 /// margin is not run into end of medium either way); a record past both gives the open
 /// container up.
+///
+/// While the tape is stopped (the session starts at a located tape; a synchronous filemark
+/// stops it) the records that arrive are gathered, up to a data set ([`PRIME_BYTES`]) or for
+/// at most [`PRIME_WAIT`], and handed to the drive in one call
+/// ([`DriveHandle::write_records`]). A container's header (about 100 bytes) sent alone would
+/// start the tape, drain in under a microsecond and stop it again before the data arrived,
+/// one backhitch per session (docs/DECISIONS.md 42 and 56); a pipeline still filling at the
+/// start of a session would do the same a few records later.
 #[allow(clippy::too_many_arguments)]
 fn drain(
-    h: &mut reel_plugin_abi::host::DriveHandle,
+    h: &mut DriveHandle,
     rx: crossbeam_channel::Receiver<Out>,
     ends: DrainEnds,
     fence: &dyn Fence,
@@ -1241,182 +1268,388 @@ fn drain(
         in_flight,
         reporter,
         first_block,
+        prime_bytes,
     } = ends;
-    // The block the next record or filemark goes to: counted, and taken from the drive at
-    // each barrier.
-    let mut next_block = first_block;
-    let mut tally = DriveTally::default();
-    let mut open_container = false;
-    // Bytes written since early warning; None before it.
-    let mut past_ew: Option<u64> = None;
-    // Bytes written this session, filemarks counted as `space` counts them.
-    let mut written: u64 = 0;
-    let stop = |e: SessionError| {
-        abort.store(true, Ordering::SeqCst);
-        let _ = ev.send(Event::Stopped(e));
+    let mut t = Tape {
+        fence,
+        cancel,
+        ev: &ev,
+        in_flight: &in_flight,
+        reporter: &reporter,
+        recycle: &recycle,
+        abort,
+        close_soon,
+        margin,
+        room,
+        open_container: false,
+        next_block: first_block,
+        tally: DriveTally::default(),
+        past_ew: None,
+        written: 0,
     };
-    let early_warning = |past_ew: &mut Option<u64>| {
-        past_ew.get_or_insert(0);
-        if !close_soon.swap(true, Ordering::SeqCst) {
-            let _ = ev.send(Event::EarlyWarning);
-        }
-    };
-    for it in rx.iter() {
+    // Records gathered while the tape is stopped.
+    let mut gathered: Vec<Pending> = Vec::new();
+    let mut gathered_bytes = 0u64;
+    let mut stopped = true;
+    loop {
+        let next = if gathered.is_empty() {
+            rx.recv().ok()
+        } else {
+            match rx.recv_timeout(PRIME_WAIT) {
+                Ok(it) => Some(it),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // The pipeline is slow to fill: the drive gets what there is.
+                    stopped = false;
+                    gathered_bytes = 0;
+                    if t.put(h, std::mem::take(&mut gathered)).is_err() {
+                        return t.tally;
+                    }
+                    continue;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => None,
+            }
+        };
+        let Some(it) = next else {
+            // The producer is done (or gone): what was gathered still goes to the drive.
+            let _ = t.put(h, std::mem::take(&mut gathered));
+            return t.tally;
+        };
         match it {
             Out::Begin => {
                 if let Err(who) = fence.check() {
-                    stop(SessionError::Fenced(who));
-                    return tally;
+                    recycle_data(&recycle, std::mem::take(&mut gathered));
+                    t.stop(SessionError::Fenced(who));
+                    return t.tally;
                 }
-                open_container = true;
+                t.open_container = true;
             }
             Out::Record { rec, crc, data } => {
-                let len = rec.len() as u64;
-                if cancel.is_cancelled() {
-                    close_tail(h, &ev, &mut tally, open_container);
-                    stop(SessionError::Cancelled);
-                    return tally;
-                }
-                // Woken past the lease's term (frozen, paused): not one more record of data.
-                // The tape is still in this drive, so its end is closed with a filemark, as
-                // after a cancel; the open container is dead space the catalogue never counts.
-                if !fence.within_term() {
-                    close_tail(h, &ev, &mut tally, open_container);
-                    stop(SessionError::Fenced(
-                        "the lease's term ran out on this host's clock before the next record"
-                            .into(),
-                    ));
-                    return tally;
-                }
-                if let Some(past) = past_ew
-                    && past + len > margin
-                    && !room.is_some_and(|r| r.fits(written, len))
-                {
-                    warn!(
-                        written_past_early_warning = past,
-                        record = len,
-                        margin,
-                        "early-warning margin reached: the open container is given up"
-                    );
-                    close_tail(h, &ev, &mut tally, open_container);
-                    abort.store(true, Ordering::SeqCst);
-                    let _ = ev.send(Event::GaveUp);
-                    return tally;
-                }
-                // Damaged between host and drive: the drive refused it under LBP and wrote
-                // nothing, so it is sent again (`device::lbp`).
-                let result =
-                    write_checked(h, &rec, crc, next_block, &reporter, &mut tally.transfer_ns);
-                if data {
-                    // The reader may be gone (session stopping): the buffer is just freed.
-                    let _ = recycle.send(rec);
-                }
-                let was_past = past_ew.is_some();
-                match result {
-                    Ok(()) => {
-                        next_block += 1;
-                        tally.transfer_ns += h.last_status().elapsed_ns;
-                        // A plugin may report early warning as success with the EOM flag.
-                        if h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0 {
-                            early_warning(&mut past_ew);
-                        }
+                if stopped {
+                    gathered_bytes += rec.len() as u64;
+                    gathered.push((rec, crc, data));
+                    if gathered_bytes < prime_bytes {
+                        continue;
                     }
-                    Err(e) => {
-                        tally.transfer_ns += e.status.elapsed_ns;
-                        match DeviceError::from_call(e) {
-                            DeviceError::EarlyWarning { .. } => {
-                                next_block += 1;
-                                early_warning(&mut past_ew);
-                            }
-                            DeviceError::EndOfMedium { .. } => {
-                                in_flight.fetch_sub(len, Ordering::SeqCst);
-                                let _ = ev.send(Event::Overflow);
-                                abort.store(true, Ordering::SeqCst);
-                                return tally;
-                            }
-                            other => {
-                                in_flight.fetch_sub(len, Ordering::SeqCst);
-                                stop(SessionError::Device(other));
-                                return tally;
-                            }
-                        }
+                    stopped = false;
+                    gathered_bytes = 0;
+                    if t.put(h, std::mem::take(&mut gathered)).is_err() {
+                        return t.tally;
                     }
+                } else if t.put(h, vec![(rec, crc, data)]).is_err() {
+                    return t.tally;
                 }
-                if was_past && let Some(past) = past_ew.as_mut() {
-                    *past += len;
-                }
-                written += len;
-                // After early warning is flagged, so a reader that sees the pipeline empty
-                // also sees early warning.
-                in_flight.fetch_sub(len, Ordering::SeqCst);
             }
             Out::End { closed, sync } => {
+                // A container smaller than a data set: all of it goes before its filemark.
+                gathered_bytes = 0;
+                if t.put(h, std::mem::take(&mut gathered)).is_err() {
+                    return t.tally;
+                }
                 if let Err(who) = fence.check() {
-                    close_tail(h, &ev, &mut tally, open_container);
-                    stop(SessionError::Fenced(who));
-                    return tally;
+                    close_tail(h, &ev, &mut t.tally, t.open_container);
+                    t.stop(SessionError::Fenced(who));
+                    return t.tally;
                 }
                 let r = h.write_filemarks(1, !sync);
-                written += space::FILEMARK;
+                t.written += space::FILEMARK;
                 let ns = h.last_status().elapsed_ns;
                 if sync {
-                    tally.flush_ns += ns;
+                    t.tally.flush_ns += ns;
                 } else {
-                    tally.transfer_ns += ns;
+                    t.tally.transfer_ns += ns;
                 }
                 let eom_flag = h.last_status().flags & reel_plugin_abi::REEL_FLAG_EOM != 0;
                 match r.map_err(DeviceError::from_call) {
                     Ok(()) if eom_flag => {
-                        next_block += 1;
-                        early_warning(&mut past_ew);
+                        t.next_block += 1;
+                        t.early_warning();
                     }
-                    Ok(()) => next_block += 1,
+                    Ok(()) => t.next_block += 1,
                     Err(DeviceError::EarlyWarning { .. }) => {
-                        next_block += 1;
-                        early_warning(&mut past_ew);
+                        t.next_block += 1;
+                        t.early_warning();
                     }
                     Err(DeviceError::EndOfMedium { .. }) => {
                         let _ = ev.send(Event::Overflow);
                         abort.store(true, Ordering::SeqCst);
-                        return tally;
+                        return t.tally;
                     }
                     Err(e) => {
-                        stop(SessionError::Device(e));
-                        return tally;
+                        t.stop(SessionError::Device(e));
+                        return t.tally;
                     }
                 }
-                open_container = false;
+                t.open_container = false;
                 let _ = ev.send(Event::Written(closed));
                 if sync {
+                    // The synchronous filemark stopped the tape.
+                    stopped = true;
                     match h.read_position() {
                         Ok(p) => {
-                            next_block = p.block;
+                            t.next_block = p.block;
                             let _ = ev.send(Event::Barrier {
                                 block: p.block,
                                 file: p.file,
                             });
                         }
                         Err(e) => {
-                            stop(SessionError::Device(DeviceError::from_call(e)));
-                            return tally;
+                            t.stop(SessionError::Device(DeviceError::from_call(e)));
+                            return t.tally;
                         }
                     }
                 }
             }
             Out::GiveUp => {
-                close_tail(h, &ev, &mut tally, open_container);
-                return tally;
+                // The open container is dead space: what was gathered of it is not written.
+                recycle_data(&recycle, std::mem::take(&mut gathered));
+                close_tail(h, &ev, &mut t.tally, t.open_container);
+                return t.tally;
             }
         }
     }
-    tally
+}
+
+/// Give the data record buffers of records that will not be written back to the reader.
+fn recycle_data(recycle: &crossbeam_channel::Sender<Vec<u8>>, records: Vec<Pending>) {
+    for (rec, _, data) in records {
+        if data {
+            let _ = recycle.send(rec);
+        }
+    }
+}
+
+/// The drive thread has stopped the session (the reason is already sent).
+struct Halt;
+
+/// Where the drive thread stands: the next block, what it wrote, early warning.
+struct Tape<'a> {
+    fence: &'a dyn Fence,
+    cancel: &'a CancelToken,
+    ev: &'a mpsc::UnboundedSender<Event>,
+    in_flight: &'a AtomicU64,
+    reporter: &'a Reporter,
+    recycle: &'a crossbeam_channel::Sender<Vec<u8>>,
+    abort: &'a AtomicBool,
+    close_soon: &'a AtomicBool,
+    margin: u64,
+    room: Option<Room>,
+    /// A container's first record was sent and its filemark not yet.
+    open_container: bool,
+    /// The block the next record or filemark goes to: counted, and taken from the drive at
+    /// each barrier.
+    next_block: u64,
+    tally: DriveTally,
+    /// Bytes written since early warning; None before it.
+    past_ew: Option<u64>,
+    /// Bytes written this session, filemarks counted as `space` counts them.
+    written: u64,
+}
+
+impl Tape<'_> {
+    fn stop(&self, e: SessionError) {
+        self.abort.store(true, Ordering::SeqCst);
+        let _ = self.ev.send(Event::Stopped(e));
+    }
+
+    fn early_warning(&mut self) {
+        self.past_ew.get_or_insert(0);
+        if !self.close_soon.swap(true, Ordering::SeqCst) {
+            let _ = self.ev.send(Event::EarlyWarning);
+        }
+    }
+
+    /// Write `records` in order: before early warning, as many as the drive takes in one call;
+    /// the rest one at a time, each checked against the early-warning margin. Data record
+    /// buffers go back to the reader.
+    fn put(&mut self, h: &mut DriveHandle, records: Vec<Pending>) -> Result<(), Halt> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let refusal = if self.cancel.is_cancelled() {
+            Some(SessionError::Cancelled)
+        } else if !self.fence.within_term() {
+            // Woken past the lease's term (frozen, paused): not one more record of data.
+            Some(SessionError::Fenced(
+                "the lease's term ran out on this host's clock before the next record".into(),
+            ))
+        } else {
+            None
+        };
+        if let Some(e) = refusal {
+            // The tape is still in this drive, so its end is closed with a filemark; the open
+            // container is dead space the catalogue never counts.
+            recycle_data(self.recycle, records);
+            close_tail(h, self.ev, &mut self.tally, self.open_container);
+            self.stop(e);
+            return Err(Halt);
+        }
+        let mut done = 0;
+        if records.len() > 1 && self.past_ew.is_none() {
+            match self.write_together(h, &records) {
+                Ok(n) => done = n,
+                Err(Halt) => {
+                    recycle_data(self.recycle, records);
+                    return Err(Halt);
+                }
+            }
+        }
+        let mut rest = records.into_iter();
+        for (rec, _, data) in rest.by_ref().take(done) {
+            if data {
+                let _ = self.recycle.send(rec);
+            }
+        }
+        while let Some((rec, crc, data)) = rest.next() {
+            let len = rec.len() as u64;
+            if let Some(past) = self.past_ew
+                && past + len > self.margin
+                && !self.room.is_some_and(|r| r.fits(self.written, len))
+            {
+                warn!(
+                    written_past_early_warning = past,
+                    record = len,
+                    margin = self.margin,
+                    "early-warning margin reached: the open container is given up"
+                );
+                let mut unwritten = vec![(rec, crc, data)];
+                unwritten.extend(rest);
+                recycle_data(self.recycle, unwritten);
+                close_tail(h, self.ev, &mut self.tally, self.open_container);
+                self.abort.store(true, Ordering::SeqCst);
+                let _ = self.ev.send(Event::GaveUp);
+                return Err(Halt);
+            }
+            // Damaged between host and drive: the drive refused it under LBP and wrote
+            // nothing, so it is sent again (`device::lbp`).
+            let result = write_checked(
+                h,
+                &rec,
+                crc,
+                self.next_block,
+                self.reporter,
+                &mut self.tally.transfer_ns,
+            );
+            if data {
+                // The reader may be gone (session stopping): the buffer is just freed.
+                let _ = self.recycle.send(rec);
+            }
+            let last = h.last_status();
+            let (flags, ns) = (last.flags, last.elapsed_ns);
+            if let Err(halt) = self.settle(result, flags, ns, len) {
+                recycle_data(self.recycle, rest.collect());
+                return Err(halt);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the queued records in one call ([`DriveHandle::write_records`]). Returns how
+    /// many of them are settled (written, or written at early warning); the rest go one at a
+    /// time: the drive stopped early, or refused one under LBP (reported; it is sent again).
+    fn write_together(
+        &mut self,
+        h: &mut DriveHandle,
+        queue: &[(Vec<u8>, Option<u32>, bool)],
+    ) -> Result<usize, Halt> {
+        let records: Vec<WriteRecord<'_>> = queue
+            .iter()
+            .map(|(rec, crc, _)| WriteRecord {
+                data: rec,
+                crc: *crc,
+            })
+            .collect();
+        let (n, result) = h.write_records(&records);
+        for (rec, _, _) in &queue[..n] {
+            let len = rec.len() as u64;
+            self.next_block += 1;
+            self.written += len;
+            self.in_flight.fetch_sub(len, Ordering::SeqCst);
+        }
+        let last = h.last_status();
+        let (flags, ns) = (last.flags, last.elapsed_ns);
+        let Some((rec, _, _)) = queue.get(n) else {
+            self.tally.transfer_ns += ns;
+            return Ok(n);
+        };
+        match result {
+            Ok(()) if flags == 0 => {
+                self.tally.transfer_ns += ns;
+                Ok(n)
+            }
+            Err(e)
+                if refused_on_write(
+                    &e,
+                    self.next_block,
+                    self.reporter,
+                    &mut self.tally.transfer_ns,
+                ) =>
+            {
+                Ok(n)
+            }
+            other => {
+                self.settle(other, flags, ns, rec.len() as u64)?;
+                Ok(n + 1)
+            }
+        }
+    }
+
+    /// What writing one record of `len` bytes came to (`flags` and `ns`: the drive's status
+    /// after a success): written (perhaps at early warning), or the session stops here (end
+    /// of medium, a device error).
+    fn settle(
+        &mut self,
+        result: Result<(), CallError>,
+        flags: u32,
+        ns: u64,
+        len: u64,
+    ) -> Result<(), Halt> {
+        let was_past = self.past_ew.is_some();
+        match result {
+            Ok(()) => {
+                self.next_block += 1;
+                self.tally.transfer_ns += ns;
+                // A plugin may report early warning as success with the EOM flag.
+                if flags & reel_plugin_abi::REEL_FLAG_EOM != 0 {
+                    self.early_warning();
+                }
+            }
+            Err(e) => {
+                self.tally.transfer_ns += e.status.elapsed_ns;
+                match DeviceError::from_call(e) {
+                    DeviceError::EarlyWarning { .. } => {
+                        self.next_block += 1;
+                        self.early_warning();
+                    }
+                    DeviceError::EndOfMedium { .. } => {
+                        self.in_flight.fetch_sub(len, Ordering::SeqCst);
+                        let _ = self.ev.send(Event::Overflow);
+                        self.abort.store(true, Ordering::SeqCst);
+                        return Err(Halt);
+                    }
+                    other => {
+                        self.in_flight.fetch_sub(len, Ordering::SeqCst);
+                        self.stop(SessionError::Device(other));
+                        return Err(Halt);
+                    }
+                }
+            }
+        }
+        if was_past && let Some(past) = self.past_ew.as_mut() {
+            *past += len;
+        }
+        self.written += len;
+        // After early warning is flagged, so a reader that sees the pipeline empty also sees
+        // early warning.
+        self.in_flight.fetch_sub(len, Ordering::SeqCst);
+        Ok(())
+    }
 }
 
 /// After a cancel, or when a container is given up past early warning, end the partial
 /// container with a synchronous filemark so end of data is clean; the partial container is
 /// dead space (containers written before it become durable).
 fn close_tail(
-    h: &mut reel_plugin_abi::host::DriveHandle,
+    h: &mut DriveHandle,
     ev: &mpsc::UnboundedSender<Event>,
     tally: &mut DriveTally,
     open_container: bool,

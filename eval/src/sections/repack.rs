@@ -122,7 +122,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let (large_n, large, small_n, small, user_n, user, window_s, scale) = if ctx.quick {
         (4, 256 * MIB, 2_000, 256 << 10, 16, 8 * MIB, 120.0, 50.0)
     } else {
-        (12, 1024 * MIB, 100_000, 64 << 10, 40, 16 * MIB, 900.0, 50.0)
+        (12, 1024 * MIB, 100_000, 64 << 10, 40, 16 * MIB, 180.0, 1.0)
     };
     let capacity: Option<u64> = (!ctx.quick).then_some(13 << 30);
     // Slices of a quarter of the buffer: several slices per cartridge, so reading one and
@@ -203,9 +203,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     drop(items);
 
     // 3. User recalls from their own cartridge, without a repack, then while the cartridge
-    //    now holding the large objects is repacked again, on the SCALED clock. (During a
-    //    repack of many small objects the host's own work per object, scaled 50× with the
-    //    rest, dominates what this clock measures on a 2-core host.)
+    //    now holding the large objects is repacked again, on the SCALED clock. The full run
+    //    keeps it at 1×, real time: at 50× the host must move the repack's bytes 50 times
+    //    faster than the drives do, cannot, and its own contention, multiplied by 50, was
+    //    what the ratio measured. The quick run stays at 50× to stay quick.
     let users = make_spool(spool.path(), "ru", user_n, user)?;
     e.archive(&users, "cu")?;
     let user_keys: Vec<String> = users.iter().map(|(k, _)| k.clone()).collect();

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reel_engine::catalogue::{
-    CartridgeState, Catalogue, CopyLocation, DropOutcome, REEL, TapePosition,
+    CartridgeState, Catalogue, CopyDrop, CopyLocation, DropOutcome, REEL, TapePosition,
 };
 use reel_engine::format::ObjectKind;
 use reel_engine::session::destination::Overwrite;
@@ -449,6 +449,8 @@ async fn repack_one<E: TapeExecutor>(
         let mut in_flight_bytes = 0u64;
         let (mut moved, mut moved_bytes) = (0u64, 0u64);
         let mut failures = Vec::new();
+        // Written objects whose source copy this step retires, in one transaction.
+        let mut retire: Vec<(&TapeRequest, RepackNote)> = Vec::new();
         // A slice's reads become writes together, once none of them is still to be read: the
         // writer then takes the slice in one session (one container close, filemark and
         // sync for many objects, not one per object as they trickle in) while the source drive
@@ -511,36 +513,9 @@ async fn repack_one<E: TapeExecutor>(
                 }
                 ("done", MountTarget::Write { .. }) => {
                     if !job.add_copies {
-                        fenced(fence).await?;
-                        match cat
-                            .drop_copy_on(
-                                &r.object_key,
-                                note.generation,
-                                &note.from,
-                                verified_only,
-                                note.since,
-                            )
-                            .await?
-                        {
-                            DropOutcome::Dropped | DropOutcome::NotThere => {}
-                            DropOutcome::NoOtherCopy => {
-                                failures.push(Failure {
-                                    key: r.object_key.clone(),
-                                    barcode: note.from.clone(),
-                                    reason: format!(
-                                        "no new {} copy of it was made in pool {} (a copy it \
-                                         already had there is not a new one: moving it there \
-                                         would leave it a copy fewer); the copy on {} is kept",
-                                        if verified_only { "verified" } else { "durable" },
-                                        note.to,
-                                        note.from
-                                    ),
-                                });
-                                remove_file(&note.staged);
-                                forget.push(r.id);
-                                continue;
-                            }
-                        }
+                        // Retired below, with the step's other written objects.
+                        retire.push((r, note));
+                        continue;
                     }
                     moved += 1;
                     moved_bytes += r.bytes;
@@ -570,6 +545,47 @@ async fn repack_one<E: TapeExecutor>(
                         reads += 1;
                     }
                 }
+            }
+        }
+        // Every copy the step's written objects left on their source goes in one catalogue
+        // transaction per `LIST_PAGE` of them: per object, the retire cost a transaction and a
+        // lease check, and with 100 000 small objects that held up the next slice's reads
+        // long enough to run the writer's tape dry.
+        for chunk in retire.chunks(LIST_PAGE) {
+            fenced(fence).await?;
+            let drops: Vec<CopyDrop> = chunk
+                .iter()
+                .map(|(r, note)| CopyDrop {
+                    key: r.object_key.clone(),
+                    generation: note.generation,
+                    barcode: note.from.clone(),
+                    newer_than: note.since,
+                })
+                .collect();
+            let outcomes = cat.drop_copies_on(&drops, verified_only).await?;
+            for ((r, note), outcome) in chunk.iter().zip(outcomes) {
+                match outcome {
+                    DropOutcome::Dropped | DropOutcome::NotThere => {
+                        moved += 1;
+                        moved_bytes += r.bytes;
+                    }
+                    DropOutcome::NoOtherCopy => {
+                        failures.push(Failure {
+                            key: r.object_key.clone(),
+                            barcode: note.from.clone(),
+                            reason: format!(
+                                "no new {} copy of it was made in pool {} (a copy it already \
+                                 had there is not a new one: moving it there would leave it \
+                                 a copy fewer); the copy on {} is kept",
+                                if verified_only { "verified" } else { "durable" },
+                                note.to,
+                                note.from
+                            ),
+                        });
+                    }
+                }
+                remove_file(&note.staged);
+                forget.push(r.id);
             }
         }
         let settled = !forget.is_empty() || !add.is_empty();

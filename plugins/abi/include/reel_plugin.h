@@ -31,7 +31,9 @@ typedef struct ReelDrive ReelDrive;
 //   `ReelDriveInfo::capabilities` (what one drive can do, in a library of mixed drives).
 // - 1.3: `ReelDriveStats` error counters (write and read errors the drive corrected and did
 //   not, SCSI log pages 02h and 03h).
-#define REEL_ABI_MINOR 3
+// - 1.4: `drive_write_records` (several records handed to the drive in one call, so a
+//   container's small header reaches the buffer together with its first data record).
+#define REEL_ABI_MINOR 4
 
 // The call succeeded. The status may still carry flags (for example early warning on write).
 #define REEL_OK 0
@@ -547,6 +549,22 @@ typedef void (*ReelLogFn)(void *context, uint32_t level, const char *target, con
 // The type of the [`ReelPluginV1::set_log`] slot.
 typedef void (*ReelSetLogFn)(ReelLogFn log, void *context, uint32_t max_level);
 
+// One record of a [`ReelPluginV1::drive_write_records`] call (ABI 1.4): what one
+// `drive_write_record` call takes, as a value.
+typedef struct ReelWriteRecord {
+    // The record's bytes; valid for `len` bytes during the call.
+    const uint8_t *data;
+    // Length in bytes (more than 0).
+    size_t len;
+    // Its CRC32C, when `flags` has `REEL_WRITE_HAS_CRC`.
+    uint32_t crc;
+    // `REEL_WRITE_*` bits.
+    uint32_t flags;
+} ReelWriteRecord;
+
+// The type of the [`ReelPluginV1::drive_write_records`] slot.
+typedef int32_t (*ReelDriveWriteRecordsFn)(ReelDrive *drive, const struct ReelWriteRecord *records, size_t count, size_t *out_written, struct ReelStatus *status);
+
 // The v1 plugin table, returned by the exported `reel_plugin_v1` symbol. Static, immutable.
 //
 // Append-only: new slots go at the end and bump [`REEL_ABI_MINOR`]. A NULL slot is
@@ -636,6 +654,17 @@ typedef struct ReelPluginV1 {
     // plugin's name. `max_level` is the most verbose `REEL_LOG_*` level the host records. NULL:
     // the plugin's events stay its own.
     ReelSetLogFn set_log;
+    // ABI 1.4. WRITE `count` records in order, handed to the drive back to back as one
+    // arrival (a drive that models its buffer sees no host time between them). Each record
+    // is written as `drive_write_record` would write it. The call stops at the first record
+    // whose outcome is anything but REEL_OK without flags: `out_written` receives the number
+    // of records before it, all written, and the return code and status are that record's
+    // own (REEL_OK with the EOM flag: it was written at early warning; an error: as
+    // `drive_write_record`'s). When every record was written, `out_written` is `count` and
+    // the status covers the whole call. REEL_OK without flags and `out_written` below `count`
+    // means the plugin stopped early: the rest were not written and may be sent again. NULL:
+    // the host writes the records one call at a time.
+    ReelDriveWriteRecordsFn drive_write_records;
 } ReelPluginV1;
 
 // Signature of the exported entry symbol `reel_plugin_v1`.

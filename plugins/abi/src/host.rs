@@ -17,7 +17,7 @@ use std::ffi::{CStr, CString, c_char};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::sdk::{DriveInfo, Element, Geometry, LibraryInfo, ReadRecord};
+use crate::sdk::{DriveInfo, Element, Geometry, LibraryInfo, ReadRecord, WriteRecord};
 use crate::types::*;
 
 /// Why a plugin could not be loaded. Each names the file and what to do.
@@ -1031,6 +1031,58 @@ impl DriveHandle {
             f(d, data.as_ptr(), data.len(), c, flags, s)
         })
         .map(|_| ())
+    }
+    /// WRITE several records in order, handed to the drive as one arrival (ABI 1.4
+    /// `drive_write_records`; a plugin without it gets one `drive_write_record` call each).
+    ///
+    /// Returns how many were written before the record the result describes. All of them
+    /// and `Ok` with no flag in [`DriveHandle::last_status`]: every record was written. Fewer
+    /// and `Ok` with a flag: that record was written, at early warning. Fewer and `Ok` with
+    /// no flag: the drive stopped early, the rest were not written. Fewer and `Err`: that
+    /// record's error, as [`DriveHandle::write_record`] reports it.
+    pub fn write_records(&mut self, records: &[WriteRecord<'_>]) -> (usize, Result<(), CallError>) {
+        let Some(f) = self.library.plugin.table.drive_write_records else {
+            let mut elapsed = 0;
+            for (i, r) in records.iter().enumerate() {
+                let result = self.write_record(r.data, r.crc);
+                elapsed += self.last.elapsed_ns;
+                if result.is_err() || self.last.flags != 0 {
+                    self.last.elapsed_ns = elapsed;
+                    return (
+                        i,
+                        result.map_err(|mut e| {
+                            e.status.elapsed_ns = elapsed;
+                            e
+                        }),
+                    );
+                }
+            }
+            self.last.elapsed_ns = elapsed;
+            return (records.len(), Ok(()));
+        };
+        let raw: Vec<ReelWriteRecord> = records
+            .iter()
+            .map(|r| ReelWriteRecord {
+                data: r.data.as_ptr(),
+                len: r.data.len(),
+                crc: r.crc.unwrap_or(0),
+                flags: if r.crc.is_some() {
+                    REEL_WRITE_HAS_CRC
+                } else {
+                    0
+                },
+            })
+            .collect();
+        let mut written = 0usize;
+        // SAFETY: every record's bytes and the array are valid for the call; `written` is a
+        // valid out pointer.
+        let result = self
+            .run("drive_write_records", |d, s| unsafe {
+                f(d, raw.as_ptr(), raw.len(), &mut written, s)
+            })
+            .map(|_| ());
+        // A plugin cannot claim more records than it was given.
+        (written.min(records.len()), result)
     }
     /// WRITE FILEMARKS.
     pub fn write_filemarks(&mut self, count: u32, immediate: bool) -> Result<(), CallError> {

@@ -119,6 +119,7 @@ const CHECKS: &[Check] = &[
     check("label_at_bot", 0, records::label_at_bot),
     check("records", 0, records::records),
     check("records.lbp", REEL_CAP_LBP, records::records_lbp),
+    check("records.together", 0, records::records_together),
     check("filemarks.sync", 0, records::filemarks_sync),
     check(
         "filemarks.immediate",

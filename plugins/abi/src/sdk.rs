@@ -204,6 +204,15 @@ pub struct ReadRecord {
     pub crc: Option<u32>,
 }
 
+/// One record of a [`Drive::write_records`] call: its bytes and, under LBP, its CRC32C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRecord<'a> {
+    /// The record.
+    pub data: &'a [u8],
+    /// Its CRC32C, when the host protects it with LBP.
+    pub crc: Option<u32>,
+}
+
 /// Medium geometry in Rust form.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Geometry {
@@ -299,6 +308,29 @@ pub trait Drive: Send + 'static {
     /// WRITE one record; `crc` is given when the host protects it with LBP.
     fn write_record(&mut self, data: &[u8], crc: Option<u32>, call: &mut Call)
     -> Result<(), Fault>;
+    /// WRITE several records in order, handed over as one arrival (ABI 1.4
+    /// `drive_write_records`). Returns how many were written before the record the result
+    /// describes: all of them and `Ok` when every one was written without a flag; otherwise
+    /// the first record whose outcome was an error, or success with flags in `call.flags`
+    /// (early warning), and that outcome. The default writes them one [`Drive::write_record`]
+    /// at a time; a drive that models its buffer overrides it so no host time passes between
+    /// them.
+    fn write_records(
+        &mut self,
+        records: &[WriteRecord<'_>],
+        call: &mut Call,
+    ) -> (usize, Result<(), Fault>) {
+        for (i, r) in records.iter().enumerate() {
+            let mut one = Call::default();
+            let result = self.write_record(r.data, r.crc, &mut one);
+            call.elapsed_ns += one.elapsed_ns;
+            if result.is_err() || one.flags != 0 {
+                call.flags |= one.flags;
+                return (i, result);
+            }
+        }
+        (records.len(), Ok(()))
+    }
     /// WRITE FILEMARKS.
     fn write_filemarks(
         &mut self,
@@ -956,6 +988,69 @@ pub mod trampoline {
         }
     }
 
+    /// `drive_write_records` (ABI 1.4).
+    ///
+    /// # Safety
+    /// ABI contract: `records` valid for `count` elements, each record's `data` valid for its
+    /// `len` bytes; `out_written` valid for a write.
+    pub unsafe extern "C" fn drive_write_records<L: Library>(
+        drive: *mut ReelDrive,
+        records: *const ReelWriteRecord,
+        count: usize,
+        out_written: *mut usize,
+        status: *mut ReelStatus,
+    ) -> i32 {
+        if out_written.is_null() || (records.is_null() && count > 0) {
+            // SAFETY: `status` is as the ABI contract of this function says.
+            return unsafe {
+                refuse(
+                    status,
+                    "drive_write_records: out_written is NULL, or records is NULL and count > 0",
+                )
+            };
+        }
+        // SAFETY: valid for a write per the contract; nothing is written yet.
+        unsafe { *out_written = 0 };
+        let raw: &[ReelWriteRecord] = if count == 0 {
+            &[]
+        } else {
+            // SAFETY: non-null and valid for `count` elements per the contract.
+            unsafe { std::slice::from_raw_parts(records, count) }
+        };
+        let mut list = Vec::with_capacity(raw.len());
+        for r in raw {
+            if r.data.is_null() && r.len > 0 {
+                // SAFETY: `status` is as the ABI contract of this function says.
+                return unsafe { refuse(status, "drive_write_records: a record's data is NULL") };
+            }
+            let data: &[u8] = if r.len == 0 {
+                &[]
+            } else {
+                // SAFETY: non-null and valid for `len` bytes per the contract.
+                unsafe { std::slice::from_raw_parts(r.data, r.len) }
+            };
+            let crc = (r.flags & REEL_WRITE_HAS_CRC != 0).then_some(r.crc);
+            list.push(WriteRecord { data, crc });
+        }
+        let mut written = 0;
+        // SAFETY: contract of this function.
+        let rc = unsafe {
+            with_handle::<L::Drive, _>(
+                drive as *mut _,
+                status,
+                |d, c| {
+                    let (n, r) = d.write_records(&list, c);
+                    written = n.min(list.len());
+                    r
+                },
+                Ok,
+            )
+        };
+        // SAFETY: valid for a write per the contract.
+        unsafe { *out_written = written };
+        rc
+    }
+
     /// `drive_write_filemarks`.
     ///
     /// # Safety
@@ -1367,5 +1462,6 @@ pub const fn plugin_table<L: Library>() -> ReelPluginV1 {
         drive_rao: Some(t::drive_rao::<L>),
         library_info: Some(t::library_info::<L>),
         set_log: Some(t::set_log),
+        drive_write_records: Some(t::drive_write_records::<L>),
     }
 }

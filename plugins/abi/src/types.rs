@@ -19,7 +19,9 @@ pub const REEL_ABI_MAJOR: u16 = 1;
 ///   `ReelDriveInfo::capabilities` (what one drive can do, in a library of mixed drives).
 /// - 1.3: `ReelDriveStats` error counters (write and read errors the drive corrected and did
 ///   not, SCSI log pages 02h and 03h).
-pub const REEL_ABI_MINOR: u16 = 3;
+/// - 1.4: `drive_write_records` (several records handed to the drive in one call, so a
+///   container's small header reaches the buffer together with its first data record).
+pub const REEL_ABI_MINOR: u16 = 4;
 /// Name of the exported entry symbol for major version 1.
 pub const REEL_PLUGIN_ENTRY_V1: &str = "reel_plugin_v1";
 
@@ -289,6 +291,21 @@ pub const REEL_LBP_CRC32C: u32 = 1;
 
 /// Write-record flag: `crc` carries the record's CRC32C and must be checked by the drive.
 pub const REEL_WRITE_HAS_CRC: u32 = 1 << 0;
+
+/// One record of a [`ReelPluginV1::drive_write_records`] call (ABI 1.4): what one
+/// `drive_write_record` call takes, as a value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ReelWriteRecord {
+    /// The record's bytes; valid for `len` bytes during the call.
+    pub data: *const u8,
+    /// Length in bytes (more than 0).
+    pub len: usize,
+    /// Its CRC32C, when `flags` has `REEL_WRITE_HAS_CRC`.
+    pub crc: u32,
+    /// `REEL_WRITE_*` bits.
+    pub flags: u32,
+}
 
 /// Drive statistics. Counters the plugin cannot know stay zero and their bit in `valid` clear.
 #[repr(C)]
@@ -642,6 +659,17 @@ pub type ReelDriveWriteRecordFn = Option<
     ) -> i32,
 >;
 
+/// The type of the [`ReelPluginV1::drive_write_records`] slot.
+pub type ReelDriveWriteRecordsFn = Option<
+    unsafe extern "C" fn(
+        drive: *mut ReelDrive,
+        records: *const ReelWriteRecord,
+        count: usize,
+        out_written: *mut usize,
+        status: *mut ReelStatus,
+    ) -> i32,
+>;
+
 /// The type of the [`ReelPluginV1::drive_write_filemarks`] slot.
 pub type ReelDriveWriteFilemarksFn = Option<
     unsafe extern "C" fn(
@@ -829,6 +857,17 @@ pub struct ReelPluginV1 {
     /// plugin's name. `max_level` is the most verbose `REEL_LOG_*` level the host records. NULL:
     /// the plugin's events stay its own.
     pub set_log: ReelSetLogFn,
+    /// ABI 1.4. WRITE `count` records in order, handed to the drive back to back as one
+    /// arrival (a drive that models its buffer sees no host time between them). Each record
+    /// is written as `drive_write_record` would write it. The call stops at the first record
+    /// whose outcome is anything but REEL_OK without flags: `out_written` receives the number
+    /// of records before it, all written, and the return code and status are that record's
+    /// own (REEL_OK with the EOM flag: it was written at early warning; an error: as
+    /// `drive_write_record`'s). When every record was written, `out_written` is `count` and
+    /// the status covers the whole call. REEL_OK without flags and `out_written` below `count`
+    /// means the plugin stopped early: the rest were not written and may be sent again. NULL:
+    /// the host writes the records one call at a time.
+    pub drive_write_records: ReelDriveWriteRecordsFn,
 }
 
 // SAFETY: the table is immutable static data; its raw pointers point at static strings and its

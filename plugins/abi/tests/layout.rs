@@ -149,7 +149,7 @@ fn opaque_handles_have_no_size() {
 
 #[test]
 fn plugin_table_layout() {
-    layout!(ReelPluginV1, size = 272, align = 8, {
+    layout!(ReelPluginV1, size = 280, align = 8, {
         struct_size: 0,
         abi_major: 4,
         abi_minor: 6,
@@ -187,6 +187,17 @@ fn plugin_table_layout() {
         drive_rao: 248,
         library_info: 256,
         set_log: 264,
+        drive_write_records: 272,
+    });
+}
+
+#[test]
+fn write_record_layout() {
+    layout!(ReelWriteRecord, size = 24, align = 8, {
+        data: 0,
+        len: 8,
+        crc: 16,
+        flags: 20,
     });
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reel_plugin_abi::sdk::{Call, Drive, DriveInfo, Fault, Geometry, ReadRecord};
+use reel_plugin_abi::sdk::{Call, Drive, DriveInfo, Fault, Geometry, ReadRecord, WriteRecord};
 use reel_plugin_abi::seek::{self, CostModel, PhysicalPos, TapeGeometry};
 use reel_plugin_abi::{
     REEL_FLAG_DEFERRED, REEL_FLAG_EOM, REEL_FLAG_ILI, REEL_LBP_CRC32C, REEL_LBP_OFF, REEL_POS_BOP,
@@ -869,6 +869,32 @@ impl Drive for SimDrive {
         self.run(call, Gate::Command, |st, cfg| {
             write_record(st, cfg, data, crc)
         })
+    }
+
+    /// The records arrive together: one command's host gap, so the drive's buffer sees no
+    /// time pass between them. Each later record meets the checks a command of its own would
+    /// (a drive that died, a unit attention, a one-shot fault), and a power cut armed by one
+    /// of them ends the call after it, as it would end a single write.
+    fn write_records(
+        &mut self,
+        records: &[WriteRecord<'_>],
+        call: &mut Call,
+    ) -> (usize, Result<(), Fault>) {
+        let mut written = 0;
+        let result = self.run(call, Gate::Command, |st, cfg| {
+            for (i, r) in records.iter().enumerate() {
+                if i > 0 {
+                    gatekeep(st, Gate::Command)?;
+                }
+                write_record(st, cfg, r.data, r.crc)?;
+                written += 1;
+                if st.faults.power_cut_due {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        (written, result)
     }
 
     fn write_filemarks(

@@ -430,3 +430,42 @@ fn unknown_fault_and_op_are_named() {
         .unwrap_err();
     assert!(e.message.contains("drive"));
 }
+
+#[test]
+fn records_written_together_stop_at_the_first_that_is_not_plainly_written() {
+    use reel_plugin_abi::sdk::WriteRecord;
+    let together = |d: &mut reel_plugin_sim::drive::SimDrive, recs: &[Vec<u8>]| {
+        let list: Vec<WriteRecord<'_>> = recs
+            .iter()
+            .map(|r| WriteRecord { data: r, crc: None })
+            .collect();
+        d.write_records(&list, &mut Call::default())
+    };
+    // Early warning on the second record: it is written and its answer is the call's; the
+    // third is not written.
+    let (mut rig, mut d) = rig_with_drive();
+    rig.control(r#"{"op":"fault","kind":"early_warning","drive":0,"bytes":150}"#)
+        .unwrap();
+    let (n, r) = together(&mut d, &[rec(100, 0), rec(100, 1), rec(100, 2)]);
+    assert_eq!(n, 1);
+    let f = r.unwrap_err();
+    assert_eq!(sense(&f), (0, 0x00, 0x02));
+    assert_ne!(f.flags & REEL_FLAG_EOM, 0);
+    assert_eq!(ok(d.read_position(&mut Call::default())).block, 2);
+    // End of medium on the first: nothing written.
+    rig.control(r#"{"op":"fault","kind":"end_of_medium","drive":0,"bytes":50}"#)
+        .unwrap();
+    let (n, r) = together(&mut d, &[rec(100, 3), rec(100, 4)]);
+    assert_eq!(n, 0);
+    assert_eq!(sense(&r.unwrap_err()), (0xD, 0x00, 0x02));
+    assert_eq!(ok(d.read_position(&mut Call::default())).block, 2);
+
+    // A drive that dies after the first record fails the second as a command of its own
+    // would.
+    let (mut rig, mut d) = rig_with_drive();
+    rig.control(r#"{"op":"fault","kind":"drive_dies","drive":0,"after_records":1}"#)
+        .unwrap();
+    let (n, r) = together(&mut d, &[rec(100, 0), rec(100, 1)]);
+    assert_eq!(n, 1);
+    assert_eq!(sense(&r.unwrap_err()), (4, 0x44, 0));
+}

@@ -276,3 +276,43 @@ fn synthetic_arrival_times_drive_the_backhitches() {
     let c = rig.control(r#"{"op":"counters"}"#).unwrap();
     assert_eq!(c["drives"][0]["backhitch_underrun"], 1);
 }
+
+#[test]
+fn a_header_handed_over_with_its_first_data_record_does_not_stop_the_tape() {
+    // Seed 000's rule: a 100-byte record alone starts the positioned tape and drains at once,
+    // so a data record that follows on the host's clock finds it stopped (an underrun). Handed
+    // over in one call (ABI 1.4 write_records) they arrive together: the tape streams on.
+    use reel_plugin_abi::sdk::WriteRecord;
+    for together in [false, true] {
+        let mut rig = Rig::new("sim.calibrated=true");
+        let mut d = mount(&mut rig, 0, 0);
+        let header = [7u8; 100];
+        let data = vec![7u8; 8 << 20];
+        if together {
+            let list = [
+                WriteRecord {
+                    data: &header,
+                    crc: None,
+                },
+                WriteRecord {
+                    data: &data,
+                    crc: None,
+                },
+            ];
+            let (n, r) = d.write_records(&list, &mut Call::default());
+            ok(r);
+            assert_eq!(n, 2);
+        } else {
+            ok(write(&mut d, &header));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            ok(write(&mut d, &data));
+        }
+        ok(d.write_filemarks(1, false, &mut Call::default()));
+        let st = ok(d.statistics(&mut Call::default()));
+        assert_eq!(
+            st.backhitch_underrun,
+            u64::from(!together),
+            "together: {together}"
+        );
+    }
+}

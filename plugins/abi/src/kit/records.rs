@@ -47,6 +47,36 @@ pub(super) fn records(ctx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// Several records handed over in one call (ABI 1.4 `drive_write_records`; the host writes
+/// them one call each for a plugin without it): all written, in order, one block each, and
+/// they read back byte for byte.
+pub(super) fn records_together(ctx: &mut Ctx) -> Result<(), String> {
+    ctx.mount(false)?;
+    ctx.layout_written = false;
+    let recs = [pattern(400, 90), pattern(401, 5000), pattern(402, 3000)];
+    let d = ctx.drive()?;
+    ok("rewind", d.rewind())?;
+    let list: Vec<crate::sdk::WriteRecord<'_>> = recs
+        .iter()
+        .map(|r| crate::sdk::WriteRecord { data: r, crc: None })
+        .collect();
+    let (n, result) = d.write_records(&list);
+    ok("write 3 records together", result)?;
+    if n != recs.len() {
+        return Err(format!(
+            "write_records answered REEL_OK with {n} of {} records written",
+            recs.len()
+        ));
+    }
+    ok("write filemark", ctx.drive()?.write_filemarks(1, false))?;
+    ctx.expect_position("after 3 records and a filemark", 4, 1)?;
+    ok("rewind", ctx.drive()?.rewind())?;
+    for (i, r) in recs.iter().enumerate() {
+        ctx.expect_record(&format!("read record {i} written together"), r)?;
+    }
+    Ok(())
+}
+
 /// LBP: a record with a good CRC32C is accepted; a bad CRC is refused with ABORTED COMMAND
 /// B/10/01 and nothing written; reads return the stored record's CRC32C.
 pub(super) fn records_lbp(ctx: &mut Ctx) -> Result<(), String> {

@@ -32,9 +32,11 @@ _Static_assert(sizeof(ReelDriveStats) == 136, "ReelDriveStats size (1.0)");
 _Static_assert(sizeof(ReelDriveStats) == 168, "ReelDriveStats size (1.3: error counters)");
 _Static_assert(sizeof(ReelLibraryInfo) == 120, "ReelLibraryInfo size");
 _Static_assert(sizeof(ReelDriveInfo) == 136, "ReelDriveInfo size (1.2)");
-_Static_assert(sizeof(ReelPluginV1) == 272, "ReelPluginV1 size");
+_Static_assert(sizeof(ReelPluginV1) == 280, "ReelPluginV1 size");
+_Static_assert(sizeof(ReelWriteRecord) == 24, "ReelWriteRecord size (1.4)");
 _Static_assert(offsetof(ReelPluginV1, library_info) == 256, "1.1 slot offset");
-_Static_assert(offsetof(ReelPluginV1, set_log) == 264, "last slot offset (1.2)");
+_Static_assert(offsetof(ReelPluginV1, set_log) == 264, "1.2 slot offset");
+_Static_assert(offsetof(ReelPluginV1, drive_write_records) == 272, "last slot offset (1.4)");
 #endif
 
 #define MEMTAPE_CAPS                                                                     \
