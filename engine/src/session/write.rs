@@ -1289,7 +1289,6 @@ fn drain(
     };
     // Records gathered while the tape is stopped.
     let mut gathered: Vec<Pending> = Vec::new();
-    let mut gathered_bytes = 0u64;
     let mut stopped = true;
     loop {
         let next = if gathered.is_empty() {
@@ -1300,7 +1299,6 @@ fn drain(
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                     // The pipeline is slow to fill: the drive gets what there is.
                     stopped = false;
-                    gathered_bytes = 0;
                     if t.put(h, std::mem::take(&mut gathered)).is_err() {
                         return t.tally;
                     }
@@ -1325,13 +1323,12 @@ fn drain(
             }
             Out::Record { rec, crc, data } => {
                 if stopped {
-                    gathered_bytes += rec.len() as u64;
                     gathered.push((rec, crc, data));
-                    if gathered_bytes < prime_bytes {
+                    let bytes: u64 = gathered.iter().map(|(r, _, _)| r.len() as u64).sum();
+                    if bytes < prime_bytes {
                         continue;
                     }
                     stopped = false;
-                    gathered_bytes = 0;
                     if t.put(h, std::mem::take(&mut gathered)).is_err() {
                         return t.tally;
                     }
@@ -1340,8 +1337,11 @@ fn drain(
                 }
             }
             Out::End { closed, sync } => {
-                // A container smaller than a data set: all of it goes before its filemark.
-                gathered_bytes = 0;
+                // A container smaller than a data set: all of it goes before its filemark, and
+                // the tape moves from then on (until a synchronous filemark stops it again).
+                if !gathered.is_empty() {
+                    stopped = false;
+                }
                 if t.put(h, std::mem::take(&mut gathered)).is_err() {
                     return t.tally;
                 }
