@@ -107,6 +107,11 @@ pub enum Command {
     /// Installed device plugins, and the ABI contract kit.
     #[command(subcommand)]
     Plugin(crate::plugin_cmd::PluginCommand),
+    /// Data-encryption keys in the key file (`[keys] file`): create, list, show, print a
+    /// paper copy, import one; keys themselves are never shown except by `export-paper
+    /// --plain`.
+    #[command(subcommand)]
+    Key(crate::key_cmd::KeyCommand),
     /// Write the manual pages (reel.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man {
@@ -569,6 +574,15 @@ async fn dispatch(cli: Cli, loaded: &LoadedConfig) -> Result<Output> {
             Ok(Output {
                 json: json!(pages),
                 text: format!("{} manual pages in {}", pages.len(), dir.display()),
+                status: 0,
+            })
+        }
+        Command::Key(k) => {
+            ensure_data_dir(loaded).await?;
+            let p = crate::key_cmd::run(loaded, k).await?;
+            Ok(Output {
+                json: p.json,
+                text: p.text,
                 status: 0,
             })
         }

@@ -19,6 +19,7 @@ pub mod cartridge_cmd;
 pub mod cli;
 pub mod demo;
 pub mod drive_cmd;
+pub mod key_cmd;
 pub mod lifecycle_cmd;
 pub mod logging;
 pub mod manpage;

@@ -447,3 +447,57 @@ async fn first_object_after_a_mount_is_read_through_not_located() {
         w.stop().await.unwrap();
     }
 }
+
+/// A write session's first records reach the stopped tape as one arrival (ABI 1.4
+/// `drive_write_records`, decision 56), so a container's small header does not start the tape
+/// on its own. Three archive jobs of small files, three write sessions each starting at a
+/// stopped tape: the simulator counts the calls that wrote more than one record. The session
+/// gathers what arrives within 50 ms, so one session on a stalled host may send its header
+/// alone; three all doing so would be a regression, not a slow host. Then every object recalls
+/// byte for byte. The behaviour is the engine's, not the store's: SQLite only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_tape_takes_a_sessions_first_records_in_one_call() {
+    init_tracing();
+    let store = Store::Sqlite;
+    let lib = tempfile::tempdir().unwrap();
+    let site = site(&store, lib.path(), 1 << 30);
+    let w = start(&site).await;
+    let src = tempfile::tempdir().unwrap();
+    let mut sums = BTreeMap::new();
+    let before = sim_counters(&w).await;
+    for job in 0..3u64 {
+        let tree = src.path().join(format!("j{job}"));
+        for i in 0..24u64 {
+            let key = format!("j{job}/f{i:02}");
+            let sum = write_random_file(&src.path().join(&key), 3_000 + i * 517, job * 100 + i);
+            sums.insert(key, sum);
+        }
+        let id = submit(
+            &w,
+            JobSpec::Archive(ArchiveJob {
+                source: ArchiveSource::Tree(tree),
+                key_prefix: format!("j{job}/"),
+                storage_class: "default".into(),
+                confine: None,
+            }),
+        )
+        .await;
+        let r = ended(&w, &id).await;
+        assert_eq!(r.state, JobState::Done, "archive {job}: {:?}", r.error);
+    }
+    let after = sim_counters(&w).await;
+    let together = per_drive(&after, "writes_together") - per_drive(&before, "writes_together");
+    assert!(
+        together >= 1,
+        "no write session gave the drive its first records together: {before} {after}"
+    );
+    assert_eq!(per_drive(&after, "writes_not_at_eod"), 0, "{after}");
+    let dst = tempfile::tempdir().unwrap();
+    let id = submit(&w, recall_job(sums.keys().cloned().collect(), dst.path())).await;
+    let r = ended(&w, &id).await;
+    assert_eq!(r.state, JobState::Done, "recall: {:?}", r.error);
+    for (k, sum) in &sums {
+        assert_eq!(hex32(&sha256_file(&dst.path().join(k))), hex32(sum), "{k}");
+    }
+    w.stop().await.unwrap();
+}

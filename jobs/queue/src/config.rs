@@ -27,6 +27,7 @@ const SECTIONS: &[&str] = &[
     "worker",
     "scheduler",
     "serve",
+    "keys",
 ];
 
 /// The whole configuration.
@@ -53,6 +54,33 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     /// The HTTP API (`reel serve`).
     pub serve: ServeConfig,
+    /// Where data-encryption keys come from.
+    pub keys: KeysConfig,
+}
+
+/// `[keys]`: where data-encryption keys come from (docs/OPERATIONS.md, "Encryption keys").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeysConfig {
+    /// The key file `reel key` keeps keys in (relative to the data directory). It must be a
+    /// regular file owned by reel's user with mode 0600 or stricter; anything else is refused.
+    pub file: String,
+    /// An external key-manager command, program first (no shell): reel adds `--key-id ID
+    /// --pool POOL` and reads `{"key_id": …, "key": "<64 hex digits>"}` from its standard
+    /// output. Empty: keys come from the key file only.
+    pub command: Vec<String>,
+    /// Seconds the key-manager command may take before it is stopped.
+    pub command_timeout_seconds: u64,
+}
+
+impl Default for KeysConfig {
+    fn default() -> Self {
+        KeysConfig {
+            file: "keys.json".into(),
+            command: Vec::new(),
+            command_timeout_seconds: 30,
+        }
+    }
 }
 
 /// Default address of `reel serve`: loopback only; expose it deliberately.
@@ -558,6 +586,8 @@ impl LoadedConfig {
             &self.config.serve.spool_dir,
             &self.config.serve.staging_dir,
             &self.config.repack.buffer_dir,
+            // The key file: no job may read it or write over it.
+            &self.config.keys.file,
         ] {
             own.push(abs(Path::new(dir)));
         }
@@ -981,6 +1011,18 @@ impl Config {
                 "spool_dir and staging_dir must be given, spool_bytes, staging_bytes, max_object_bytes and staging_hours must be at least 1".into(),
             );
         }
+        if self.keys.file.is_empty() || self.keys.command_timeout_seconds == 0 {
+            return bad(
+                "[keys]",
+                "file must be given and command_timeout_seconds must be at least 1".into(),
+            );
+        }
+        if self.keys.command.first().is_some_and(|p| p.is_empty()) {
+            return bad(
+                "[keys] command",
+                "its first element is the program to run and may not be empty; give an absolute path, or leave `command` out".into(),
+            );
+        }
         if !self.worker.metrics_listen.is_empty() {
             match self.worker.metrics_listen.parse::<std::net::SocketAddr>() {
                 Ok(a) if a.ip().is_loopback() => {}
@@ -1033,6 +1075,7 @@ impl Config {
             &mut self.serve.spool_dir,
             &mut self.serve.staging_dir,
             &mut self.repack.buffer_dir,
+            &mut self.keys.file,
         ] {
             if Path::new(dir.as_str()).is_relative() {
                 *dir = data_dir.join(dir.as_str()).display().to_string();

@@ -192,6 +192,11 @@ pub enum JobsError {
     /// The catalogue failed.
     #[error(transparent)]
     Catalogue(#[from] reel_engine::catalogue::CatalogueError),
+    /// A data-encryption key could not be had or kept (a missing key, a refused key file, a
+    /// key manager that failed); its type is kept, so a key manager worth asking again is
+    /// told from a key that is not there.
+    #[error(transparent)]
+    Key(#[from] reel_keys::KeyError),
     /// An I/O error on a local path.
     #[error("{doing} {path}: {source}")]
     Io {
@@ -233,7 +238,7 @@ impl JobsError {
                 | JobsError::Invalid(_)
                 | JobsError::RequestDetail { .. }
                 | JobsError::Session(S::Config(_) | S::UnsafeKey { .. })
-        )
+        ) || matches!(self, JobsError::Key(k) if !k.is_retryable())
     }
 
     /// Whether a drive itself failed ([`reel_engine::device::DeviceError::is_drive_failure`]):

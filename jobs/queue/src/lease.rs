@@ -216,6 +216,16 @@ impl LeaseManager {
         .await
         .map(|r| r.rows_affected()))
         .map_err(self.db.err("renewing a lease"))?;
+        let took = sent.elapsed();
+        if took > ttl / 4 {
+            tracing::warn!(
+                resource = %fence.resource,
+                took_ms = took.as_millis() as u64,
+                lease_ms = ttl.as_millis() as u64,
+                "renewing a lease took more than a quarter of its term: the database is slow \
+                 or its write lock is contended"
+            );
+        }
         if n == 1 {
             fence.extend_term(sent, ttl);
             Ok(())

@@ -128,6 +128,16 @@ impl From<JobsError> for ApiError {
             },
             JobsError::Migrate(_) => (S::SERVICE_UNAVAILABLE, STORE_HINT.into()),
             JobsError::Catalogue(c) => return catalogue_error(c),
+            // Keys are the server's: a client cannot fix a missing key or a refused key file.
+            JobsError::Key(k) if k.is_retryable() => (
+                S::SERVICE_UNAVAILABLE,
+                "the key manager did not answer; retry later".into(),
+            ),
+            JobsError::Key(_) => (
+                S::INTERNAL_SERVER_ERROR,
+                "the server's keys need an operator: see docs/OPERATIONS.md, Encryption keys"
+                    .into(),
+            ),
             JobsError::ConfigRead { .. }
             | JobsError::Payload { .. }
             | JobsError::RequestDetail { .. }

@@ -70,6 +70,13 @@ const LISTED: usize = 20;
 /// Live copies listed from the catalogue per query while a slice is filled.
 const LIST_PAGE: usize = 1_000;
 
+/// Copies retired per catalogue transaction. On SQLite a write transaction holds the file's
+/// one write lock, and every other writer of the host waits for it in SQLite's busy handler,
+/// which is not first come, first served: a thousand objects per transaction, back to back,
+/// held the lock so long that the job's own lease renewals missed their term on a loaded host
+/// (the lease expired mid-repack). A hundred keep each transaction to milliseconds.
+const RETIRE_CHUNK: usize = 100;
+
 /// Where a repack job is: saved in its checkpoint after every step, read back by a new attempt.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Cursor {
@@ -548,11 +555,12 @@ async fn repack_one<E: TapeExecutor>(
             }
         }
         // Every copy the step's written objects left on their source goes in one catalogue
-        // transaction per `LIST_PAGE` of them: per object, the retire cost a transaction and a
-        // lease check, and with 100 000 small objects that held up the next slice's reads
-        // long enough to run the writer's tape dry.
-        for chunk in retire.chunks(LIST_PAGE) {
-            fenced(fence).await?;
+        // transaction per `RETIRE_CHUNK` of them, not one per object. Before each, the job's
+        // lease is renewed, not only checked: the loop is the host's busiest writer while it
+        // runs, and the renewal must not depend on the heartbeat task winning the write lock
+        // between its transactions.
+        for chunk in retire.chunks(RETIRE_CHUNK) {
+            rt.leases.heartbeat(fence, rt.lease_ttl()).await?;
             let drops: Vec<CopyDrop> = chunk
                 .iter()
                 .map(|(r, note)| CopyDrop {

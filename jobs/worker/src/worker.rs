@@ -445,7 +445,8 @@ impl<E: TapeExecutor> Runtime<E> {
         Duration::from_millis(self.config.worker.poll_interval_ms)
     }
 
-    fn lease_ttl(&self) -> Duration {
+    /// How long a lease taken or renewed now lasts (`[worker] lease_ms`).
+    pub(crate) fn lease_ttl(&self) -> Duration {
         Duration::from_millis(self.config.worker.lease_ms)
     }
 

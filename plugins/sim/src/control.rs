@@ -168,6 +168,7 @@ fn counters(s: &Shared) -> Result<Value, Fault> {
                 "mounts": st.mounts,
                 "writes_not_at_eod": st.writes_not_at_eod,
                 "relabels": st.relabels,
+                "writes_together": s.drive(i as u32).map(|d| d.writes_together).unwrap_or(0),
                 "owned": s.owns(i as u32),
                 // Died (`drive_dies`) and not yet serviced (`robot_recover`).
                 "failed": s.drive(i as u32).map(|d| d.dead).unwrap_or(false),

@@ -892,6 +892,9 @@ impl Drive for SimDrive {
                     break;
                 }
             }
+            if written > 1 {
+                st.writes_together += 1;
+            }
             Ok(())
         });
         (written, result)

@@ -104,6 +104,9 @@ pub struct DriveState {
     pub media_alert: bool,
     /// Statistics.
     pub stats: ReelDriveStats,
+    /// `drive_write_records` calls that wrote more than one record (one arrival for several
+    /// records, docs/ABI.md): the simulator's own counter, not one of the drive's log pages.
+    pub writes_together: u64,
     /// The drive's modelled timeline, seconds.
     pub now: f64,
     /// Buffer and tape motion.
@@ -138,6 +141,7 @@ impl DriveState {
             clean_alert: false,
             cleaning_expired: false,
             media_alert: false,
+            writes_together: 0,
             stats: ReelDriveStats {
                 struct_size: std::mem::size_of::<ReelDriveStats>() as u32,
                 // Every counter: the model has no soft errors, so its corrected-error counts
@@ -164,8 +168,10 @@ impl DriveState {
     /// (the caller puts the one the layout says), keeping this process's statistics and clock.
     pub fn reset_for_owner(&mut self, cfg: &SimConfig) {
         let (stats, now, logged) = (self.stats, self.now, self.busy_logged_ns);
+        let together = self.writes_together;
         *self = DriveState::new(self.index, cfg);
         self.stats = stats;
+        self.writes_together = together;
         self.now = now;
         self.busy_logged_ns = logged;
     }
