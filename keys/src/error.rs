@@ -45,16 +45,16 @@ pub enum KeyError {
         /// Why, and what to do.
         why: String,
     },
-    /// Reading or writing a key file failed.
-    #[error("{doing} {file}: {source}")]
+    /// Reading or writing a key file failed. The I/O error is part of the message, not a
+    /// `source` as well: a caller printing the chain (`{:#}`) would say it twice.
+    #[error("{doing} {file}: {error}")]
     Io {
         /// What was being done.
         doing: &'static str,
         /// The file.
         file: PathBuf,
         /// The error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A key file that does not parse.
     #[error(
@@ -117,8 +117,8 @@ impl KeyError {
     pub fn is_retryable(&self) -> bool {
         match self {
             KeyError::Manager { retryable, .. } => *retryable,
-            KeyError::Io { source, .. } => matches!(
-                source.kind(),
+            KeyError::Io { error, .. } => matches!(
+                error.kind(),
                 std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
             ),
             _ => false,

@@ -79,10 +79,10 @@ pub struct KeyFile {
 }
 
 fn io<'a>(doing: &'static str, file: &'a Path) -> impl FnOnce(std::io::Error) -> KeyError + 'a {
-    move |source| KeyError::Io {
+    move |error| KeyError::Io {
         doing,
         file: file.to_path_buf(),
-        source,
+        error,
     }
 }
 

@@ -257,15 +257,19 @@ impl Catalogue {
             ]
         };
         let (first, second) = (states[0], *states.last().unwrap_or(&states[0]));
-        let lock = match self.backend {
-            super::backend::Backend::Postgres(_) => " FOR UPDATE",
-            super::backend::Backend::Sqlite(_) => "",
+        // Static per backend: no statement text is built or copied per object.
+        let select: &'static str = match self.backend {
+            super::backend::Backend::Postgres(_) => {
+                "SELECT id FROM objects WHERE key = $1 AND generation = $2 FOR UPDATE"
+            }
+            super::backend::Backend::Sqlite(_) => {
+                "SELECT id FROM objects WHERE key = $1 AND generation = $2"
+            }
         };
-        let select = format!("SELECT id FROM objects WHERE key = $1 AND generation = $2{lock}");
         let outcomes = in_write_tx!(&self.backend, OP, |tx| {
             let mut outcomes = vec![DropOutcome::NotThere; rows.len()];
             for (i, d, generation) in &rows {
-                let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(select.clone()))
+                let id: Option<i64> = sqlx::query_scalar(select)
                     .bind(&d.key)
                     .bind(*generation)
                     .fetch_optional(&mut *tx)
